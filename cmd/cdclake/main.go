@@ -1,0 +1,184 @@
+// Command cdclake lands change-data-capture streams in a data lake as
+// Parquet.
+//
+//	cdclake run --source URL --sink URL [--config FILE]
+//	cdclake validate --config FILE
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/signal"
+	"runtime/pprof"
+	"sort"
+	"syscall"
+	"text/tabwriter"
+	"time"
+
+	"github.com/cdclake/cdclake/config"
+	"github.com/cdclake/cdclake/pipelines"
+	"github.com/cdclake/cdclake/sinks/lake"
+)
+
+const usage = `usage:
+  cdclake run --source URL --sink URL [--config FILE] [--log-level LEVEL]
+  cdclake validate --config FILE
+
+source URLs: file:///path/file.ndjson, a directory or glob of NDJSON files, - (stdin)
+sink URLs:   ./dir, file:///dir, mem://, s3://bucket?endpoint=…&region=…&use_path_style=true, gs://bucket, azblob://container
+`
+
+func main() {
+	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
+}
+
+func run(args []string, stdout, stderr io.Writer) int {
+	if len(args) == 0 {
+		fmt.Fprint(stderr, usage)
+		return 2
+	}
+	switch args[0] {
+	case "run":
+		return runCmd(args[1:], stdout, stderr)
+	case "validate":
+		return validateCmd(args[1:], stdout, stderr)
+	case "-h", "--help", "help":
+		fmt.Fprint(stdout, usage)
+		return 0
+	}
+	fmt.Fprintf(stderr, "unknown command %q\n%s", args[0], usage)
+	return 2
+}
+
+func validateCmd(args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("validate", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	file := fs.String("config", "", "config file")
+	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	if *file == "" {
+		fmt.Fprintln(stderr, "validate: --config is required")
+		return 2
+	}
+	if _, err := config.Load(*file); err != nil {
+		fmt.Fprintf(stderr, "%s: invalid:\n%v\n", *file, err)
+		return 1
+	}
+	fmt.Fprintf(stdout, "%s: ok\n", *file)
+	return 0
+}
+
+func runCmd(args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("run", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	source := fs.String("source", "", "source URL (overrides source.url)")
+	sink := fs.String("sink", "", "sink URL (overrides sink.url)")
+	file := fs.String("config", "", "config file")
+	level := fs.String("log-level", "info", "debug, info, warn or error")
+	cpuprofile := fs.String("cpuprofile", "", "write a CPU profile to this file")
+	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	if *cpuprofile != "" {
+		f, err := os.Create(*cpuprofile)
+		if err != nil {
+			fmt.Fprintf(stderr, "--cpuprofile: %v\n", err)
+			return 2
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			fmt.Fprintf(stderr, "--cpuprofile: %v\n", err)
+			return 2
+		}
+		defer pprof.StopCPUProfile()
+	}
+	var lvl slog.Level
+	if err := lvl.UnmarshalText([]byte(*level)); err != nil {
+		fmt.Fprintf(stderr, "--log-level: %v\n", err)
+		return 2
+	}
+	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: lvl}))
+	cfg, err := config.Load(*file)
+	if err != nil {
+		fmt.Fprintf(stderr, "config: %v\n", err)
+		return 1
+	}
+	if *source != "" {
+		cfg.Source.URL = *source
+	}
+	if *sink != "" {
+		cfg.Sink.URL = *sink
+	}
+	if cfg.Source.URL == "" || cfg.Sink.URL == "" {
+		fmt.Fprintln(stderr, "run: a source and a sink are required (--source, --sink or the config)")
+		return 2
+	}
+
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	src, err := pipelines.OpenFileSource(cfg.Source.URL, cfg.Source.BlockLines)
+	if err != nil {
+		log.Error("opening source", "err", err)
+		return 1
+	}
+	bucket, err := lake.OpenBucket(ctx, cfg.Sink.URL)
+	if err != nil {
+		log.Error("opening sink", "err", err)
+		return 1
+	}
+	defer bucket.Close()
+	p, err := pipelines.New(cfg, src, bucket, log)
+	if err != nil {
+		log.Error("building pipeline", "err", err)
+		return 1
+	}
+	start := time.Now()
+	log.Info("landing", "source", cfg.Source.URL, "sink", cfg.Sink.URL)
+	runErr := p.Run(ctx)
+	printSummary(stdout, p, time.Since(start), ctx.Err() != nil)
+	if runErr != nil {
+		log.Error("run failed", "err", runErr)
+		return 1
+	}
+	if errors.Is(ctx.Err(), context.Canceled) {
+		log.Info("stopped by signal after flushing")
+	}
+	return 0
+}
+
+func printSummary(w io.Writer, p *pipelines.Pipeline, elapsed time.Duration, interrupted bool) {
+	st := p.Stats()
+	tables := p.Batcher().Stats()
+	names := make([]string, 0, len(tables))
+	for n := range tables {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	fmt.Fprintln(w, "== cdclake summary ==")
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "table\trows\tfiles\tbytes\tschema versions\t")
+	var rows, files, bytes int64
+	for _, n := range names {
+		t := tables[n]
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t\n", n, t.Rows, t.Files, t.Bytes, len(t.Versions))
+		rows, files, bytes = rows+t.Rows, files+t.Files, bytes+t.Bytes
+	}
+	fmt.Fprintf(tw, "total\t%d\t%d\t%d\t\t\n", rows, files, bytes)
+	tw.Flush()
+	n := st.Messages.Load()
+	rate := float64(n) / elapsed.Seconds()
+	fmt.Fprintf(w, "messages %d (%.1f MiB): rows %d, events %d, tombstones %d, heartbeats %d, skipped %d, schema records %d, filtered %d\n",
+		n, float64(st.Bytes.Load())/(1<<20), st.Rows.Load(), st.Events.Load(), st.Tombstones.Load(), st.Heartbeats.Load(),
+		st.Skipped.Load(), st.Schemas.Load(), st.Filtered.Load())
+	fmt.Fprintf(w, "dead letters %d\n", st.DeadLetters.Load())
+	fmt.Fprintf(w, "elapsed %s, %.0f messages/s\n", elapsed.Round(time.Millisecond), rate)
+	if interrupted {
+		fmt.Fprintln(w, "interrupted: stopped reading, landed everything read")
+	}
+}

@@ -1,0 +1,352 @@
+// Package batch is the batching stage: it appends row changes to one Arrow
+// record builder per output file and hands full files to a Sink.
+//
+// # Files
+//
+// An output file holds rows of one table version, one partition directory
+// and one source partition (Kafka partition or input file), in source order.
+// Its name is derived from the source, the partition and the offset of its
+// first row, so a replay of the same input rewrites the same names.
+//
+// # When a file closes
+//
+//   - max rows, max bytes (estimated from the input size) or max age reached;
+//   - a DDL or schema change event for its table (CloseTable);
+//   - the memory bound: when all open buffers together exceed
+//     Config.MaxBufferedBytes, the largest are written until the total is
+//     below three quarters of it; when more than Config.MaxOpenFiles are
+//     open, the oldest is written;
+//   - end of input (FlushAll).
+//
+// A table whose schema changes opens a file for the new version; the old
+// version's file stays open until one of the rules above closes it, so two
+// interleaving versions do not produce a file per switch.
+//
+// # Durability
+//
+// Only a nil error from Sink.Write means a file is durable. The Tracker then
+// advances, per source partition, the offset below which every message is
+// durably landed (or needed no landing); a Kafka source commits exactly that.
+package batch
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/memory"
+	"github.com/cdclake/cdclake/handlers/change"
+	"github.com/cdclake/cdclake/handlers/schema"
+)
+
+// Config bounds the batcher as a whole.
+type Config struct {
+	// MaxBufferedBytes bounds the input bytes held in open buffers.
+	MaxBufferedBytes int64
+	// MaxOpenFiles bounds the number of open buffers.
+	MaxOpenFiles int
+}
+
+// TableConfig is a table's route settings for batching and writing.
+type TableConfig struct {
+	// Path is the directory template (see Template).
+	Path     *Template
+	MaxRows  int
+	MaxBytes int64
+	MaxAge   time.Duration
+	Write    WriteOptions
+}
+
+// WriteOptions are Parquet settings passed through to the sink.
+type WriteOptions struct {
+	Compression  string
+	RowGroupRows int
+}
+
+// File is a closed buffer on its way to storage.
+type File struct {
+	Table *schema.Table
+	// Key is the object key, relative to the lake root.
+	Key    string
+	Record arrow.RecordBatch
+	// Ranges are the [start, end) rows of Record to write; rows outside
+	// failed conversion and were dead-lettered.
+	Ranges      [][2]int
+	Rows        int
+	Source      string
+	Partition   int32
+	FirstOffset int64
+	LastOffset  int64
+	Options     WriteOptions
+}
+
+// Sink stores files.
+//
+// Write is called by the Batcher, one file at a time, and must return only
+// when the file is durably stored (nil error) or has failed. It returns the
+// number of bytes stored. The Batcher releases the record afterwards.
+type Sink interface {
+	Write(ctx context.Context, f *File) (int64, error)
+}
+
+// RowError is returned by Add for a change that could not be converted; the
+// caller dead-letters it. The pipeline goes on.
+type RowError struct{ Err error }
+
+func (e *RowError) Error() string { return e.Err.Error() }
+func (e *RowError) Unwrap() error { return e.Err }
+
+// TableStats counts what landed for one table.
+type TableStats struct {
+	Rows, Files, Bytes int64
+	Versions           map[int]bool
+}
+
+type bufKey struct {
+	table  string
+	fp     uint64
+	dir    string
+	source string
+	part   int32
+}
+
+// Batcher is the batching stage. Safe for concurrent use.
+type Batcher struct {
+	mu      sync.Mutex
+	cfg     Config
+	tables  func(table string) *TableConfig
+	sink    Sink
+	mem     memory.Allocator
+	log     *slog.Logger
+	now     func() time.Time
+	open    map[bufKey]*buffer
+	held    int64
+	tracker *Tracker
+	stats   map[string]*TableStats
+}
+
+// New returns a Batcher writing to sink.
+func New(cfg Config, tables func(string) *TableConfig, sink Sink, mem memory.Allocator, log *slog.Logger) *Batcher {
+	if cfg.MaxBufferedBytes <= 0 {
+		cfg.MaxBufferedBytes = 256 << 20
+	}
+	if cfg.MaxOpenFiles <= 0 {
+		cfg.MaxOpenFiles = 512
+	}
+	return &Batcher{cfg: cfg, tables: tables, sink: sink, mem: mem, log: log, now: time.Now,
+		open: map[bufKey]*buffer{}, tracker: NewTracker(), stats: map[string]*TableStats{}}
+}
+
+// Tracker returns the durable-position tracker.
+func (b *Batcher) Tracker() *Tracker { return b.tracker }
+
+// Add appends a change that resolved to table version t. size is the size of
+// the source message, used for the bytes thresholds. A *RowError means the
+// row was rejected; any other error is a storage failure.
+func (b *Batcher) Add(ctx context.Context, c *change.Change, t *schema.Table, at change.Position, size int) error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	tc := b.tables(t.Name)
+	now := b.now()
+	tsMicros := now.UnixMicro()
+	dirTS := tsMicros
+	if c.HasTS {
+		dirTS = c.TSMicros
+	}
+	dir := tc.Path.Expand(t.Name, dirTS)
+	key := bufKey{table: t.Name, fp: t.Fingerprint, dir: dir, source: at.Source, part: at.Partition}
+	buf, ok := b.open[key]
+	if !ok {
+		buf = newBuffer(b.mem, key, t, dir, at, now.UnixNano())
+		b.open[key] = buf
+		b.tracker.open(at, buf)
+	}
+	b.tracker.seen(at)
+	err := buf.append(c, at, tsMicros, size)
+	b.held += int64(size)
+	if err != nil {
+		err = &RowError{Err: err}
+	}
+	if buf.rows >= tc.MaxRows || buf.bytes >= tc.MaxBytes {
+		if ferr := b.flush(ctx, buf); ferr != nil {
+			return ferr
+		}
+	}
+	if ferr := b.enforceBounds(ctx); ferr != nil {
+		return ferr
+	}
+	return err
+}
+
+// Skip records that a message needed no landing (tombstones, heartbeats,
+// schema records, dead letters already written).
+func (b *Batcher) Skip(at change.Position) {
+	b.mu.Lock()
+	b.tracker.seen(at)
+	b.mu.Unlock()
+}
+
+// CloseTable writes every open file of a table (on DDL or schema change).
+func (b *Batcher) CloseTable(ctx context.Context, table string) error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	for _, buf := range b.sorted() {
+		if buf.key.table == table {
+			if err := b.flush(ctx, buf); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// FlushExpired writes files older than their table's max age.
+func (b *Batcher) FlushExpired(ctx context.Context) error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	now := b.now().UnixNano()
+	for _, buf := range b.sorted() {
+		if age := b.tables(buf.key.table).MaxAge; age > 0 && now-buf.born >= int64(age) {
+			if err := b.flush(ctx, buf); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// FlushAll writes every open file.
+func (b *Batcher) FlushAll(ctx context.Context) error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	for _, buf := range b.sorted() {
+		if err := b.flush(ctx, buf); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Stats returns a copy of the per-table counters.
+func (b *Batcher) Stats() map[string]TableStats {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	out := make(map[string]TableStats, len(b.stats))
+	for k, v := range b.stats {
+		vs := make(map[int]bool, len(v.Versions))
+		for x := range v.Versions {
+			vs[x] = true
+		}
+		out[k] = TableStats{Rows: v.Rows, Files: v.Files, Bytes: v.Bytes, Versions: vs}
+	}
+	return out
+}
+
+// OpenFiles returns the number of open buffers.
+func (b *Batcher) OpenFiles() int {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return len(b.open)
+}
+
+// Close releases buffers that were never written (after a failure).
+func (b *Batcher) Close() {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	for k, buf := range b.open {
+		buf.release()
+		delete(b.open, k)
+	}
+}
+
+// sorted returns open buffers oldest first, for a deterministic order.
+func (b *Batcher) sorted() []*buffer {
+	out := make([]*buffer, 0, len(b.open))
+	for _, buf := range b.open {
+		out = append(out, buf)
+	}
+	sort.Slice(out, func(i, j int) bool {
+		if out[i].born != out[j].born {
+			return out[i].born < out[j].born
+		}
+		return out[i].key.table+out[i].key.dir < out[j].key.table+out[j].key.dir
+	})
+	return out
+}
+
+func (b *Batcher) enforceBounds(ctx context.Context) error {
+	if b.held > b.cfg.MaxBufferedBytes {
+		bufs := b.sorted()
+		sort.SliceStable(bufs, func(i, j int) bool { return bufs[i].bytes > bufs[j].bytes })
+		for _, buf := range bufs {
+			if b.held <= b.cfg.MaxBufferedBytes*3/4 {
+				break
+			}
+			if err := b.flush(ctx, buf); err != nil {
+				return err
+			}
+		}
+	}
+	for len(b.open) > b.cfg.MaxOpenFiles {
+		if err := b.flush(ctx, b.sorted()[0]); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// flush writes buf and forgets it. On failure buf is kept open (its rows are
+// not durable) and the error returned.
+func (b *Batcher) flush(ctx context.Context, buf *buffer) error {
+	rec := buf.rb.NewRecordBatch()
+	defer rec.Release()
+	ranges := buf.validRanges()
+	valid := 0
+	for _, r := range ranges {
+		valid += r[1] - r[0]
+	}
+	tc := b.tables(buf.key.table)
+	f := &File{Table: buf.table, Record: rec, Ranges: ranges, Rows: valid,
+		Source: buf.src.Source, Partition: buf.src.Partition, FirstOffset: buf.src.Offset, LastOffset: buf.last,
+		Options: tc.Write}
+	f.Key = fmt.Sprintf("%s/%s", buf.dir, FileName(buf.src))
+	var n int64
+	if valid > 0 {
+		var err error
+		n, err = b.sink.Write(ctx, f)
+		if err != nil {
+			return fmt.Errorf("writing %s (%d rows): %w", f.Key, valid, err)
+		}
+	}
+	delete(b.open, buf.key)
+	b.held -= buf.bytes
+	b.tracker.close(buf)
+	buf.release()
+	st := b.stats[buf.key.table]
+	if st == nil {
+		st = &TableStats{Versions: map[int]bool{}}
+		b.stats[buf.key.table] = st
+	}
+	st.Versions[buf.table.Version] = true
+	if valid > 0 {
+		st.Rows += int64(valid)
+		st.Files++
+		st.Bytes += n
+		b.log.Debug("file written", "key", f.Key, "rows", valid, "bytes", n)
+	}
+	return nil
+}
+
+// FileName is the deterministic name of a file whose first row came from
+// pos: the source (sanitized), its partition and the first offset.
+func FileName(pos change.Position) string {
+	return fmt.Sprintf("%s-p%d-o%020d.parquet", Sanitize(pos.Source), pos.Partition, pos.Offset)
+}
+
+// ErrClosed is returned after Close.
+var ErrClosed = errors.New("batcher closed")

@@ -1,0 +1,294 @@
+package batch
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/arrow-go/v18/arrow/memory"
+	"github.com/cdclake/cdclake/handlers/change"
+	"github.com/cdclake/cdclake/handlers/schema"
+	"github.com/valyala/fastjson"
+)
+
+// buffer accumulates the rows of one output file: one table version, one
+// partition directory, one source partition.
+type buffer struct {
+	key   bufKey
+	table *schema.Table
+	dir   string
+	src   change.Position // source, partition and first offset
+	last  int64
+	rows  int
+	bytes int64
+	born  int64 // unix nanos of the first row
+	// invalid holds rows that failed conversion; they are skipped on write.
+	invalid []int
+
+	rb *array.RecordBuilder
+	// metadata builders
+	op, tbl, xid, pos, source *array.StringBuilder
+	ts, ingested              *array.TimestampBuilder
+	part                      *array.Int32Builder
+	offset                    *array.Int64Builder
+	extras                    []array.Builder
+	// image builders: before/after structs (images layout) or top level (flat)
+	images  [2]*imageBuilder
+	flat    *imageBuilder
+	events  *eventBuilders
+	scratch []byte
+}
+
+type imageBuilder struct {
+	st       *array.StructBuilder // nil in the flat layout
+	noStruct bool                 // images layout of a table without columns
+	app      []schema.Appender
+	absent   *array.ListBuilder
+	absentV  *array.StringBuilder
+	seen     []bool
+}
+
+type eventBuilders struct {
+	kind, object, statement *array.StringBuilder
+	event                   *array.StringBuilder
+	eventExt                array.Builder
+}
+
+func newBuffer(mem memory.Allocator, key bufKey, t *schema.Table, dir string, src change.Position, now int64) *buffer {
+	b := &buffer{key: key, table: t, dir: dir, src: src, last: src.Offset, born: now,
+		rb: array.NewRecordBuilder(mem, t.Arrow)}
+	f := b.rb.Fields()
+	b.op = f[0].(*array.StringBuilder)
+	b.tbl = f[1].(*array.StringBuilder)
+	b.ts = f[2].(*array.TimestampBuilder)
+	b.xid = f[3].(*array.StringBuilder)
+	b.pos = f[4].(*array.StringBuilder)
+	b.source = f[5].(*array.StringBuilder)
+	b.part = f[6].(*array.Int32Builder)
+	b.offset = f[7].(*array.Int64Builder)
+	b.ingested = f[8].(*array.TimestampBuilder)
+	n := schema.NumMeta
+	b.extras = f[n : n+len(t.Extras)]
+	rest := f[n+len(t.Extras):]
+	switch t.Layout {
+	case schema.LayoutImages:
+		structs := 0
+		if len(t.Columns) > 0 {
+			structs = 2
+		}
+		for i := range 2 {
+			ib := &imageBuilder{absent: rest[structs+i].(*array.ListBuilder), seen: make([]bool, len(t.Columns)), noStruct: structs == 0}
+			ib.absentV = ib.absent.ValueBuilder().(*array.StringBuilder)
+			if structs > 0 {
+				ib.st = rest[i].(*array.StructBuilder)
+				for j, c := range t.Columns {
+					ib.app = append(ib.app, schema.Compile(c.Name, c.Type, ib.st.FieldBuilder(j)))
+				}
+			}
+			b.images[i] = ib
+		}
+	case schema.LayoutFlat:
+		ib := &imageBuilder{absent: rest[len(t.Columns)].(*array.ListBuilder), seen: make([]bool, len(t.Columns))}
+		ib.absentV = ib.absent.ValueBuilder().(*array.StringBuilder)
+		for j, c := range t.Columns {
+			ib.app = append(ib.app, schema.Compile(c.Name, c.Type, rest[j]))
+		}
+		b.flat = ib
+	case schema.LayoutEvents:
+		ext := rest[3].(*array.ExtensionBuilder)
+		b.events = &eventBuilders{kind: rest[0].(*array.StringBuilder), object: rest[1].(*array.StringBuilder),
+			statement: rest[2].(*array.StringBuilder), eventExt: ext,
+			event: ext.StorageBuilder().(*array.StringBuilder)}
+	}
+	return b
+}
+
+var errDuplicateKey = errors.New("duplicate column in image")
+
+// append adds one change as a row. On error the row is still appended (with
+// NULLs where values failed) and marked invalid, so builders stay aligned.
+func (b *buffer) append(c *change.Change, at change.Position, ingested int64, size int) error {
+	row := b.rows
+	b.rows++
+	b.bytes += int64(size)
+	b.last = at.Offset
+
+	if c.Kind == change.KindDML {
+		b.op.Append(c.Op.String())
+	} else {
+		b.op.Append(kindOp(c.Kind))
+	}
+	b.tbl.Append(c.Table)
+	if c.HasTS {
+		b.ts.Append(arrow.Timestamp(c.TSMicros))
+	} else {
+		b.ts.AppendNull()
+	}
+	appendOpt(b.xid, c.Xid)
+	appendOpt(b.pos, c.Pos)
+	b.source.Append(at.Source)
+	b.part.Append(at.Partition)
+	b.offset.Append(at.Offset)
+	b.ingested.Append(arrow.Timestamp(ingested))
+	b.appendExtras(c)
+
+	var err error
+	switch b.table.Layout {
+	case schema.LayoutImages:
+		err = errors.Join(b.images[0].append(b.table, c.Before), b.images[1].append(b.table, c.After))
+	case schema.LayoutFlat:
+		img := c.After
+		if !img.Present() {
+			img = c.Before
+		}
+		err = b.flat.append(b.table, img)
+	case schema.LayoutEvents:
+		b.appendEvent(c)
+	}
+	if err != nil {
+		b.invalid = append(b.invalid, row)
+	}
+	return err
+}
+
+func kindOp(k change.Kind) string {
+	switch k {
+	case change.KindDDL:
+		return "DDL"
+	case change.KindSchemaChange:
+		return "SCHEMA_CHANGE"
+	case change.KindTransaction:
+		return "TRANSACTION"
+	case change.KindStreamMetadata:
+		return "STREAM_METADATA"
+	case change.KindObjectMetadata:
+		return "OBJECT_METADATA"
+	}
+	return k.String()
+}
+
+func appendOpt(b *array.StringBuilder, s string) {
+	if s == "" {
+		b.AppendNull()
+		return
+	}
+	b.Append(s)
+}
+
+func (b *buffer) appendExtras(c *change.Change) {
+	for i, col := range b.table.Extras {
+		bld := b.extras[i]
+		found := false
+		for _, e := range c.Extras {
+			if e.Name != col.Name {
+				continue
+			}
+			found = true
+			switch col.Kind {
+			case change.ExtraTimestamp:
+				bld.(*array.TimestampBuilder).Append(arrow.Timestamp(e.Micros))
+			case change.ExtraJSON:
+				bld.(*array.ExtensionBuilder).StorageBuilder().(*array.StringBuilder).BinaryBuilder.Append(c.ExtraBytes(e))
+			default:
+				bld.(*array.StringBuilder).BinaryBuilder.Append(c.ExtraBytes(e))
+			}
+			break
+		}
+		if !found {
+			bld.AppendNull()
+		}
+	}
+}
+
+func (ib *imageBuilder) append(t *schema.Table, img change.Image) error {
+	if !img.Present() {
+		if ib.st != nil {
+			ib.st.AppendNull()
+		} else if !ib.noStruct {
+			for _, app := range ib.app {
+				_ = app(nil)
+			}
+		}
+		ib.absent.AppendNull()
+		return nil
+	}
+	if ib.st != nil {
+		ib.st.Append(true)
+	}
+	clear(ib.seen)
+	var first error
+	img.Obj.Visit(func(key []byte, v *fastjson.Value) {
+		i, ok := t.ColumnIndex(key)
+		if !ok {
+			if !t.Ignore[string(key)] && first == nil {
+				first = fmt.Errorf("column %q is not in table %s version %d", key, t.Name, t.Version)
+			}
+			return
+		}
+		if ib.seen[i] {
+			if first == nil {
+				first = fmt.Errorf("%w: %q", errDuplicateKey, key)
+			}
+			return
+		}
+		ib.seen[i] = true
+		if err := ib.app[i](v); err != nil && first == nil {
+			first = err
+		}
+	})
+	ib.absent.Append(true)
+	for i, seen := range ib.seen {
+		if !seen {
+			_ = ib.app[i](nil)
+			ib.absentV.Append(t.Columns[i].Name)
+		}
+	}
+	return first
+}
+
+func (b *buffer) appendEvent(c *change.Change) {
+	e := b.events
+	e.kind.Append(c.Kind.String())
+	appendOpt(e.object, c.Table)
+	stmt := ""
+	if c.Raw != nil {
+		if d := c.Raw.Get("ddl"); d != nil {
+			switch d.Type() {
+			case fastjson.TypeString:
+				s, _ := d.StringBytes()
+				stmt = string(s)
+			case fastjson.TypeObject:
+				if s := d.Get("statement"); s != nil {
+					sb, _ := s.StringBytes()
+					stmt = string(sb)
+				}
+			}
+		}
+	}
+	appendOpt(e.statement, stmt)
+	if c.Raw == nil {
+		e.eventExt.AppendNull()
+		return
+	}
+	b.scratch = c.Raw.MarshalTo(b.scratch[:0])
+	e.event.BinaryBuilder.Append(b.scratch)
+}
+
+// validRanges returns the [start, end) row ranges that converted cleanly.
+func (b *buffer) validRanges() [][2]int {
+	var out [][2]int
+	start := 0
+	for _, bad := range b.invalid {
+		if bad > start {
+			out = append(out, [2]int{start, bad})
+		}
+		start = bad + 1
+	}
+	if start < b.rows {
+		out = append(out, [2]int{start, b.rows})
+	}
+	return out
+}
+
+func (b *buffer) release() { b.rb.Release() }

@@ -1,0 +1,593 @@
+package schema
+
+import (
+	"encoding/base64"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"math"
+	"math/big"
+	"strconv"
+	"unicode/utf8"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/arrow-go/v18/arrow/decimal128"
+	"github.com/valyala/fastjson"
+)
+
+// Appender appends one JSON value (nil or JSON null for NULL) to the builder
+// it was compiled for. It returns an error, and appends NULL, when the value
+// does not fit the column's type; the caller then discards the whole row.
+type Appender func(v *fastjson.Value) error
+
+// ConvertError says why a value does not fit its column.
+type ConvertError struct {
+	Column string
+	Type   Type
+	Value  string
+	Reason string
+}
+
+func (e *ConvertError) Error() string {
+	v := e.Value
+	if len(v) > 80 {
+		v = v[:80] + "…"
+	}
+	return fmt.Sprintf("column %q (%s): value %s: %s", e.Column, e.Type, v, e.Reason)
+}
+
+func convErr(col string, t Type, v *fastjson.Value, reason string) error {
+	return &ConvertError{Column: col, Type: t, Value: string(v.MarshalTo(nil)), Reason: reason}
+}
+
+func isNull(v *fastjson.Value) bool { return v == nil || v.Type() == fastjson.TypeNull }
+
+// Compile returns an Appender writing values of type t into b, which must be
+// a builder of t.Arrow(). name is used in error messages.
+func Compile(name string, t Type, b array.Builder) Appender {
+	fail := func(v *fastjson.Value, reason string) error {
+		b.AppendNull()
+		return convErr(name, t, v, reason)
+	}
+	switch t.Kind {
+	case Null:
+		return func(v *fastjson.Value) error {
+			if isNull(v) {
+				b.AppendNull()
+				return nil
+			}
+			return fail(v, "column has no known type")
+		}
+	case Bool:
+		bb := b.(*array.BooleanBuilder)
+		return func(v *fastjson.Value) error {
+			if isNull(v) {
+				bb.AppendNull()
+				return nil
+			}
+			switch v.Type() {
+			case fastjson.TypeTrue:
+				bb.Append(true)
+			case fastjson.TypeFalse:
+				bb.Append(false)
+			default:
+				return fail(v, "not a boolean")
+			}
+			return nil
+		}
+	case Int8, Int16, Int32, Int64:
+		return compileInt(name, t, b, fail)
+	case Float32, Float64:
+		return compileFloat(t, b, fail)
+	case String, DecimalText:
+		sb := b.(*array.StringBuilder)
+		var scratch []byte
+		return func(v *fastjson.Value) error {
+			if isNull(v) {
+				sb.AppendNull()
+				return nil
+			}
+			var err error
+			scratch, err = textValue(scratch[:0], t, v)
+			if err != nil {
+				return fail(v, err.Error())
+			}
+			sb.BinaryBuilder.Append(scratch)
+			return nil
+		}
+	case JSON:
+		sb := b.(*array.ExtensionBuilder).StorageBuilder().(*array.StringBuilder)
+		var scratch []byte
+		return func(v *fastjson.Value) error {
+			if isNull(v) {
+				b.AppendNull()
+				return nil
+			}
+			if v.Type() == fastjson.TypeString {
+				s, _ := v.StringBytes()
+				if !utf8.Valid(s) {
+					return fail(v, "invalid UTF-8")
+				}
+				sb.BinaryBuilder.Append(s)
+				return nil
+			}
+			scratch = v.MarshalTo(scratch[:0])
+			sb.BinaryBuilder.Append(scratch)
+			return nil
+		}
+	case Binary:
+		bb := b.(*array.BinaryBuilder)
+		var scratch []byte
+		return func(v *fastjson.Value) error {
+			if isNull(v) {
+				bb.AppendNull()
+				return nil
+			}
+			s, err := v.StringBytes()
+			if err != nil {
+				return fail(v, "binary must be a JSON string")
+			}
+			if t.Enc == EncHex {
+				scratch = append(scratch[:0], make([]byte, hex.DecodedLen(len(s)))...)
+				n, err := hex.Decode(scratch, s)
+				if err != nil {
+					return fail(v, "invalid hexadecimal")
+				}
+				bb.Append(scratch[:n])
+				return nil
+			}
+			scratch = append(scratch[:0], make([]byte, base64.StdEncoding.DecodedLen(len(s)))...)
+			n, err := base64.StdEncoding.Decode(scratch, s)
+			if err != nil {
+				return fail(v, "invalid base64")
+			}
+			bb.Append(scratch[:n])
+			return nil
+		}
+	case Decimal:
+		db := b.(*array.Decimal128Builder)
+		return func(v *fastjson.Value) error {
+			if isNull(v) {
+				db.AppendNull()
+				return nil
+			}
+			n, err := decimalValue(t, v)
+			if err != nil {
+				return fail(v, err.Error())
+			}
+			db.Append(n)
+			return nil
+		}
+	case Date:
+		db := b.(*array.Date32Builder)
+		return func(v *fastjson.Value) error {
+			if isNull(v) {
+				db.AppendNull()
+				return nil
+			}
+			if t.Enc == EncEpochDays {
+				d, err := v.Int64()
+				if err != nil || d < math.MinInt32 || d > math.MaxInt32 {
+					return fail(v, "not an integer day count")
+				}
+				db.Append(arrow.Date32(d))
+				return nil
+			}
+			s, err := v.StringBytes()
+			if err != nil {
+				return fail(v, "date must be text")
+			}
+			d, err := ParseDate(s)
+			if err != nil {
+				return fail(v, err.Error())
+			}
+			db.Append(arrow.Date32(d))
+			return nil
+		}
+	case Time:
+		return compileTime(t, b, fail)
+	case Timestamp:
+		tb := b.(*array.TimestampBuilder)
+		return func(v *fastjson.Value) error {
+			if isNull(v) {
+				tb.AppendNull()
+				return nil
+			}
+			if t.Enc == EncEpochUnit {
+				n, err := v.Int64()
+				if err != nil {
+					return fail(v, "not an integer timestamp")
+				}
+				tb.Append(arrow.Timestamp(n))
+				return nil
+			}
+			s, err := v.StringBytes()
+			if err != nil {
+				return fail(v, "timestamp must be text")
+			}
+			n, err := ParseTimestamp(s, t.Unit, t.UTC || t.Enc == EncZoned)
+			if err != nil {
+				return fail(v, err.Error())
+			}
+			tb.Append(arrow.Timestamp(n))
+			return nil
+		}
+	case Struct:
+		sb := b.(*array.StructBuilder)
+		fields := make([]Appender, len(t.Fields))
+		for i, f := range t.Fields {
+			fields[i] = Compile(name+"."+f.Name, f.Type, sb.FieldBuilder(i))
+		}
+		return func(v *fastjson.Value) error {
+			if isNull(v) {
+				sb.AppendNull()
+				return nil
+			}
+			o, err := v.Object()
+			if err != nil {
+				return fail(v, "not an object")
+			}
+			sb.Append(true)
+			var first error
+			for i, f := range t.Fields {
+				if err := fields[i](o.Get(f.Name)); err != nil && first == nil {
+					first = err
+				}
+			}
+			return first
+		}
+	case List:
+		lb := b.(*array.ListBuilder)
+		elem := Compile(name+"[]", *t.Elem, lb.ValueBuilder())
+		return func(v *fastjson.Value) error {
+			if isNull(v) {
+				lb.AppendNull()
+				return nil
+			}
+			arr, err := v.Array()
+			if err != nil {
+				return fail(v, "not an array")
+			}
+			lb.Append(true)
+			var first error
+			for _, e := range arr {
+				if err := elem(e); err != nil && first == nil {
+					first = err
+				}
+			}
+			return first
+		}
+	case Map:
+		mb := b.(*array.MapBuilder)
+		key := Compile(name+".key", *t.Key, mb.KeyBuilder())
+		val := Compile(name+".value", *t.Value, mb.ItemBuilder())
+		keyArena := &fastjson.Arena{}
+		return func(v *fastjson.Value) error {
+			if isNull(v) {
+				mb.AppendNull()
+				return nil
+			}
+			var first error
+			note := func(err error) {
+				if err != nil && first == nil {
+					first = err
+				}
+			}
+			switch v.Type() {
+			case fastjson.TypeObject:
+				// Kafka Connect's JSON converter writes maps with string keys
+				// as objects.
+				mb.Append(true)
+				keyArena.Reset()
+				o, _ := v.Object()
+				o.Visit(func(k []byte, e *fastjson.Value) {
+					note(key(keyArena.NewStringBytes(k)))
+					note(val(e))
+				})
+			case fastjson.TypeArray:
+				// ... and other maps as arrays of [key, value] pairs.
+				mb.Append(true)
+				arr, _ := v.Array()
+				for _, pair := range arr {
+					kv, err := pair.Array()
+					if err != nil || len(kv) != 2 {
+						return fail(v, "map entry is not a [key, value] pair")
+					}
+					note(key(kv[0]))
+					note(val(kv[1]))
+				}
+			default:
+				return fail(v, "not a map")
+			}
+			return first
+		}
+	}
+	panic(fmt.Sprintf("schema: cannot compile kind %d", t.Kind))
+}
+
+func compileInt(name string, t Type, b array.Builder, fail func(*fastjson.Value, string) error) Appender {
+	lo, hi := int64(math.MinInt64), int64(math.MaxInt64)
+	var app func(int64)
+	switch bb := b.(type) {
+	case *array.Int8Builder:
+		lo, hi, app = math.MinInt8, math.MaxInt8, func(n int64) { bb.Append(int8(n)) }
+	case *array.Int16Builder:
+		lo, hi, app = math.MinInt16, math.MaxInt16, func(n int64) { bb.Append(int16(n)) }
+	case *array.Int32Builder:
+		lo, hi, app = math.MinInt32, math.MaxInt32, func(n int64) { bb.Append(int32(n)) }
+	case *array.Int64Builder:
+		app = bb.Append
+	default:
+		panic(fmt.Sprintf("schema: column %s: builder %T for %s", name, b, t))
+	}
+	return func(v *fastjson.Value) error {
+		if isNull(v) {
+			b.AppendNull()
+			return nil
+		}
+		var raw []byte
+		switch v.Type() {
+		case fastjson.TypeNumber:
+			raw = v.MarshalTo(nil)
+		case fastjson.TypeString:
+			raw, _ = v.StringBytes()
+		default:
+			return fail(v, "not an integer")
+		}
+		n, err := strconv.ParseInt(string(raw), 10, 64)
+		if err != nil {
+			// Accept integral values written with a zero fraction (1.0, 1e3).
+			n, err = integralDecimal(raw)
+			if err != nil {
+				return fail(v, "not an integer")
+			}
+		}
+		if n < lo || n > hi {
+			return fail(v, "out of range")
+		}
+		app(n)
+		return nil
+	}
+}
+
+func integralDecimal(raw []byte) (int64, error) {
+	d, err := ParseDecimal(raw)
+	if err != nil {
+		return 0, err
+	}
+	num, err := d.Rescale(0)
+	if err != nil || !num.IsInt64() {
+		return 0, errors.New("not an integer")
+	}
+	return num.Int64(), nil
+}
+
+func compileFloat(t Type, b array.Builder, fail func(*fastjson.Value, string) error) Appender {
+	bits := 64
+	var app func(float64)
+	switch bb := b.(type) {
+	case *array.Float32Builder:
+		bits, app = 32, func(f float64) { bb.Append(float32(f)) }
+	case *array.Float64Builder:
+		app = bb.Append
+	}
+	return func(v *fastjson.Value) error {
+		if isNull(v) {
+			b.AppendNull()
+			return nil
+		}
+		var raw []byte
+		switch v.Type() {
+		case fastjson.TypeNumber:
+			raw = v.MarshalTo(nil)
+		case fastjson.TypeString:
+			// Kafka Connect writes non-finite values as strings.
+			raw, _ = v.StringBytes()
+			switch string(raw) {
+			case "NaN":
+				app(math.NaN())
+				return nil
+			case "Infinity":
+				app(math.Inf(1))
+				return nil
+			case "-Infinity":
+				app(math.Inf(-1))
+				return nil
+			}
+		default:
+			return fail(v, "not a number")
+		}
+		// ParseFloat with bitSize 32 rounds to the nearest float32, which is
+		// exact for any value a float32 source printed.
+		f, err := strconv.ParseFloat(string(raw), bits)
+		if err != nil {
+			return fail(v, "not a number")
+		}
+		app(f)
+		return nil
+	}
+}
+
+func compileTime(t Type, b array.Builder, fail func(*fastjson.Value, string) error) Appender {
+	var app func(int64)
+	switch bb := b.(type) {
+	case *array.Time32Builder:
+		app = func(n int64) { bb.Append(arrow.Time32(n)) }
+	case *array.Time64Builder:
+		app = func(n int64) { bb.Append(arrow.Time64(n)) }
+	}
+	day := int64(86400) * unitsPerSecond(t.Unit)
+	return func(v *fastjson.Value) error {
+		if isNull(v) {
+			b.AppendNull()
+			return nil
+		}
+		if t.Enc == EncEpochUnit {
+			n, err := v.Int64()
+			if err != nil || n < 0 || n > day {
+				return fail(v, "not a time of day")
+			}
+			app(n)
+			return nil
+		}
+		s, err := v.StringBytes()
+		if err != nil {
+			return fail(v, "time must be text")
+		}
+		n, err := ParseTimeOfDay(s, t.Unit)
+		if err != nil {
+			return fail(v, err.Error())
+		}
+		app(n)
+		return nil
+	}
+}
+
+// textValue renders v for a String or DecimalText column.
+func textValue(dst []byte, t Type, v *fastjson.Value) ([]byte, error) {
+	if t.Kind == DecimalText {
+		switch t.Enc {
+		case EncVariableScale:
+			return variableScaleText(dst, v)
+		case EncBase64Decimal:
+			n, err := unscaledFromBase64(v)
+			if err != nil {
+				return dst, err
+			}
+			return appendScaled(dst, n, t.Scale), nil
+		}
+		var raw []byte
+		switch v.Type() {
+		case fastjson.TypeNumber:
+			raw = v.MarshalTo(nil)
+		case fastjson.TypeString:
+			raw, _ = v.StringBytes()
+		default:
+			return dst, errors.New("not a number")
+		}
+		return AppendDecimalText(dst, raw)
+	}
+	if t.Enc == EncText {
+		if v.Type() == fastjson.TypeString {
+			s, _ := v.StringBytes()
+			if !utf8.Valid(s) {
+				return dst, errors.New("invalid UTF-8")
+			}
+			return append(dst, s...), nil
+		}
+		return v.MarshalTo(dst), nil
+	}
+	s, err := v.StringBytes()
+	if err != nil {
+		return dst, errors.New("not a string")
+	}
+	if !utf8.Valid(s) {
+		return dst, errors.New("invalid UTF-8")
+	}
+	return append(dst, s...), nil
+}
+
+func decimalValue(t Type, v *fastjson.Value) (decimal128.Num, error) {
+	var d Dec
+	switch t.Enc {
+	case EncBase64Decimal:
+		n, err := unscaledFromBase64(v)
+		if err != nil {
+			return decimal128.Num{}, err
+		}
+		d = Dec{Unscaled: n, Scale: t.Scale}
+	case EncVariableScale:
+		o, err := v.Object()
+		if err != nil {
+			return decimal128.Num{}, errors.New("not a variable-scale decimal")
+		}
+		n, err := unscaledFromBase64(o.Get("value"))
+		if err != nil {
+			return decimal128.Num{}, err
+		}
+		d = Dec{Unscaled: n, Scale: int32(o.Get("scale").GetInt())}
+	default:
+		var raw []byte
+		switch v.Type() {
+		case fastjson.TypeNumber:
+			raw = v.MarshalTo(nil)
+		case fastjson.TypeString:
+			raw, _ = v.StringBytes()
+		default:
+			return decimal128.Num{}, errors.New("not a number")
+		}
+		var err error
+		if d, err = ParseDecimal(raw); err != nil {
+			return decimal128.Num{}, err
+		}
+	}
+	n, err := d.Rescale(t.Scale)
+	if err != nil {
+		return decimal128.Num{}, err
+	}
+	if !fitsPrecision(n, t.Precision) {
+		return decimal128.Num{}, fmt.Errorf("more than %d digits", t.Precision)
+	}
+	return decimal128.FromBigInt(n), nil
+}
+
+func unscaledFromBase64(v *fastjson.Value) (*big.Int, error) {
+	if v == nil {
+		return nil, errors.New("missing decimal bytes")
+	}
+	s, err := v.StringBytes()
+	if err != nil {
+		return nil, errors.New("decimal bytes must be base64 text")
+	}
+	raw := make([]byte, base64.StdEncoding.DecodedLen(len(s)))
+	n, err := base64.StdEncoding.Decode(raw, s)
+	if err != nil {
+		return nil, errors.New("invalid base64")
+	}
+	return twosComplement(raw[:n]), nil
+}
+
+// twosComplement reads a big-endian two's-complement integer.
+func twosComplement(b []byte) *big.Int {
+	n := new(big.Int).SetBytes(b)
+	if len(b) > 0 && b[0]&0x80 != 0 {
+		n.Sub(n, new(big.Int).Lsh(big.NewInt(1), uint(len(b))*8))
+	}
+	return n
+}
+
+func variableScaleText(dst []byte, v *fastjson.Value) ([]byte, error) {
+	o, err := v.Object()
+	if err != nil {
+		return dst, errors.New("not a variable-scale decimal")
+	}
+	scale, err := o.Get("scale").Int()
+	if o.Get("scale") == nil || err != nil || scale < -1000 || scale > 1000 {
+		return dst, errors.New("variable-scale decimal without a valid scale")
+	}
+	n, err := unscaledFromBase64(o.Get("value"))
+	if err != nil {
+		return dst, err
+	}
+	return appendScaled(dst, n, int32(scale)), nil
+}
+
+var bigTen = big.NewInt(10)
+
+func fitsPrecision(n *big.Int, p int32) bool {
+	lim := new(big.Int).Exp(bigTen, big.NewInt(int64(p)), nil)
+	return new(big.Int).Abs(n).Cmp(lim) < 0
+}
+
+func unitsPerSecond(u Unit) int64 {
+	switch u {
+	case arrow.Second:
+		return 1
+	case Millis:
+		return 1e3
+	case Micros:
+		return 1e6
+	}
+	return 1e9
+}

@@ -1,0 +1,84 @@
+package schema
+
+import (
+	"strconv"
+
+	"github.com/valyala/fastjson"
+)
+
+// Infer returns the type a column takes from its first non-null JSON value,
+// for sources that send no schema (Debezium with schemas disabled, the
+// GoldenGate Big Data formatter, GoldenGate rows without metadata). Nothing
+// is ever inferred as floating point: fractional numbers land as exact
+// decimal text.
+func Infer(v *fastjson.Value) Type {
+	if v == nil {
+		return Type{Kind: Null}
+	}
+	switch v.Type() {
+	case fastjson.TypeTrue, fastjson.TypeFalse:
+		return Type{Kind: Bool}
+	case fastjson.TypeNumber:
+		if isInt64(v) {
+			return Type{Kind: Int64}
+		}
+		return Type{Kind: DecimalText}
+	case fastjson.TypeString:
+		return Type{Kind: String}
+	case fastjson.TypeObject, fastjson.TypeArray:
+		return Type{Kind: JSON}
+	}
+	return Type{Kind: Null}
+}
+
+// Accepts reports whether a value of v's JSON type can land in t as inferred
+// (it does not check ranges or syntax; the converter does).
+func Accepts(t Type, v *fastjson.Value) bool {
+	if v == nil {
+		return true
+	}
+	jt := v.Type()
+	if jt == fastjson.TypeNull {
+		return true
+	}
+	if t.Enc == EncText {
+		return true
+	}
+	switch t.Kind {
+	case Null:
+		return false
+	case Bool:
+		return jt == fastjson.TypeTrue || jt == fastjson.TypeFalse
+	case Int64:
+		return jt == fastjson.TypeNumber && isInt64(v)
+	case DecimalText:
+		return jt == fastjson.TypeNumber
+	case String:
+		return jt == fastjson.TypeString
+	case JSON:
+		return jt == fastjson.TypeObject || jt == fastjson.TypeArray
+	}
+	return true
+}
+
+// Widen returns the narrowest inferred type holding both t's values and v.
+func Widen(t Type, v *fastjson.Value) Type {
+	if t.Kind == Null {
+		return Infer(v)
+	}
+	if t.Kind == Int64 && v.Type() == fastjson.TypeNumber {
+		return Type{Kind: DecimalText}
+	}
+	return Type{Kind: String, Enc: EncText}
+}
+
+func isInt64(v *fastjson.Value) bool {
+	raw := v.MarshalTo(nil)
+	for _, c := range raw {
+		if c == '.' || c == 'e' || c == 'E' {
+			return false
+		}
+	}
+	_, err := strconv.ParseInt(string(raw), 10, 64)
+	return err == nil
+}

@@ -1,0 +1,202 @@
+package schema
+
+import (
+	"hash/fnv"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/cdclake/cdclake/handlers/change"
+)
+
+// Layout is how a table's rows are laid out in Parquet.
+type Layout uint8
+
+// Layouts.
+const (
+	// LayoutImages: one row per change with "before" and "after" STRUCT
+	// columns holding the table's columns.
+	LayoutImages Layout = iota
+	// LayoutFlat: the row image (after, or before for deletes) at top level
+	// next to the _cdc_ columns.
+	LayoutFlat
+	// LayoutEvents: the fixed layout of the _ddl, _transactions and
+	// _stream_metadata datasets.
+	LayoutEvents
+)
+
+// ParseLayout maps a configured layout name.
+func ParseLayout(s string) (Layout, bool) {
+	switch s {
+	case "", "images":
+		return LayoutImages, true
+	case "flat":
+		return LayoutFlat, true
+	}
+	return 0, false
+}
+
+func (l Layout) String() string {
+	return [...]string{"images", "flat", "events"}[l]
+}
+
+// Metadata column names, in landed order.
+const (
+	ColOp         = "_cdc_op"
+	ColTable      = "_cdc_table"
+	ColTS         = "_cdc_ts"
+	ColXid        = "_cdc_xid"
+	ColPos        = "_cdc_pos"
+	ColSource     = "_cdc_source"
+	ColPartition  = "_cdc_partition"
+	ColOffset     = "_cdc_offset"
+	ColIngestedAt = "_cdc_ingested_at"
+	ColBefore     = "before"
+	ColAfter      = "after"
+	// ColBeforeAbsent and ColAfterAbsent list the table's columns that the
+	// image did not carry (partial images, unchanged TOAST values): there
+	// NULL means "not sent", elsewhere NULL is a SQL NULL. NULL when the
+	// image itself is absent.
+	ColBeforeAbsent = "_cdc_before_absent"
+	ColAfterAbsent  = "_cdc_after_absent"
+	// ColAbsent is the flat layout's absent list.
+	ColAbsent = "_cdc_absent"
+	// Event dataset columns.
+	ColKind      = "_cdc_kind"
+	ColObject    = "object"
+	ColStatement = "statement"
+	ColEvent     = "event"
+)
+
+// Event dataset names.
+const (
+	TableDDL            = "_ddl"
+	TableTransactions   = "_transactions"
+	TableStreamMetadata = "_stream_metadata"
+)
+
+var (
+	tsUTC      = &arrow.TimestampType{Unit: arrow.Microsecond, TimeZone: "UTC"}
+	stringList = arrow.ListOfField(arrow.Field{Name: "element", Type: arrow.BinaryTypes.String, Nullable: true})
+	metaFields = []arrow.Field{
+		{Name: ColOp, Type: arrow.BinaryTypes.String},
+		{Name: ColTable, Type: arrow.BinaryTypes.String},
+		{Name: ColTS, Type: tsUTC, Nullable: true},
+		{Name: ColXid, Type: arrow.BinaryTypes.String, Nullable: true},
+		{Name: ColPos, Type: arrow.BinaryTypes.String, Nullable: true},
+		{Name: ColSource, Type: arrow.BinaryTypes.String},
+		{Name: ColPartition, Type: arrow.PrimitiveTypes.Int32},
+		{Name: ColOffset, Type: arrow.PrimitiveTypes.Int64},
+		{Name: ColIngestedAt, Type: tsUTC},
+	}
+	// NumMeta is the number of leading metadata columns.
+	NumMeta = len(metaFields)
+)
+
+// ExtraColumn is a format-specific metadata column of a table version.
+type ExtraColumn struct {
+	Name string
+	Kind change.ExtraKind
+}
+
+// Table is one immutable version of a table's landed shape.
+type Table struct {
+	Name    string
+	Version int
+	Layout  Layout
+	Columns []Column
+	Extras  []ExtraColumn
+	// Declared is true when the columns come from the source's own schema
+	// (Connect schema, GoldenGate metadata) rather than from inference.
+	Declared bool
+	// Ignore lists source columns excluded by the route.
+	Ignore map[string]bool
+
+	Fingerprint uint64
+	Arrow       *arrow.Schema
+
+	colIndex   map[string]int
+	extraIndex map[string]int
+}
+
+// NewTable builds a table version and its Arrow schema.
+func NewTable(name string, version int, layout Layout, cols []Column, extras []ExtraColumn, declared bool, ignore map[string]bool) *Table {
+	extras = slices.Clone(extras)
+	slices.SortFunc(extras, func(a, b ExtraColumn) int { return strings.Compare(a.Name, b.Name) })
+	t := &Table{Name: name, Version: version, Layout: layout, Columns: cols, Extras: extras,
+		Declared: declared, Ignore: ignore,
+		colIndex: make(map[string]int, len(cols)), extraIndex: make(map[string]int, len(extras))}
+	for i, c := range cols {
+		t.colIndex[c.Name] = i
+	}
+	fields := slices.Clone(metaFields)
+	for i, e := range extras {
+		t.extraIndex[e.Name] = i
+		fields = append(fields, arrow.Field{Name: e.Name, Type: extraType(e.Kind), Nullable: true})
+	}
+	switch layout {
+	case LayoutImages:
+		// A table with no known column yet (a TRUNCATE before any row) has
+		// no image columns: Parquet has no empty groups.
+		if len(cols) > 0 {
+			st := arrow.StructOf(Fields(cols)...)
+			fields = append(fields,
+				arrow.Field{Name: ColBefore, Type: st, Nullable: true},
+				arrow.Field{Name: ColAfter, Type: st, Nullable: true})
+		}
+		fields = append(fields,
+			arrow.Field{Name: ColBeforeAbsent, Type: stringList, Nullable: true},
+			arrow.Field{Name: ColAfterAbsent, Type: stringList, Nullable: true})
+	case LayoutFlat:
+		fields = append(fields, Fields(cols)...)
+		fields = append(fields, arrow.Field{Name: ColAbsent, Type: stringList, Nullable: true})
+	case LayoutEvents:
+		fields = append(fields,
+			arrow.Field{Name: ColKind, Type: arrow.BinaryTypes.String},
+			arrow.Field{Name: ColObject, Type: arrow.BinaryTypes.String, Nullable: true},
+			arrow.Field{Name: ColStatement, Type: arrow.BinaryTypes.String, Nullable: true},
+			arrow.Field{Name: ColEvent, Type: jsonType, Nullable: true})
+	}
+	md := arrow.NewMetadata([]string{"cdclake.table", "cdclake.version"}, []string{name, strconv.Itoa(version)})
+	t.Arrow = arrow.NewSchema(fields, &md)
+	h := fnv.New64a()
+	h.Write([]byte(layout.String()))
+	for _, c := range cols {
+		h.Write([]byte(c.Name))
+		h.Write([]byte{0})
+		h.Write([]byte(c.Type.String()))
+		h.Write([]byte{0})
+	}
+	for _, e := range extras {
+		h.Write([]byte(e.Name))
+		h.Write([]byte{byte(e.Kind)})
+	}
+	t.Fingerprint = h.Sum64()
+	return t
+}
+
+func extraType(k change.ExtraKind) arrow.DataType {
+	switch k {
+	case change.ExtraJSON:
+		return jsonType
+	case change.ExtraTimestamp:
+		return tsUTC
+	}
+	return arrow.BinaryTypes.String
+}
+
+// ColumnIndex returns the index of the named column.
+func (t *Table) ColumnIndex(name []byte) (int, bool) {
+	i, ok := t.colIndex[string(name)]
+	return i, ok
+}
+
+// ExtraIndex returns the index of the named extra column.
+func (t *Table) ExtraIndex(name string) (int, bool) {
+	i, ok := t.extraIndex[name]
+	return i, ok
+}
+
+// SameShape reports whether t and o land identically.
+func (t *Table) SameShape(o *Table) bool { return o != nil && t.Fingerprint == o.Fingerprint }

@@ -1,0 +1,105 @@
+// Package unwrap removes transport envelopes from a message: Kafka
+// tombstones, CloudEvents 1.0 JSON, and the Kafka Connect JSON converter's
+// schema+payload envelope.
+//
+// # Envelopes
+//
+//   - Tombstone: an empty value, JSON null, or {"schema":null,"payload":null}.
+//   - CloudEvents: an object with "specversion" and "data". The attributes
+//     type, source, id, time and subject are kept as extras _ce_type,
+//     _ce_source, _ce_id, _ce_time, _ce_subject; their values are never
+//     interpreted. "data_base64" payloads are decoded and parsed.
+//   - Kafka Connect (schemas.enable=true): an object with exactly the keys
+//     "schema" and "payload". The schema is handed on in Change.Schema, with
+//     its raw bytes as Change.SchemaKey for caching.
+package unwrap
+
+import (
+	"bytes"
+	"encoding/base64"
+	"errors"
+
+	"github.com/cdclake/cdclake/handlers/change"
+	"github.com/valyala/fastjson"
+)
+
+// ErrNotJSON is returned for a message that is not valid JSON.
+var ErrNotJSON = errors.New("not valid JSON")
+
+// Unwrapper parses and unwraps messages. It owns a parse arena: values it
+// returns are valid until the next call. Not safe for concurrent use.
+type Unwrapper struct {
+	p     fastjson.Parser
+	inner fastjson.Parser
+	buf   []byte
+}
+
+// Unwrap parses raw and removes its envelopes. It returns the inner record,
+// or nil with c.Kind set to change.KindTombstone for a tombstone.
+func (u *Unwrapper) Unwrap(raw []byte, c *change.Change) (*fastjson.Value, error) {
+	raw = bytes.TrimSpace(raw)
+	if len(raw) == 0 {
+		c.Kind = change.KindTombstone
+		return nil, nil
+	}
+	v, err := u.p.ParseBytes(raw)
+	if err != nil {
+		return nil, errors.Join(ErrNotJSON, err)
+	}
+	if v.Type() == fastjson.TypeNull {
+		c.Kind = change.KindTombstone
+		return nil, nil
+	}
+	o, err := v.Object()
+	if err != nil {
+		return v, nil
+	}
+	if o.Get("specversion") != nil && (o.Get("data") != nil || o.Get("data_base64") != nil) {
+		for _, a := range [...]struct{ attr, col string }{
+			{"type", "_ce_type"}, {"source", "_ce_source"}, {"id", "_ce_id"},
+			{"time", "_ce_time"}, {"subject", "_ce_subject"},
+		} {
+			if s := o.Get(a.attr); s != nil && s.Type() == fastjson.TypeString {
+				b, _ := s.StringBytes()
+				c.AddString(a.col, b)
+			}
+		}
+		if d := o.Get("data"); d != nil {
+			v = d
+		} else {
+			enc, err := o.Get("data_base64").StringBytes()
+			if err != nil {
+				return nil, errors.New("cloudevents: data_base64 is not a string")
+			}
+			u.buf, err = base64.StdEncoding.AppendDecode(u.buf[:0], enc)
+			if err != nil {
+				return nil, errors.New("cloudevents: data_base64 is not base64")
+			}
+			if v, err = u.inner.ParseBytes(u.buf); err != nil {
+				return nil, errors.Join(ErrNotJSON, err)
+			}
+		}
+		if v.Type() == fastjson.TypeNull {
+			c.Kind = change.KindTombstone
+			return nil, nil
+		}
+		if o, err = v.Object(); err != nil {
+			return v, nil
+		}
+	}
+	if o.Len() == 2 {
+		s, p := o.Get("schema"), o.Get("payload")
+		if s != nil && p != nil {
+			if p.Type() == fastjson.TypeNull {
+				c.Kind = change.KindTombstone
+				return nil, nil
+			}
+			if s.Type() == fastjson.TypeObject {
+				c.Schema = s
+				c.SchemaKey = s.MarshalTo(c.SchemaKey[:0])
+			}
+			return p, nil
+		}
+	}
+	return v, nil
+}

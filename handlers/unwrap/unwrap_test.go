@@ -1,0 +1,99 @@
+package unwrap
+
+import (
+	"testing"
+
+	"github.com/cdclake/cdclake/handlers/change"
+)
+
+func TestUnwrap(t *testing.T) {
+	tests := []struct {
+		name      string
+		in        string
+		tombstone bool
+		inner     string // JSON text of the returned value
+		schema    string // JSON text of c.Schema
+		extras    map[string]string
+		err       bool
+	}{
+		{name: "empty", in: "", tombstone: true},
+		{name: "blank", in: "  \r", tombstone: true},
+		{name: "null", in: "null", tombstone: true},
+		{name: "connect null payload", in: `{"schema":null,"payload":null}`, tombstone: true},
+		{name: "bare", in: `{"op":"c","after":{"id":1}}`, inner: `{"op":"c","after":{"id":1}}`},
+		{name: "connect envelope", in: `{"schema":{"type":"struct","name":"x.Envelope"},"payload":{"op":"c"}}`,
+			inner: `{"op":"c"}`, schema: `{"type":"struct","name":"x.Envelope"}`},
+		{name: "payload only with other keys is not an envelope", in: `{"schema":{"type":"struct"},"payload":{},"x":1}`,
+			inner: `{"schema":{"type":"struct"},"payload":{},"x":1}`},
+		{name: "cloudevents", in: `{"specversion":"1.0","type":"t.x","source":"/s","id":"42","time":"2026-07-13T04:01:01Z","datacontenttype":"application/json","data":{"op_type":"INSERT"}}`,
+			inner: `{"op_type":"INSERT"}`, extras: map[string]string{"_ce_type": "t.x", "_ce_source": "/s", "_ce_id": "42", "_ce_time": "2026-07-13T04:01:01Z"}},
+		{name: "cloudevents base64", in: `{"specversion":"1.0","type":"t","source":"s","id":"1","data_base64":"eyJvcCI6ImMifQ=="}`,
+			inner: `{"op":"c"}`, extras: map[string]string{"_ce_type": "t", "_ce_source": "s", "_ce_id": "1"}},
+		{name: "cloudevents null data", in: `{"specversion":"1.0","type":"t","source":"s","id":"1","data":null}`, tombstone: true},
+		{name: "cloudevents around connect", in: `{"specversion":"1.0","type":"t","source":"s","id":"1","data":{"schema":{"type":"struct"},"payload":{"op":"u"}}}`,
+			inner: `{"op":"u"}`, schema: `{"type":"struct"}`, extras: map[string]string{"_ce_type": "t", "_ce_source": "s", "_ce_id": "1"}},
+		{name: "not json", in: `{"op":`, err: true},
+		{name: "bad base64", in: `{"specversion":"1.0","data_base64":"%%%"}`, err: true},
+		{name: "scalar", in: `42`, inner: `42`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var u Unwrapper
+			var c change.Change
+			v, err := u.Unwrap([]byte(tt.in), &c)
+			if (err != nil) != tt.err {
+				t.Fatalf("err = %v, want error %v", err, tt.err)
+			}
+			if tt.err {
+				return
+			}
+			if got := c.Kind == change.KindTombstone; got != tt.tombstone {
+				t.Fatalf("tombstone = %v, want %v", got, tt.tombstone)
+			}
+			if tt.tombstone {
+				return
+			}
+			if got := v.String(); got != tt.inner {
+				t.Errorf("inner = %s, want %s", got, tt.inner)
+			}
+			gotSchema := ""
+			if c.Schema != nil {
+				gotSchema = c.Schema.String()
+				if string(c.SchemaKey) != gotSchema {
+					t.Errorf("schema key %q != schema %q", c.SchemaKey, gotSchema)
+				}
+			}
+			if gotSchema != tt.schema {
+				t.Errorf("schema = %s, want %s", gotSchema, tt.schema)
+			}
+			got := map[string]string{}
+			for _, e := range c.Extras {
+				got[e.Name] = string(c.ExtraBytes(e))
+			}
+			if len(got) != len(tt.extras) {
+				t.Errorf("extras = %v, want %v", got, tt.extras)
+			}
+			for k, want := range tt.extras {
+				if got[k] != want {
+					t.Errorf("extra %s = %q, want %q", k, got[k], want)
+				}
+			}
+		})
+	}
+}
+
+func FuzzUnwrap(f *testing.F) {
+	for _, s := range []string{"", "null", `{"schema":null,"payload":null}`, `{"schema":{"a":1},"payload":{"op":"c"}}`,
+		`{"specversion":"1.0","type":"t","source":"s","id":"1","data":{"x":1}}`,
+		`{"specversion":"1.0","data_base64":"eyJvcCI6ImMifQ=="}`} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, in []byte) {
+		var u Unwrapper
+		var c change.Change
+		v, err := u.Unwrap(in, &c)
+		if err == nil && v == nil && c.Kind != change.KindTombstone {
+			t.Fatalf("nil value without tombstone for %q", in)
+		}
+	})
+}

@@ -1,0 +1,92 @@
+// Package deadletter keeps messages that could not be decoded, classified or
+// converted, with their original bytes, source position and reason.
+//
+// # Format
+//
+// Dead letters are NDJSON objects under _dead_letter/ in the sink, one object
+// per source block, named like data files by source, partition and first
+// offset, so a replay rewrites the same names. Each line:
+//
+//	{"source":"orders.ndjson","partition":0,"offset":17,"stage":"decode",
+//	 "reason":"…","value":"<original text when valid UTF-8>","value_base64":"…"}
+package deadletter
+
+import (
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"fmt"
+	"unicode/utf8"
+
+	"github.com/cdclake/cdclake/handlers/batch"
+	"github.com/cdclake/cdclake/handlers/change"
+)
+
+// Dir is the folder dead letters are written to.
+const Dir = "_dead_letter"
+
+// Store writes objects.
+type Store interface {
+	WriteObject(ctx context.Context, key string, data []byte, contentType string) error
+}
+
+// Entry is one dead letter.
+type Entry struct {
+	Source      string  `json:"source"`
+	Partition   int32   `json:"partition"`
+	Offset      int64   `json:"offset"`
+	Stage       string  `json:"stage"`
+	Reason      string  `json:"reason"`
+	Value       *string `json:"value"`
+	ValueBase64 string  `json:"value_base64"`
+}
+
+// Queue collects a block's dead letters and writes them in one object.
+// Not safe for concurrent use.
+type Queue struct {
+	store Store
+	buf   []byte
+	first *change.Position
+	n     int
+	total int64
+}
+
+// New returns a Queue writing to store.
+func New(store Store) *Queue { return &Queue{store: store} }
+
+// Add records a dead letter: raw is the original message.
+func (q *Queue) Add(at change.Position, stage string, reason error, raw []byte) {
+	e := Entry{Source: at.Source, Partition: at.Partition, Offset: at.Offset, Stage: stage,
+		Reason: reason.Error(), ValueBase64: base64.StdEncoding.EncodeToString(raw)}
+	if utf8.Valid(raw) {
+		s := string(raw)
+		e.Value = &s
+	}
+	line, _ := json.Marshal(e)
+	q.buf = append(append(q.buf, line...), '\n')
+	if q.first == nil {
+		p := at
+		q.first = &p
+	}
+	q.n++
+}
+
+// Pending returns the number of dead letters not yet written.
+func (q *Queue) Pending() int { return q.n }
+
+// Total returns the number of dead letters written.
+func (q *Queue) Total() int64 { return q.total }
+
+// Flush writes the pending dead letters; they are durable when it returns nil.
+func (q *Queue) Flush(ctx context.Context) error {
+	if q.n == 0 {
+		return nil
+	}
+	key := fmt.Sprintf("%s/%s-p%d-o%020d.ndjson", Dir, batch.Sanitize(q.first.Source), q.first.Partition, q.first.Offset)
+	if err := q.store.WriteObject(ctx, key, q.buf, "application/x-ndjson"); err != nil {
+		return fmt.Errorf("writing dead letters %s: %w", key, err)
+	}
+	q.total += int64(q.n)
+	q.buf, q.first, q.n = q.buf[:0], nil, 0
+	return nil
+}

@@ -1,0 +1,123 @@
+"""Reads a cdclake lake back with DuckDB and checks it against cdcgen's
+expected.json: change-row counts, landed column types, event datasets, and the
+current state of every table rebuilt from its change rows.
+
+usage: verify.py LAKE_DIR EXPECTED_JSON
+Prints one line per check and a closing "N passed, M failed" line; exits 1 on
+any failure.
+"""
+import json
+import sys
+
+import duckdb
+
+# DuckDB type each checker kind must land as (prefix match).
+LANDED = {
+    "int": ("BIGINT", "SMALLINT", "INTEGER"),
+    "text": ("VARCHAR",),
+    "decimal_text": ("VARCHAR",),
+    "decimal": ("DECIMAL",),
+    "timestamp": ("TIMESTAMP",),
+    "timestamptz": ("TIMESTAMP WITH TIME ZONE",),
+    "date": ("DATE",),
+    "time": ("TIME",),
+    "bool": ("BOOLEAN",),
+    "json": ("JSON",),
+    "blob": ("BLOB",),
+    "double": ("DOUBLE",),
+}
+
+
+def as_text(kind, expr):
+    """SQL rendering a value as the text cdcgen expects."""
+    if kind == "timestamp" or kind == "timestamptz":
+        return f"strftime({expr}, '%Y-%m-%d %H:%M:%S.%f')"
+    if kind == "time":
+        return f"strftime(DATE '2000-01-01' + {expr}, '%H:%M:%S.%f')"
+    if kind == "blob":
+        return f"decode({expr})"
+    return f"CAST({expr} AS VARCHAR)"
+
+
+def q(name):
+    return '"' + name.replace('"', '""') + '"'
+
+
+def main(lake, expected_path):
+    exp = json.load(open(expected_path))
+    con = duckdb.connect()
+    con.execute("SET TimeZone='UTC'")
+    passed, failed = 0, 0
+
+    def check(ok, what):
+        nonlocal passed, failed
+        print(("ok   " if ok else "FAIL ") + what)
+        if ok:
+            passed += 1
+        else:
+            failed += 1
+
+    def scan(table):
+        return (f"read_parquet('{lake}/{table}/*/*.parquet', union_by_name=true, "
+                f"hive_partitioning=true)")
+
+    for name, t in sorted(exp["tables"].items()):
+        src = scan(name)
+        n = con.execute(f"SELECT count(*) FROM {src}").fetchone()[0]
+        check(n == t["changes"], f"{name}: {n} change rows, want {t['changes']}")
+
+        types = {}
+        for col, typ, *_ in con.execute(f"DESCRIBE SELECT after.* FROM {src}").fetchall():
+            types[col] = typ
+        for col, kind in sorted(t["columns"].items()):
+            got = types.get(col, "missing")
+            check(got.startswith(LANDED[kind]), f"{name}.{col}: lands as {got}, want {kind}")
+
+        # Current state: per key, the latest change decides whether the row
+        # exists; each column takes its latest value from an after image
+        # that carried it (partial images list what they did not carry).
+        key = t["key"]
+        cols = sorted(t["columns"])
+        kexpr = as_text(t["columns"][key], f"coalesce(after.{q(key)}, before.{q(key)})")
+        ops = con.execute(f"SELECT k, op FROM (SELECT {kexpr} AS k, _cdc_op AS op, row_number() OVER "
+                          f"(PARTITION BY {kexpr} ORDER BY _cdc_offset DESC) AS rn FROM {src}) WHERE rn = 1").fetchall()
+        state = {k: {} for k, op in ops if op != "DELETE"}
+        # One query per column keeps each aggregation simple.
+        for c in cols:
+            sql = (f"SELECT k, v FROM (SELECT k, v, row_number() OVER (PARTITION BY k ORDER BY o DESC) AS rn "
+                   f"FROM (SELECT {kexpr} AS k, {as_text(t['columns'][c], f'after.{q(c)}')} AS v, _cdc_offset AS o "
+                   f"FROM {src} WHERE after IS NOT NULL AND NOT list_contains(_cdc_after_absent, '{c}'))) "
+                   f"WHERE rn = 1")
+            for k, v in con.execute(sql).fetchall():
+                if k in state:
+                    state[k][c] = v
+        want = t["state"]
+        check(set(state) == set(want),
+              f"{name}: {len(state)} live rows, want {len(want)}"
+              + ("" if set(state) == set(want) else
+                 f" (extra {sorted(set(state) - set(want))[:5]}, missing {sorted(set(want) - set(state))[:5]})"))
+        bad = []
+        for k, row in want.items():
+            got = state.get(k)
+            if got is None:
+                continue
+            for c in cols:
+                if got.get(c) != row.get(c):
+                    bad.append(f"{k}.{c}: got {got.get(c)!r}, want {row.get(c)!r}")
+        check(not bad, f"{name}: every value of every live row equal" + ("" if not bad else ": " + "; ".join(bad[:5])))
+
+    def count(table):
+        try:
+            return con.execute(f"SELECT count(*) FROM {scan(table)}").fetchone()[0]
+        except duckdb.IOException:
+            return 0
+
+    check(count("_transactions") == exp["transactions"],
+          f"_transactions: {count('_transactions')} rows, want {exp['transactions']}")
+    check(count("_ddl") == exp["ddl"], f"_ddl: {count('_ddl')} rows, want {exp['ddl']}")
+    print(f"{passed} passed, {failed} failed")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1], sys.argv[2]))
