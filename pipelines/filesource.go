@@ -43,6 +43,7 @@ type FileSource struct {
 	total      int64
 	read       atomic.Int64
 	stdin      io.Reader
+	stdinName  string
 
 	mu      sync.Mutex
 	closed  bool
@@ -56,7 +57,7 @@ type FileSource struct {
 func OpenFileSource(raw string, blockLines int) (*FileSource, error) {
 	s := &FileSource{blockLines: blockLines, done: make(chan struct{}), drained: make(chan struct{})}
 	if raw == "-" {
-		s.stdin = os.Stdin
+		s.stdin, s.stdinName = os.Stdin, "stdin"
 		return s, nil
 	}
 	p := raw
@@ -107,6 +108,13 @@ func OpenFileSource(raw string, blockLines int) (*FileSource, error) {
 	return s, nil
 }
 
+// NewReaderSource returns a source reading one stream of NDJSON records
+// named name (its position's source) from r.
+func NewReaderSource(name string, r io.Reader, blockLines int) *FileSource {
+	return &FileSource{blockLines: blockLines, done: make(chan struct{}), drained: make(chan struct{}),
+		stdin: r, stdinName: name}
+}
+
 // Backlog returns the bytes not yet read, or -1 when unknown (stdin).
 func (s *FileSource) Backlog() int64 {
 	if s.stdin != nil {
@@ -154,7 +162,7 @@ func (s *FileSource) Subscribe(ctx context.Context, _ string) (<-chan *message.M
 
 func (s *FileSource) run(ctx context.Context, out chan<- *message.Message) error {
 	if s.stdin != nil {
-		return s.readOne(ctx, "stdin", s.stdin, out)
+		return s.readOne(ctx, s.stdinName, s.stdin, out)
 	}
 	for _, f := range s.files {
 		fh, err := os.Open(f)

@@ -71,7 +71,10 @@ type Pipeline struct {
 	resolver   *resolve.Resolver
 	batcher    *batch.Batcher
 	dead       *deadletter.Queue
-	events     map[string]*schema.Table
+	// deadHold keeps a block's dead letters from counting as durable until
+	// they are written.
+	deadHold *change.Position
+	events   map[string]*schema.Table
 
 	tableCfg sync.Map // table → *batch.TableConfig
 	c        change.Change
@@ -200,7 +203,7 @@ func (p *Pipeline) Run(ctx context.Context) error {
 	defer flushCancel()
 	errs := []error{p.fatalErr(), runErr, p.source.Err()}
 	if p.fatalErr() == nil {
-		errs = append(errs, p.dead.Flush(flushCtx), p.batcher.FlushAll(flushCtx))
+		errs = append(errs, p.flushDead(flushCtx), p.batcher.FlushAll(flushCtx))
 	}
 	p.batcher.Close()
 	return errors.Join(errs...)
@@ -248,7 +251,7 @@ func (p *Pipeline) handle(msg *message.Message) error {
 		}
 		pos.Offset++
 	}
-	if err := p.dead.Flush(ctx); err != nil {
+	if err := p.flushDead(ctx); err != nil {
 		p.setFatal(err)
 		return err
 	}
@@ -377,8 +380,24 @@ func (p *Pipeline) landEvent(ctx context.Context, name string, c *change.Change,
 func (p *Pipeline) deadLetter(at change.Position, stage string, reason error, raw []byte) error {
 	p.stats.DeadLetters.Add(1)
 	p.dead.Add(at, stage, reason, raw)
-	p.batcher.Skip(at)
+	if p.deadHold == nil {
+		p.deadHold = &at
+	}
+	p.batcher.Hold(at, p.deadHold)
 	p.log.Debug("dead letter", "source", at.Source, "offset", at.Offset, "stage", stage, "reason", reason)
+	return nil
+}
+
+// flushDead writes pending dead letters; only then do their positions count
+// as durable.
+func (p *Pipeline) flushDead(ctx context.Context) error {
+	if err := p.dead.Flush(ctx); err != nil {
+		return err
+	}
+	if h := p.deadHold; h != nil {
+		p.batcher.Release(h.Source, h.Partition, h)
+		p.deadHold = nil
+	}
 	return nil
 }
 

@@ -191,6 +191,22 @@ func (b *Batcher) Skip(at change.Position) {
 	b.mu.Unlock()
 }
 
+// Hold marks a message as not yet durable on behalf of holder (for example
+// a dead letter not yet written) until Release.
+func (b *Batcher) Hold(at change.Position, holder any) {
+	b.mu.Lock()
+	b.tracker.open(at, holder)
+	b.tracker.seen(at)
+	b.mu.Unlock()
+}
+
+// Release ends a Hold of holder on a source partition.
+func (b *Batcher) Release(source string, part int32, holder any) {
+	b.mu.Lock()
+	b.tracker.close(source, part, holder)
+	b.mu.Unlock()
+}
+
 // CloseTable writes every open file of a table (on DDL or schema change).
 func (b *Batcher) CloseTable(ctx context.Context, table string) error {
 	b.mu.Lock()
@@ -325,7 +341,7 @@ func (b *Batcher) flush(ctx context.Context, buf *buffer) error {
 	}
 	delete(b.open, buf.key)
 	b.held -= buf.bytes
-	b.tracker.close(buf)
+	b.tracker.close(buf.src.Source, buf.src.Partition, buf)
 	buf.release()
 	st := b.stats[buf.key.table]
 	if st == nil {

@@ -20,8 +20,10 @@ type partKey struct {
 }
 
 type partState struct {
-	next    int64 // highest offset seen + 1
-	pending map[*buffer]int64
+	next int64 // highest offset seen + 1
+	// pending maps what still holds messages (open buffers, unwritten
+	// dead letters) to the first offset it holds.
+	pending map[any]int64
 }
 
 // NewTracker returns an empty tracker.
@@ -31,7 +33,7 @@ func (t *Tracker) state(source string, part int32) *partState {
 	k := partKey{source, part}
 	s := t.parts[k]
 	if s == nil {
-		s = &partState{next: -1, pending: map[*buffer]int64{}}
+		s = &partState{next: -1, pending: map[any]int64{}}
 		t.parts[k] = s
 	}
 	return s
@@ -44,12 +46,15 @@ func (t *Tracker) seen(at change.Position) {
 	}
 }
 
-func (t *Tracker) open(at change.Position, b *buffer) {
-	t.state(at.Source, at.Partition).pending[b] = at.Offset
+func (t *Tracker) open(at change.Position, holder any) {
+	s := t.state(at.Source, at.Partition)
+	if _, ok := s.pending[holder]; !ok {
+		s.pending[holder] = at.Offset
+	}
 }
 
-func (t *Tracker) close(b *buffer) {
-	delete(t.state(b.src.Source, b.src.Partition).pending, b)
+func (t *Tracker) close(source string, part int32, holder any) {
+	delete(t.state(source, part).pending, holder)
 }
 
 // Durable returns the offset below which every message of a source

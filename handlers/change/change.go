@@ -150,7 +150,7 @@ type Change struct {
 	// Connect schema for the before/after struct); nil otherwise.
 	Schema *fastjson.Value
 	// SchemaKey holds Schema's JSON text, to cache what was resolved from it
-	// (empty when there is no Schema).
+	// (empty when there is no Schema). It may be shared: never append to it.
 	SchemaKey []byte
 
 	// Raw is the message body after unwrapping, for records landed whole
@@ -182,8 +182,8 @@ type Extra struct {
 
 // Reset clears c for reuse, keeping its buffers.
 func (c *Change) Reset() {
-	extras, buf, key := c.Extras[:0], c.ExtraBuf[:0], c.SchemaKey[:0]
-	*c = Change{Extras: extras, ExtraBuf: buf, SchemaKey: key}
+	extras, buf := c.Extras[:0], c.ExtraBuf[:0]
+	*c = Change{Extras: extras, ExtraBuf: buf}
 }
 
 // AddString appends a string extra.

@@ -295,7 +295,16 @@ func (r *Resolver) evolve(st *tableState, cur *schema.Table, c *change.Change) (
 				t = cur.Columns[idx].Type
 			}
 			if declared && t.Kind != schema.Null {
-				return // the converter checks declared types
+				// The converter checks declared types, except that a zoned
+				// timestamp finer than microseconds (SQL Server
+				// datetimeoffset(7)) widens to its exact text rather than
+				// being rejected.
+				if t.Enc == schema.EncZoned && !schema.FitsMicros(v) {
+					ensure()
+					cols[idx].Type = schema.Type{Kind: schema.String, Enc: schema.EncText, Logical: t.Logical}
+					changed = true
+				}
+				return
 			}
 			if _, has := st.opts.Overrides[string(key)]; has {
 				return

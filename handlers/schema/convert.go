@@ -13,6 +13,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/decimal128"
+	"github.com/apache/arrow-go/v18/arrow/memory"
 	"github.com/valyala/fastjson"
 )
 
@@ -262,7 +263,23 @@ func Compile(name string, t Type, b array.Builder) Appender {
 		mb := b.(*array.MapBuilder)
 		key := Compile(name+".key", *t.Key, mb.KeyBuilder())
 		val := Compile(name+".value", *t.Value, mb.ItemBuilder())
+		// A map array cannot be built with a NULL key, not even in a row
+		// that is discarded, so every key is first tried on a scratch
+		// builder and a map with a bad key appends only its NULL.
+		probe := array.NewBuilder(memory.NewGoAllocator(), t.Key.Arrow())
+		tryKey := Compile(name+".key", *t.Key, probe)
+		checkKey := func(k *fastjson.Value) error {
+			if isNull(k) {
+				return convErr(name+".key", *t.Key, k, "map key is null")
+			}
+			err := tryKey(k)
+			if probe.Len() >= 1024 {
+				probe.NewArray().Release()
+			}
+			return err
+		}
 		keyArena := &fastjson.Arena{}
+		var keys []*fastjson.Value
 		return func(v *fastjson.Value) error {
 			if isNull(v) {
 				mb.AppendNull()
@@ -278,22 +295,41 @@ func Compile(name string, t Type, b array.Builder) Appender {
 			case fastjson.TypeObject:
 				// Kafka Connect's JSON converter writes maps with string keys
 				// as objects.
-				mb.Append(true)
 				keyArena.Reset()
 				o, _ := v.Object()
-				o.Visit(func(k []byte, e *fastjson.Value) {
-					note(key(keyArena.NewStringBytes(k)))
+				keys = keys[:0]
+				o.Visit(func(k []byte, _ *fastjson.Value) {
+					kv := keyArena.NewStringBytes(k)
+					keys = append(keys, kv)
+					note(checkKey(kv))
+				})
+				if first != nil {
+					b.AppendNull()
+					return first
+				}
+				mb.Append(true)
+				i := 0
+				o.Visit(func(_ []byte, e *fastjson.Value) {
+					note(key(keys[i]))
 					note(val(e))
+					i++
 				})
 			case fastjson.TypeArray:
 				// ... and other maps as arrays of [key, value] pairs.
-				mb.Append(true)
 				arr, _ := v.Array()
 				for _, pair := range arr {
 					kv, err := pair.Array()
 					if err != nil || len(kv) != 2 {
 						return fail(v, "map entry is not a [key, value] pair")
 					}
+					if err := checkKey(kv[0]); err != nil {
+						b.AppendNull()
+						return err
+					}
+				}
+				mb.Append(true)
+				for _, pair := range arr {
+					kv, _ := pair.Array()
 					note(key(kv[0]))
 					note(val(kv[1]))
 				}
@@ -498,15 +534,11 @@ func decimalValue(t Type, v *fastjson.Value) (decimal128.Num, error) {
 		}
 		d = Dec{Unscaled: n, Scale: t.Scale}
 	case EncVariableScale:
-		o, err := v.Object()
-		if err != nil {
-			return decimal128.Num{}, errors.New("not a variable-scale decimal")
-		}
-		n, err := unscaledFromBase64(o.Get("value"))
+		n, scale, err := variableScale(v)
 		if err != nil {
 			return decimal128.Num{}, err
 		}
-		d = Dec{Unscaled: n, Scale: int32(o.Get("scale").GetInt())}
+		d = Dec{Unscaled: n, Scale: scale}
 	default:
 		var raw []byte
 		switch v.Type() {
@@ -558,19 +590,32 @@ func twosComplement(b []byte) *big.Int {
 }
 
 func variableScaleText(dst []byte, v *fastjson.Value) ([]byte, error) {
-	o, err := v.Object()
-	if err != nil {
-		return dst, errors.New("not a variable-scale decimal")
-	}
-	scale, err := o.Get("scale").Int()
-	if o.Get("scale") == nil || err != nil || scale < -1000 || scale > 1000 {
-		return dst, errors.New("variable-scale decimal without a valid scale")
-	}
-	n, err := unscaledFromBase64(o.Get("value"))
+	n, scale, err := variableScale(v)
 	if err != nil {
 		return dst, err
 	}
-	return appendScaled(dst, n, int32(scale)), nil
+	return appendScaled(dst, n, scale), nil
+}
+
+// variableScale reads {"scale": s, "value": base64} with |s| ≤ 1000.
+func variableScale(v *fastjson.Value) (*big.Int, int32, error) {
+	o, err := v.Object()
+	if err != nil {
+		return nil, 0, errors.New("not a variable-scale decimal")
+	}
+	sv := o.Get("scale")
+	if sv == nil {
+		return nil, 0, errors.New("variable-scale decimal without a valid scale")
+	}
+	scale, err := sv.Int()
+	if err != nil || scale < -1000 || scale > 1000 {
+		return nil, 0, errors.New("variable-scale decimal without a valid scale")
+	}
+	n, err := unscaledFromBase64(o.Get("value"))
+	if err != nil {
+		return nil, 0, err
+	}
+	return n, int32(scale), nil
 }
 
 var bigTen = big.NewInt(10)

@@ -63,6 +63,9 @@ func Accepts(t Type, v *fastjson.Value) bool {
 
 // Widen returns the narrowest inferred type holding both t's values and v.
 func Widen(t Type, v *fastjson.Value) Type {
+	if Accepts(t, v) {
+		return t
+	}
 	if t.Kind == Null {
 		return Infer(v)
 	}
@@ -81,4 +84,26 @@ func isInt64(v *fastjson.Value) bool {
 	}
 	_, err := strconv.ParseInt(string(raw), 10, 64)
 	return err == nil
+}
+
+// FitsMicros reports whether a textual time value has no non-zero digit
+// beyond the sixth fractional digit.
+func FitsMicros(v *fastjson.Value) bool {
+	if v == nil || v.Type() != fastjson.TypeString {
+		return true
+	}
+	s, _ := v.StringBytes()
+	for i := 0; i < len(s); i++ {
+		if s[i] != '.' {
+			continue
+		}
+		j := i + 1
+		for ; j < len(s) && s[j] >= '0' && s[j] <= '9'; j++ {
+			if j-i > 6 && s[j] != '0' {
+				return false
+			}
+		}
+		i = j
+	}
+	return true
 }

@@ -165,7 +165,7 @@ func NewTable(name string, version int, layout Layout, cols []Column, extras []E
 	for _, c := range cols {
 		h.Write([]byte(c.Name))
 		h.Write([]byte{0})
-		h.Write([]byte(c.Type.String()))
+		h.Write([]byte(c.Type.key()))
 		h.Write([]byte{0})
 	}
 	for _, e := range extras {

@@ -106,7 +106,12 @@ func ParseTimestamp(s []byte, u Unit, utc bool) (int64, error) {
 	if nanos%div != 0 {
 		return 0, fmt.Errorf("timestamp %q: finer than %s", s, u)
 	}
-	return secs*per + nanos/div, nil
+	n := secs*per + nanos/div
+	if floorDiv(n, per) != secs {
+		// Wrapped around: nanoseconds since the epoch reach only 1677..2262.
+		return 0, fmt.Errorf("timestamp %q: out of range for %s", s, u)
+	}
+	return n, nil
 }
 
 func floorDiv(a, b int64) int64 {

@@ -122,18 +122,30 @@ type Column struct {
 	Key      bool
 }
 
-// String renders t compactly; it is also the basis of fingerprints.
+// String renders t compactly.
 func (t Type) String() string {
 	var b strings.Builder
-	t.write(&b)
+	t.write(&b, false)
 	return b.String()
 }
 
-func (t Type) write(b *strings.Builder) {
+// key renders t for fingerprints: String plus what it leaves out but the
+// converter depends on (the scale of a DecimalText from base64 bytes).
+func (t Type) key() string {
+	var b strings.Builder
+	t.write(&b, true)
+	return b.String()
+}
+
+func (t Type) write(b *strings.Builder, key bool) {
 	b.WriteString(t.Kind.String())
 	switch t.Kind {
 	case Decimal:
 		fmt.Fprintf(b, "(%d,%d)", t.Precision, t.Scale)
+	case DecimalText:
+		if key && t.Scale != 0 {
+			fmt.Fprintf(b, "(%d)", t.Scale)
+		}
 	case Time, Timestamp:
 		b.WriteString("(" + t.Unit.String())
 		if t.UTC {
@@ -148,7 +160,7 @@ func (t Type) write(b *strings.Builder) {
 			}
 			b.WriteString(strconv.Quote(f.Name))
 			b.WriteByte(':')
-			f.Type.write(b)
+			f.Type.write(b, key)
 			if !f.Nullable {
 				b.WriteString(" not null")
 			}
@@ -156,13 +168,13 @@ func (t Type) write(b *strings.Builder) {
 		b.WriteByte('>')
 	case List:
 		b.WriteByte('<')
-		t.Elem.write(b)
+		t.Elem.write(b, key)
 		b.WriteByte('>')
 	case Map:
 		b.WriteByte('<')
-		t.Key.write(b)
+		t.Key.write(b, key)
 		b.WriteByte(',')
-		t.Value.write(b)
+		t.Value.write(b, key)
 		b.WriteByte('>')
 	}
 	if t.Enc != EncNative {

@@ -32,7 +32,21 @@ type Unwrapper struct {
 	p     fastjson.Parser
 	inner fastjson.Parser
 	buf   []byte
+
+	// Connect schemas by their text, each parsed once with its own parser
+	// so that it outlives messages. A connector repeats the same schema
+	// text in every message of a table.
+	schemas map[string]*cachedSchema
 }
+
+type cachedSchema struct {
+	text   []byte
+	parser fastjson.Parser
+	value  *fastjson.Value
+}
+
+// maxSchemas bounds the schema cache; past it the cache starts over.
+const maxSchemas = 4096
 
 // Unwrap parses raw and removes its envelopes. It returns the inner record,
 // or nil with c.Kind set to change.KindTombstone for a tombstone.
@@ -41,6 +55,9 @@ func (u *Unwrapper) Unwrap(raw []byte, c *change.Change) (*fastjson.Value, error
 	if len(raw) == 0 {
 		c.Kind = change.KindTombstone
 		return nil, nil
+	}
+	if s, p, ok := envelopeSpans(raw); ok && len(s) > 0 && s[0] == '{' {
+		return u.connect(s, p, c)
 	}
 	v, err := u.p.ParseBytes(raw)
 	if err != nil {
@@ -96,10 +113,40 @@ func (u *Unwrapper) Unwrap(raw []byte, c *change.Change) (*fastjson.Value, error
 			}
 			if s.Type() == fastjson.TypeObject {
 				c.Schema = s
-				c.SchemaKey = s.MarshalTo(c.SchemaKey[:0])
+				c.SchemaKey = s.MarshalTo(nil)
 			}
 			return p, nil
 		}
 	}
+	return v, nil
+}
+
+// connect handles a Kafka Connect envelope found by scanning: a schema is
+// parsed the first time its text is seen.
+func (u *Unwrapper) connect(schemaText, payload []byte, c *change.Change) (*fastjson.Value, error) {
+	cs := u.schemas[string(schemaText)]
+	if cs == nil {
+		cs = &cachedSchema{text: bytes.Clone(schemaText)}
+		s, err := cs.parser.ParseBytes(cs.text)
+		if err != nil {
+			return nil, errors.Join(ErrNotJSON, err)
+		}
+		cs.value = s
+		if u.schemas == nil || len(u.schemas) >= maxSchemas {
+			u.schemas = map[string]*cachedSchema{}
+		}
+		u.schemas[string(cs.text)] = cs
+	}
+	v, err := u.p.ParseBytes(payload)
+	if err != nil {
+		return nil, errors.Join(ErrNotJSON, err)
+	}
+	if v.Type() == fastjson.TypeNull {
+		c.Kind = change.KindTombstone
+		return nil, nil
+	}
+	c.Schema = cs.value
+	// The cached text is immutable; the capacity limit keeps appends off it.
+	c.SchemaKey = cs.text[:len(cs.text):len(cs.text)]
 	return v, nil
 }

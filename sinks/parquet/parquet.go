@@ -65,9 +65,10 @@ func Write(w io.Writer, rec arrow.RecordBatch, ranges [][2]int, opts Options, me
 	arrProps := pqarrow.NewArrowWriterProperties(
 		pqarrow.WithAllocator(mem),
 		pqarrow.WithStoreSchema(),
-		pqarrow.WithCoerceTimestamps(arrow.Microsecond),
 	)
-	fw, err := pqarrow.NewFileWriter(rec.Schema(), w, props, arrProps)
+	// The Parquet writer closes a writer that is an io.Closer, even after a
+	// failure; closing (committing) w is the caller's decision.
+	fw, err := pqarrow.NewFileWriter(rec.Schema(), struct{ io.Writer }{w}, props, arrProps)
 	if err != nil {
 		return fmt.Errorf("parquet writer: %w", err)
 	}

@@ -92,5 +92,16 @@ check(one(f"SELECT count(*) FROM {d} WHERE after.body = '__debezium_unavailable_
 check(one(f"SELECT count(*) FROM {scan('_transactions')} WHERE _cdc_op = 'TRANSACTION'")[0] > 0, True, "transaction events landed")
 b = scan("QASOURCE.TCUSTORD")
 check(one(f"SELECT count(*), count(*) FILTER (WHERE _cdc_op = 'TRUNCATE') FROM {b}"), (4, 1), "Big Data formatter ops incl. truncate")
+# The README's queries run on the samples lake and give the documented state.
+import os
+import re
+
+readme = open(os.path.join(os.path.dirname(__file__), "..", "..", "README.md")).read()
+queries = [q.replace("'lake/", f"'{lake}/") for q in re.findall(r"```sql\n(.*?)```", readme, re.S)]
+check(len(queries), 3, "README has its three DuckDB queries")
+check(len(con.execute(queries[0]).fetchall()), 7, "README change-rows query")
+check(con.execute(queries[1]).fetchall(), [("9999999999999999999", 'NEW "rush"\tline', "18043674494432.4369")],
+      "README current-state query (partial images)")
+check(con.execute(queries[2]).fetchall(), [(3, "Jeff", "Cole", "jeff@cole.org")], "README current-state query (full images, truncate)")
 print(f"{passed} passed, {failed} failed")
 sys.exit(1 if failed else 0)

@@ -1,0 +1,119 @@
+package batch
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/cdclake/cdclake/handlers/change"
+)
+
+func micros(s string) int64 {
+	t, err := time.Parse(time.RFC3339Nano, s)
+	if err != nil {
+		panic(err)
+	}
+	return t.UnixMicro()
+}
+
+func TestParseTemplate(t *testing.T) {
+	for _, ok := range []string{
+		"{table}/date={date}",
+		"{table}/{yyyy}/{mm}/{dd}/{hh}",
+		"lake/{table}",
+		"plain",
+		"{table}/",
+		"a{table}b{date}c",
+	} {
+		if _, err := ParseTemplate(ok); err != nil {
+			t.Errorf("ParseTemplate(%q): %v", ok, err)
+		}
+	}
+	for _, bad := range []struct{ in, msg string }{
+		{"{tabel}", "unknown placeholder {tabel}"},
+		{"{table}/{DATE}", "unknown placeholder {DATE}"},
+		{"{}", "unknown placeholder {}"},
+		{"{table", "unclosed {"},
+		{"x/{date}/{hh", "unclosed {"},
+		{"/abs/{table}", "relative"},
+		{"a/../{table}", "must not contain .."},
+		{"..", "must not contain .."},
+	} {
+		_, err := ParseTemplate(bad.in)
+		if err == nil || !strings.Contains(err.Error(), bad.msg) {
+			t.Errorf("ParseTemplate(%q) error %v, want one saying %q", bad.in, err, bad.msg)
+		}
+	}
+}
+
+func TestTemplateExpand(t *testing.T) {
+	tests := []struct {
+		tmpl, table, at, want string
+	}{
+		{"{table}/date={date}", "SALES.ORDERS", "2024-01-31T13:45:00Z", "SALES.ORDERS/date=2024-01-31"},
+		{"{table}/{yyyy}/{mm}/{dd}/{hh}", "s.t", "2024-01-31T13:45:00Z", "s.t/2024/01/31/13"},
+		{"{table}/", "s.t", "2024-01-31T13:45:00Z", "s.t"},
+		{"{table}", `a/b\c:d*e?f"g<h>i|j k`, "2024-01-31T13:45:00Z", "a_b_c_d_e_f_g_h_i_j_k"},
+		{"{table}", "tab\x01le", "2024-01-31T13:45:00Z", "tab_le"},
+		{"{date}/{hh}", "t", "1969-12-31T23:59:59.999999Z", "1969-12-31/23"},
+		{"{date}/{hh}", "t", "1900-02-28T00:00:00Z", "1900-02-28/00"},
+		{"fixed", "t", "2024-01-31T13:45:00Z", "fixed"},
+	}
+	for _, tt := range tests {
+		tp, err := ParseTemplate(tt.tmpl)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := tp.Expand(tt.table, micros(tt.at)); got != tt.want {
+			t.Errorf("%q.Expand(%q, %s) = %q, want %q", tt.tmpl, tt.table, tt.at, got, tt.want)
+		}
+	}
+}
+
+// TestTemplateExpandCache: the one-entry cache must never return the
+// directory of another table or another hour.
+func TestTemplateExpandCache(t *testing.T) {
+	tp, err := ParseTemplate("{table}/{date}/{hh}")
+	if err != nil {
+		t.Fatal(err)
+	}
+	steps := []struct {
+		table, at, want string
+	}{
+		{"a", "2024-01-31T13:00:00Z", "a/2024-01-31/13"},
+		{"a", "2024-01-31T13:59:59.999999Z", "a/2024-01-31/13"},
+		{"b", "2024-01-31T13:30:00Z", "b/2024-01-31/13"},
+		{"b", "2024-01-31T14:00:00Z", "b/2024-01-31/14"},
+		{"b", "2024-02-01T14:00:00Z", "b/2024-02-01/14"},
+		{"b", "1970-01-01T00:00:00Z", "b/1970-01-01/00"},
+		// Truncating division would put the microsecond before the epoch in
+		// the cached hour 0.
+		{"b", "1969-12-31T23:59:59.999999Z", "b/1969-12-31/23"},
+		{"a", "2024-01-31T13:00:00Z", "a/2024-01-31/13"},
+	}
+	for _, s := range steps {
+		if got := tp.Expand(s.table, micros(s.at)); got != s.want {
+			t.Errorf("Expand(%s, %s) = %q, want %q", s.table, s.at, got, s.want)
+		}
+	}
+}
+
+func TestFileName(t *testing.T) {
+	tests := []struct {
+		pos  change.Position
+		want string
+	}{
+		{change.Position{Source: "orders", Partition: 0, Offset: 0}, "orders-p0-o00000000000000000000.parquet"},
+		{change.Position{Source: "server.public.orders", Partition: 12, Offset: 42}, "server.public.orders-p12-o00000000000000000042.parquet"},
+		{change.Position{Source: "in/trail file.json", Partition: 0, Offset: 9223372036854775807}, "in_trail_file.json-p0-o09223372036854775807.parquet"},
+	}
+	for _, tt := range tests {
+		if got := FileName(tt.pos); got != tt.want {
+			t.Errorf("FileName(%+v) = %q, want %q", tt.pos, got, tt.want)
+		}
+	}
+	// Names sort by offset within a partition.
+	if FileName(change.Position{Source: "s", Offset: 9}) >= FileName(change.Position{Source: "s", Offset: 10}) {
+		t.Errorf("file names do not sort by offset")
+	}
+}
