@@ -144,18 +144,35 @@ func (s *FileSource) Subscribe(ctx context.Context, _ string) (<-chan *message.M
 	ctx, s.cancel = context.WithCancel(ctx)
 	s.mu.Unlock()
 	out := make(chan *message.Message)
+	// The reader may block in a read that cannot be interrupted (a pipe);
+	// the forwarder owns the subscription channel and closes it as soon as
+	// the subscription ends, so the router never waits for a read.
+	blocks := make(chan *message.Message)
 	go func() {
-		defer close(s.done)
-		defer close(out)
-		if err := s.run(ctx, out); err != nil && !errors.Is(err, context.Canceled) {
+		err := s.run(ctx, blocks)
+		if err != nil && !errors.Is(err, context.Canceled) {
 			s.mu.Lock()
 			s.err = err
 			s.mu.Unlock()
 		}
-		// Every block was acked (or reading failed): tell the pipeline,
-		// and keep the subscription open until it closes the router.
+		// Every block was acked (or reading failed).
 		close(s.drained)
-		<-ctx.Done()
+	}()
+	go func() {
+		defer close(s.done)
+		defer close(out)
+		for {
+			select {
+			case msg := <-blocks:
+				select {
+				case out <- msg:
+				case <-ctx.Done():
+					return
+				}
+			case <-ctx.Done():
+				return
+			}
+		}
 	}()
 	return out, nil
 }
@@ -230,7 +247,10 @@ func (s *FileSource) readOne(ctx context.Context, name string, r io.Reader, out 
 			block.Write(b)
 			block.WriteByte('\n')
 			n++
-			if n >= s.blockLines {
+			// A full block goes now; so does a partial one when no more
+			// input is at hand (a pipe or a slow producer), so records
+			// never wait for the next ones.
+			if n >= s.blockLines || br.Buffered() == 0 {
 				if err := send(); err != nil {
 					return err
 				}
@@ -257,6 +277,8 @@ func (s *FileSource) Close() error {
 	s.mu.Unlock()
 	if cancel != nil {
 		cancel()
+		// No block is delivered after the cancel. A read blocked on a pipe
+		// (stdin) cannot be interrupted; it is abandoned, not waited for.
 		<-s.done
 	}
 	return nil

@@ -179,6 +179,11 @@ func (p *Pipeline) Run(ctx context.Context) error {
 		defer close(progressDone)
 		p.progress(runCtx)
 	}()
+	tickerDone := make(chan struct{})
+	go func() {
+		defer close(tickerDone)
+		p.expire(runCtx, router)
+	}()
 	stop := make(chan struct{})
 	go func() {
 		// The source says when it is drained; a signal or a fatal error
@@ -196,6 +201,7 @@ func (p *Pipeline) Run(ctx context.Context) error {
 	_ = p.source.Close()
 	cancel()
 	<-progressDone
+	<-tickerDone
 
 	// Flush with a fresh context: a signal stops reading, not landing what
 	// was read.
@@ -386,6 +392,24 @@ func (p *Pipeline) deadLetter(at change.Position, stage string, reason error, ra
 	p.batcher.Hold(at, p.deadHold)
 	p.log.Debug("dead letter", "source", at.Source, "offset", at.Offset, "stage", stage, "reason", reason)
 	return nil
+}
+
+// expire writes files past their max age while the source is idle.
+func (p *Pipeline) expire(ctx context.Context, router *message.Router) {
+	t := time.NewTicker(time.Second)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			if err := p.batcher.FlushExpired(ctx); err != nil && ctx.Err() == nil {
+				p.setFatal(err)
+				_ = router.Close()
+				return
+			}
+		}
+	}
 }
 
 // flushDead writes pending dead letters; only then do their positions count

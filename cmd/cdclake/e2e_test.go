@@ -2,13 +2,17 @@ package main
 
 import (
 	"bytes"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 )
 
 // The end-to-end tests build the real binaries, land streams into a file://
@@ -161,5 +165,63 @@ func TestDeadLetters(t *testing.T) {
 		if !strings.Contains(got[i], want) || !strings.Contains(got[i], `"value_base64"`) {
 			t.Errorf("dead letter %d = %s, want %s", i, got[i], want)
 		}
+	}
+}
+
+// TestSignalAndMaxAge feeds a pipe slowly: an idle table's file is written
+// once it reaches max_age while cdclake keeps running, and SIGTERM makes it
+// write what it holds, print the summary and exit 0.
+func TestSignalAndMaxAge(t *testing.T) {
+	cdclake := build(t, "github.com/cdclake/cdclake/cmd/cdclake")
+	dir := t.TempDir()
+	cfg := filepath.Join(dir, "c.yaml")
+	if err := os.WriteFile(cfg, []byte("defaults:\n  max_age: 1s\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	lakeDir := filepath.Join(dir, "lake")
+	cmd := exec.Command(cdclake, "run", "--source", "-", "--sink", lakeDir, "--config", cfg)
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer cmd.Process.Kill()
+	line := func(table string, id int) string {
+		return `{"qual_table":"` + table + `","op_type":"INSERT","op_ts":"2026-07-13T04:01:01.123456Z","xid":"1","pos":"p","after":{"ID":` + strconv.Itoa(id) + `}}` + "\n"
+	}
+	if _, err := io.WriteString(stdin, line("S.AGED", 1)); err != nil {
+		t.Fatal(err)
+	}
+	aged := filepath.Join(lakeDir, "S.AGED", "date=2026-07-13", "stdin-p0-o00000000000000000001.parquet")
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		if _, err := os.Stat(aged); err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("file past max_age not written while running; stderr:\n%s", stderr.String())
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if _, err := io.WriteString(stdin, line("S.HELD", 2)); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(300 * time.Millisecond) // read, but younger than max_age
+	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Wait(); err != nil {
+		t.Fatalf("exit after SIGTERM: %v\nstderr:\n%s", err, stderr.String())
+	}
+	if _, err := os.Stat(filepath.Join(lakeDir, "S.HELD", "date=2026-07-13", "stdin-p0-o00000000000000000002.parquet")); err != nil {
+		t.Errorf("held file not written on SIGTERM: %v", err)
+	}
+	out := stdout.String()
+	if !strings.Contains(out, "rows 2,") || !strings.Contains(out, "interrupted") {
+		t.Errorf("summary:\n%s", out)
 	}
 }

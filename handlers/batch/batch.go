@@ -142,8 +142,13 @@ func New(cfg Config, tables func(string) *TableConfig, sink Sink, mem memory.All
 		open: map[bufKey]*buffer{}, tracker: NewTracker(), stats: map[string]*TableStats{}}
 }
 
-// Tracker returns the durable-position tracker.
-func (b *Batcher) Tracker() *Tracker { return b.tracker }
+// Durable returns the offset below which every message of a source
+// partition is durable, and false when nothing was seen there.
+func (b *Batcher) Durable(source string, part int32) (int64, bool) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.tracker.Durable(source, part)
+}
 
 // Add appends a change that resolved to table version t. size is the size of
 // the source message, used for the bytes thresholds. A *RowError means the
@@ -287,10 +292,26 @@ func (b *Batcher) sorted() []*buffer {
 		out = append(out, buf)
 	}
 	sort.Slice(out, func(i, j int) bool {
-		if out[i].born != out[j].born {
-			return out[i].born < out[j].born
+		a, c := out[i], out[j]
+		if a.born != c.born {
+			return a.born < c.born
 		}
-		return out[i].key.table+out[i].key.dir < out[j].key.table+out[j].key.dir
+		if a.key.table != c.key.table {
+			return a.key.table < c.key.table
+		}
+		if a.key.dir != c.key.dir {
+			return a.key.dir < c.key.dir
+		}
+		if a.src.Source != c.src.Source {
+			return a.src.Source < c.src.Source
+		}
+		if a.src.Partition != c.src.Partition {
+			return a.src.Partition < c.src.Partition
+		}
+		if a.table.Version != c.table.Version {
+			return a.table.Version < c.table.Version
+		}
+		return a.key.fp < c.key.fp
 	})
 	return out
 }
@@ -319,8 +340,12 @@ func (b *Batcher) enforceBounds(ctx context.Context) error {
 // flush writes buf and forgets it. On failure buf is kept open (its rows are
 // not durable) and the error returned.
 func (b *Batcher) flush(ctx context.Context, buf *buffer) error {
-	rec := buf.rb.NewRecordBatch()
-	defer rec.Release()
+	// The built record stays with the buffer until it is written, so a
+	// failed write can be retried with the same rows.
+	if buf.built == nil {
+		buf.built = buf.rb.NewRecordBatch()
+	}
+	rec := buf.built
 	ranges := buf.validRanges()
 	valid := 0
 	for _, r := range ranges {

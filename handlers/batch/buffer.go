@@ -27,6 +27,8 @@ type buffer struct {
 	invalid []int
 
 	rb *array.RecordBuilder
+	// built is the record of a buffer whose write failed, kept for a retry.
+	built arrow.RecordBatch
 	// metadata builders
 	op, tbl, xid, pos, source *array.StringBuilder
 	ts, ingested              *array.TimestampBuilder
@@ -291,4 +293,10 @@ func (b *buffer) validRanges() [][2]int {
 	return out
 }
 
-func (b *buffer) release() { b.rb.Release() }
+func (b *buffer) release() {
+	if b.built != nil {
+		b.built.Release()
+		b.built = nil
+	}
+	b.rb.Release()
+}

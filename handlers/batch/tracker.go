@@ -103,6 +103,9 @@ func ParseTemplate(s string) (*Template, error) {
 		}
 		rest = rest[i+j+1:]
 	}
+	if strings.TrimSpace(s) == "" {
+		return nil, fmt.Errorf("path must not be empty")
+	}
 	if strings.HasPrefix(s, "/") || strings.Contains(s, "..") {
 		return nil, fmt.Errorf("path %q must be relative and must not contain ..", s)
 	}
@@ -137,6 +140,9 @@ func floorDiv(a, b int64) int64 {
 
 // Sanitize makes a name safe as one path segment.
 func Sanitize(s string) string {
+	if s == "." || s == ".." || s == "" {
+		return strings.Repeat("_", max(len(s), 1))
+	}
 	return strings.Map(func(r rune) rune {
 		switch r {
 		case '/', '\\', ':', '*', '?', '"', '<', '>', '|', ' ':

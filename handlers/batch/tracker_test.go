@@ -58,7 +58,15 @@ func TestTrackerDurable(t *testing.T) {
 		t.Errorf("partition 2 durable %d, want 100", got)
 	}
 	durable(6, true)
+	// A holder opened twice keeps its first offset.
+	dl := new(int)
+	tr.open(pos(6), dl)
+	tr.open(pos(8), dl)
+	tr.seen(pos(8))
+	durable(6, true)
+	tr.close("s", 1, dl)
+	durable(9, true)
 	// Closing an unknown buffer is harmless.
 	tr.close("s", 1, &buffer{src: pos(99)})
-	durable(6, true)
+	durable(9, true)
 }

@@ -292,6 +292,11 @@ func ParseType(s string) (Type, error) {
 		return Type{Kind: Time, Unit: u}, err
 	case "timestamp", "timestamptz":
 		u, err := unit(Micros)
+		if err == nil && u == Nanos {
+			// Spark cannot read Parquet TIMESTAMP(NANOS); nanosecond
+			// values land as int64 (see the README's type table).
+			return Type{}, fmt.Errorf("type %q: nanosecond timestamps land as int64 nanoseconds; declare int64", s)
+		}
 		return Type{Kind: Timestamp, Unit: u, UTC: name == "timestamptz"}, err
 	case "decimal", "numeric":
 		if !hasArgs {

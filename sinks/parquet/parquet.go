@@ -4,8 +4,10 @@
 // # Settings
 //
 // Compression is zstd (default), snappy, gzip, lz4 or none. Row groups hold
-// at most RowGroupRows rows (default 128Ki). Timestamps keep their unit
-// (no INT96), and the Arrow schema is stored so Arrow readers recover
+// at most RowGroupRows rows (default 128Ki). Timestamps are written as
+// INT64 microseconds (no INT96): milliseconds are widened exactly, and a
+// nanosecond timestamp with a non-zero digit below the microsecond fails
+// the write. The Arrow schema is stored so Arrow readers recover
 // extension types.
 package parquet
 
@@ -65,6 +67,7 @@ func Write(w io.Writer, rec arrow.RecordBatch, ranges [][2]int, opts Options, me
 	arrProps := pqarrow.NewArrowWriterProperties(
 		pqarrow.WithAllocator(mem),
 		pqarrow.WithStoreSchema(),
+		pqarrow.WithCoerceTimestamps(arrow.Microsecond),
 	)
 	// The Parquet writer closes a writer that is an io.Closer, even after a
 	// failure; closing (committing) w is the caller's decision.

@@ -1,0 +1,823 @@
+package batch
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/arrow-go/v18/arrow/memory"
+	"github.com/cdclake/cdclake/handlers/change"
+	"github.com/cdclake/cdclake/handlers/schema"
+	"github.com/valyala/fastjson"
+)
+
+// written is what the fake sink kept of one file.
+type written struct {
+	Key         string
+	Table       string
+	Version     int
+	Rows        int
+	RecordRows  int64
+	Ranges      [][2]int
+	First, Last int64
+	Source      string
+	Partition   int32
+	Offsets     []int64 // _cdc_offset of the rows in Ranges
+	Options     WriteOptions
+	// Durable is the tracker's position for the file's partition while
+	// Write runs: it must not yet include the file's rows.
+	Durable int64
+}
+
+// memSink is an in-memory Sink that records every file.
+type memSink struct {
+	b       *Batcher
+	files   []written
+	fail    error         // returned (once) by the next Write
+	inspect func(f *File) // called with each file before it is recorded
+	errs    []string
+}
+
+func (s *memSink) Write(_ context.Context, f *File) (int64, error) {
+	if s.fail != nil {
+		err := s.fail
+		s.fail = nil
+		return 0, err
+	}
+	w := written{Key: f.Key, Table: f.Table.Name, Version: f.Table.Version, Rows: f.Rows,
+		RecordRows: f.Record.NumRows(), Ranges: slices.Clone(f.Ranges), First: f.FirstOffset, Last: f.LastOffset,
+		Source: f.Source, Partition: f.Partition, Options: f.Options}
+	// The Batcher holds its lock while Write runs; the tracker is read
+	// directly.
+	w.Durable, _ = s.b.tracker.Durable(f.Source, f.Partition)
+	idx := f.Record.Schema().FieldIndices(schema.ColOffset)
+	offsets := f.Record.Column(idx[0]).(*array.Int64)
+	n := 0
+	for _, r := range f.Ranges {
+		if r[0] < 0 || r[1] > int(f.Record.NumRows()) || r[0] >= r[1] {
+			s.errs = append(s.errs, fmt.Sprintf("%s: range %v outside a record of %d rows", f.Key, r, f.Record.NumRows()))
+			continue
+		}
+		n += r[1] - r[0]
+		for i := r[0]; i < r[1]; i++ {
+			w.Offsets = append(w.Offsets, offsets.Value(i))
+		}
+	}
+	if n != f.Rows {
+		s.errs = append(s.errs, fmt.Sprintf("%s: Rows %d but ranges hold %d", f.Key, f.Rows, n))
+	}
+	if s.inspect != nil {
+		s.inspect(f)
+	}
+	s.files = append(s.files, w)
+	return int64(100 * f.Rows), nil
+}
+
+// harness is a Batcher over a memSink with a checked allocator and a
+// controllable clock.
+type harness struct {
+	t    *testing.T
+	b    *Batcher
+	sink *memSink
+	tc   map[string]*TableConfig
+	now  time.Time
+}
+
+var day = time.Date(2024, 1, 31, 10, 0, 0, 0, time.UTC)
+
+func newHarness(t *testing.T, cfg Config, tc TableConfig) *harness {
+	t.Helper()
+	mem := memory.NewCheckedAllocator(memory.NewGoAllocator())
+	if tc.Path == nil {
+		p, err := ParseTemplate("{table}/date={date}")
+		if err != nil {
+			t.Fatal(err)
+		}
+		tc.Path = p
+	}
+	if tc.MaxRows == 0 {
+		tc.MaxRows = 1000
+	}
+	if tc.MaxBytes == 0 {
+		tc.MaxBytes = 1 << 40
+	}
+	h := &harness{t: t, sink: &memSink{}, tc: map[string]*TableConfig{}, now: day}
+	tables := func(name string) *TableConfig {
+		if c, ok := h.tc[name]; ok {
+			return c
+		}
+		c := tc
+		h.tc[name] = &c
+		return &c
+	}
+	h.b = New(cfg, tables, h.sink, mem, slog.New(slog.DiscardHandler))
+	h.b.now = func() time.Time { return h.now }
+	h.sink.b = h.b
+	t.Cleanup(func() {
+		h.b.Close()
+		mem.AssertSize(t, 0)
+		for _, e := range h.sink.errs {
+			t.Error(e)
+		}
+	})
+	return h
+}
+
+func cols(names ...string) []schema.Column {
+	out := []schema.Column{{Name: "id", Type: schema.Type{Kind: schema.Int64}}}
+	for _, n := range names {
+		out = append(out, schema.Column{Name: n, Type: schema.Type{Kind: schema.Int8}, Nullable: true})
+	}
+	return out
+}
+
+func table(name string, version int, layout schema.Layout, c []schema.Column) *schema.Table {
+	return schema.NewTable(name, version, layout, c, nil, true, map[string]bool{"secret": true})
+}
+
+func image(t *testing.T, js string) change.Image {
+	t.Helper()
+	if js == "" {
+		return change.Image{}
+	}
+	v, err := fastjson.Parse(js) // a parser per image: values stay valid
+	if err != nil {
+		t.Fatalf("test image %s: %v", js, err)
+	}
+	return change.Image{Obj: v.GetObject()}
+}
+
+func insert(t *testing.T, tbl string, after string) *change.Change {
+	return &change.Change{Kind: change.KindDML, Op: change.OpInsert, Table: tbl,
+		TSMicros: day.UnixMicro(), HasTS: true, After: image(t, after)}
+}
+
+func at(off int64) change.Position {
+	return change.Position{Source: "orders", Partition: 0, Offset: off}
+}
+
+// add appends a change and fails the test on any error but a *RowError,
+// which it returns.
+func (h *harness) add(c *change.Change, t *schema.Table, pos change.Position, size int) *RowError {
+	h.t.Helper()
+	err := h.b.Add(context.Background(), c, t, pos, size)
+	// Buffers opened at the same instant have no defined order (see
+	// TestBatcherOrderOfSimultaneousFiles): let the clock move.
+	h.now = h.now.Add(time.Millisecond)
+	if err == nil {
+		return nil
+	}
+	var re *RowError
+	if !errors.As(err, &re) {
+		h.t.Fatalf("Add at %d: %v", pos.Offset, err)
+	}
+	return re
+}
+
+func (h *harness) durable() int64 {
+	h.t.Helper()
+	d, ok := h.b.Durable("orders", 0)
+	if !ok {
+		h.t.Fatalf("nothing seen")
+	}
+	return d
+}
+
+func (h *harness) keys() []string {
+	var out []string
+	for _, f := range h.sink.files {
+		out = append(out, f.Key)
+	}
+	return out
+}
+
+func key(dir string, off int64) string {
+	return dir + "/" + FileName(at(off))
+}
+
+func TestBatcherRotatesAtMaxRows(t *testing.T) {
+	h := newHarness(t, Config{}, TableConfig{MaxRows: 3, Write: WriteOptions{Compression: "snappy", RowGroupRows: 7}})
+	v1 := table("db.t", 1, schema.LayoutImages, cols("v"))
+	wantFiles := []int{0, 0, 1, 1, 1, 2, 2}
+	wantDurable := []int64{0, 0, 3, 3, 3, 6, 6}
+	for i := range int64(7) {
+		if re := h.add(insert(t, "db.t", fmt.Sprintf(`{"id":%d,"v":1}`, i)), v1, at(i), 10); re != nil {
+			t.Fatalf("row %d: %v", i, re)
+		}
+		if len(h.sink.files) != wantFiles[i] {
+			t.Fatalf("after row %d: %d files, want %d", i, len(h.sink.files), wantFiles[i])
+		}
+		if d := h.durable(); d != wantDurable[i] {
+			t.Fatalf("after row %d: durable %d, want %d", i, d, wantDurable[i])
+		}
+	}
+	if err := h.b.FlushAll(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	dir := "db.t/date=2024-01-31"
+	want := []written{
+		{Key: key(dir, 0), Table: "db.t", Version: 1, Rows: 3, RecordRows: 3, Ranges: [][2]int{{0, 3}}, First: 0, Last: 2, Source: "orders", Offsets: []int64{0, 1, 2}, Durable: 0},
+		{Key: key(dir, 3), Table: "db.t", Version: 1, Rows: 3, RecordRows: 3, Ranges: [][2]int{{0, 3}}, First: 3, Last: 5, Source: "orders", Offsets: []int64{3, 4, 5}, Durable: 3},
+		{Key: key(dir, 6), Table: "db.t", Version: 1, Rows: 1, RecordRows: 1, Ranges: [][2]int{{0, 1}}, First: 6, Last: 6, Source: "orders", Offsets: []int64{6}, Durable: 6},
+	}
+	checkFiles(t, h.sink.files, want)
+	for _, f := range h.sink.files {
+		if f.Options != (WriteOptions{Compression: "snappy", RowGroupRows: 7}) {
+			t.Errorf("%s: options %+v not passed through", f.Key, f.Options)
+		}
+	}
+	if d := h.durable(); d != 7 {
+		t.Errorf("durable after FlushAll %d, want 7", d)
+	}
+	if h.b.OpenFiles() != 0 {
+		t.Errorf("%d files open after FlushAll", h.b.OpenFiles())
+	}
+	st := h.b.Stats()["db.t"]
+	if st.Rows != 7 || st.Files != 3 || st.Bytes != 700 || !st.Versions[1] || len(st.Versions) != 1 {
+		t.Errorf("stats %+v", st)
+	}
+}
+
+func checkFiles(t *testing.T, got, want []written) {
+	t.Helper()
+	if len(got) != len(want) {
+		t.Fatalf("%d files written, want %d:\n%+v", len(got), len(want), got)
+	}
+	for i := range want {
+		g, w := got[i], want[i]
+		g.Options, w.Options = WriteOptions{}, WriteOptions{}
+		if fmt.Sprintf("%+v", g) != fmt.Sprintf("%+v", w) {
+			t.Errorf("file %d:\n got %+v\nwant %+v", i, g, w)
+		}
+	}
+}
+
+func TestBatcherInterleavingVersions(t *testing.T) {
+	h := newHarness(t, Config{}, TableConfig{})
+	v1 := table("db.t", 1, schema.LayoutImages, cols("v"))
+	v2 := table("db.t", 2, schema.LayoutImages, cols("v", "w"))
+	if v1.SameShape(v2) {
+		t.Fatal("test tables must differ")
+	}
+	for i := range int64(6) {
+		tv, img := v1, fmt.Sprintf(`{"id":%d,"v":1}`, i)
+		if i%2 == 1 {
+			tv, img = v2, fmt.Sprintf(`{"id":%d,"v":1,"w":2}`, i)
+		}
+		if re := h.add(insert(t, "db.t", img), tv, at(i), 10); re != nil {
+			t.Fatalf("row %d: %v", i, re)
+		}
+	}
+	if len(h.sink.files) != 0 || h.b.OpenFiles() != 2 {
+		t.Fatalf("before FlushAll: %d files written, %d open; want 0 and 2", len(h.sink.files), h.b.OpenFiles())
+	}
+	if d := h.durable(); d != 0 {
+		t.Errorf("durable %d with both files open, want 0", d)
+	}
+	if err := h.b.FlushAll(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	dir := "db.t/date=2024-01-31"
+	checkFiles(t, h.sink.files, []written{
+		{Key: key(dir, 0), Table: "db.t", Version: 1, Rows: 3, RecordRows: 3, Ranges: [][2]int{{0, 3}}, First: 0, Last: 4, Source: "orders", Offsets: []int64{0, 2, 4}, Durable: 0},
+		{Key: key(dir, 1), Table: "db.t", Version: 2, Rows: 3, RecordRows: 3, Ranges: [][2]int{{0, 3}}, First: 1, Last: 5, Source: "orders", Offsets: []int64{1, 3, 5}, Durable: 1},
+	})
+	if st := h.b.Stats()["db.t"]; !st.Versions[1] || !st.Versions[2] || st.Files != 2 || st.Rows != 6 {
+		t.Errorf("stats %+v", st)
+	}
+	if d := h.durable(); d != 6 {
+		t.Errorf("durable %d, want 6", d)
+	}
+}
+
+func TestBatcherCloseTable(t *testing.T) {
+	h := newHarness(t, Config{}, TableConfig{})
+	a1 := table("db.a", 1, schema.LayoutImages, cols("v"))
+	a2 := table("db.a", 2, schema.LayoutImages, cols("v", "w"))
+	b1 := table("db.b", 1, schema.LayoutImages, cols("v"))
+	h.add(insert(t, "db.b", `{"id":0}`), b1, at(0), 1)
+	h.add(insert(t, "db.a", `{"id":1}`), a1, at(1), 1)
+	h.add(insert(t, "db.a", `{"id":2}`), a2, at(2), 1)
+	h.add(insert(t, "db.b", `{"id":3}`), b1, at(3), 1)
+	if err := h.b.CloseTable(context.Background(), "db.a"); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := h.keys(), []string{key("db.a/date=2024-01-31", 1), key("db.a/date=2024-01-31", 2)}; !slices.Equal(got, want) {
+		t.Errorf("CloseTable wrote %v, want %v", got, want)
+	}
+	if h.b.OpenFiles() != 1 {
+		t.Errorf("%d files open, want db.b's", h.b.OpenFiles())
+	}
+	if d := h.durable(); d != 0 {
+		t.Errorf("durable %d: db.b's file from offset 0 is still open", d)
+	}
+	if err := h.b.CloseTable(context.Background(), "db.none"); err != nil || len(h.sink.files) != 2 {
+		t.Errorf("CloseTable of an unknown table: %v, %d files", err, len(h.sink.files))
+	}
+	if err := h.b.CloseTable(context.Background(), "db.b"); err != nil {
+		t.Fatal(err)
+	}
+	if f := h.sink.files[2]; f.Table != "db.b" || !slices.Equal(f.Offsets, []int64{0, 3}) {
+		t.Errorf("db.b file %+v", f)
+	}
+	if d := h.durable(); d != 4 {
+		t.Errorf("durable %d, want 4", d)
+	}
+}
+
+func TestBatcherMemoryBound(t *testing.T) {
+	h := newHarness(t, Config{MaxBufferedBytes: 1000}, TableConfig{})
+	a := table("db.a", 1, schema.LayoutImages, cols("v"))
+	b := table("db.b", 1, schema.LayoutImages, cols("v"))
+	off := int64(0)
+	add := func(tb *schema.Table, size int) {
+		h.add(insert(t, tb.Name, fmt.Sprintf(`{"id":%d}`, off)), tb, at(off), size)
+		off++
+	}
+	for range 6 {
+		add(a, 100) // a holds 600
+	}
+	for range 4 {
+		add(b, 50) // b holds 200: 800 in all
+	}
+	if len(h.sink.files) != 0 {
+		t.Fatalf("%d files written below the bound", len(h.sink.files))
+	}
+	add(b, 250) // 1050 > 1000: the largest (a, 600) goes; 450 ≤ 750 stops
+	if len(h.sink.files) != 1 || h.sink.files[0].Table != "db.a" || h.sink.files[0].Rows != 6 {
+		t.Fatalf("memory bound wrote %+v, want db.a's 6 rows", h.sink.files)
+	}
+	if h.b.OpenFiles() != 1 {
+		t.Errorf("%d files open, want 1", h.b.OpenFiles())
+	}
+	if h.b.held != 450 {
+		t.Errorf("held %d bytes, want 450", h.b.held)
+	}
+	add(b, 600) // b alone: 1050
+	if len(h.sink.files) != 2 || h.sink.files[1].Table != "db.b" || h.sink.files[1].Rows != 6 {
+		t.Fatalf("second bound wrote %+v", h.sink.files)
+	}
+	if h.b.held != 0 || h.b.OpenFiles() != 0 {
+		t.Errorf("held %d, open %d after writing everything", h.b.held, h.b.OpenFiles())
+	}
+}
+
+// TestBatcherMemoryBoundDrains: past the bound, files are written largest
+// first until three quarters of the bound remain.
+func TestBatcherMemoryBoundDrains(t *testing.T) {
+	h := newHarness(t, Config{MaxBufferedBytes: 1000}, TableConfig{})
+	names := []string{"db.a", "db.b", "db.c", "db.d", "db.e"}
+	for i, name := range names {
+		h.now = day.Add(time.Duration(i) * time.Second)
+		h.add(insert(t, name, `{"id":1}`), table(name, 1, schema.LayoutImages, cols()), at(int64(i)), 190)
+	}
+	// 950 held; e grows to 250 and the total to 1010: e goes (760 left,
+	// still above 750), then the oldest of the equal rest, a (570).
+	h.add(insert(t, "db.e", `{"id":2}`), table("db.e", 1, schema.LayoutImages, cols()), at(5), 60)
+	var got []string
+	for _, f := range h.sink.files {
+		got = append(got, f.Table)
+	}
+	if !slices.Equal(got, []string{"db.e", "db.a"}) {
+		t.Errorf("wrote %v, want [db.e db.a]", got)
+	}
+	if h.b.held != 570 || h.b.OpenFiles() != 3 {
+		t.Errorf("held %d with %d open, want 570 and 3", h.b.held, h.b.OpenFiles())
+	}
+}
+
+func TestBatcherMaxOpenFiles(t *testing.T) {
+	h := newHarness(t, Config{MaxOpenFiles: 2}, TableConfig{})
+	for i, name := range []string{"db.a", "db.b", "db.c", "db.d"} {
+		h.now = day.Add(time.Duration(i) * time.Second)
+		tb := table(name, 1, schema.LayoutImages, cols())
+		h.add(insert(t, name, fmt.Sprintf(`{"id":%d}`, i)), tb, at(int64(i)), 1)
+	}
+	var tables []string
+	for _, f := range h.sink.files {
+		tables = append(tables, f.Table)
+	}
+	if !slices.Equal(tables, []string{"db.a", "db.b"}) || h.b.OpenFiles() != 2 {
+		t.Errorf("wrote %v with %d open, want the oldest (db.a, db.b) written and 2 open", tables, h.b.OpenFiles())
+	}
+}
+
+func TestBatcherRowErrors(t *testing.T) {
+	h := newHarness(t, Config{}, TableConfig{})
+	v1 := table("db.t", 1, schema.LayoutImages, cols("v"))
+	rows := []struct {
+		after   string
+		bad     bool
+		convCol string // the column a *schema.ConvertError names
+	}{
+		{`{"id":0,"v":1}`, false, ""},
+		{`{"id":1,"v":300}`, true, "v"},
+		{`{"id":2,"v":2}`, false, ""},
+		{`{"id":3,"v":3,"secret":"x"}`, false, ""}, // ignored by the route
+		{`{"id":4,"zzz":1}`, true, ""},             // not in the table version
+		{`{"id":5,"id":6}`, true, ""},              // duplicate key
+		{`{"id":"x"}`, true, "id"},
+		{`{"id":7,"v":7}`, false, ""},
+	}
+	for i, r := range rows {
+		re := h.add(insert(t, "db.t", r.after), v1, at(int64(i)), 1)
+		if (re != nil) != r.bad {
+			t.Fatalf("row %d %s: error %v, want error %v", i, r.after, re, r.bad)
+		}
+		if r.convCol != "" {
+			var ce *schema.ConvertError
+			if !errors.As(re, &ce) || ce.Column != r.convCol {
+				t.Errorf("row %d: %v does not wrap a *schema.ConvertError for %s", i, re, r.convCol)
+			}
+		}
+	}
+	if err := h.b.FlushAll(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	checkFiles(t, h.sink.files, []written{{
+		Key: key("db.t/date=2024-01-31", 0), Table: "db.t", Version: 1, Rows: 4, RecordRows: 8,
+		Ranges: [][2]int{{0, 1}, {2, 4}, {7, 8}}, First: 0, Last: 7, Source: "orders",
+		Offsets: []int64{0, 2, 3, 7}, Durable: 0,
+	}})
+	if st := h.b.Stats()["db.t"]; st.Rows != 4 {
+		t.Errorf("stats count %d rows, want the 4 landed", st.Rows)
+	}
+}
+
+func TestBatcherAllRowsRejected(t *testing.T) {
+	h := newHarness(t, Config{}, TableConfig{})
+	v1 := table("db.t", 1, schema.LayoutImages, cols("v"))
+	for i := range int64(2) {
+		if re := h.add(insert(t, "db.t", `{"id":1,"v":999}`), v1, at(i), 1); re == nil {
+			t.Fatal("want a row error")
+		}
+	}
+	if err := h.b.FlushAll(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if len(h.sink.files) != 0 {
+		t.Errorf("wrote %v for a file without valid rows", h.keys())
+	}
+	if h.b.OpenFiles() != 0 {
+		t.Errorf("buffer still open")
+	}
+	// The rejected rows are dead-lettered by the caller: nothing holds the
+	// position back.
+	if d := h.durable(); d != 2 {
+		t.Errorf("durable %d, want 2", d)
+	}
+}
+
+func TestBatcherDurableOnlyAfterSink(t *testing.T) {
+	h := newHarness(t, Config{}, TableConfig{MaxRows: 2})
+	v1 := table("db.t", 1, schema.LayoutImages, cols("v"))
+	h.add(insert(t, "db.t", `{"id":0}`), v1, at(0), 1)
+	h.add(insert(t, "db.t", `{"id":1}`), v1, at(1), 1)
+	if len(h.sink.files) != 1 || h.sink.files[0].Durable != 0 {
+		t.Fatalf("files %+v: while the sink writes, the position must stay at 0", h.sink.files)
+	}
+	if d := h.durable(); d != 2 {
+		t.Fatalf("durable %d after a nil Write, want 2", d)
+	}
+
+	// A failing sink: the error is a storage error, not a row error, and
+	// nothing becomes durable.
+	boom := errors.New("boom")
+	h.sink.fail = boom
+	h.add(insert(t, "db.t", `{"id":2}`), v1, at(2), 1)
+	err := h.b.Add(context.Background(), insert(t, "db.t", `{"id":3}`), v1, at(3), 1)
+	var re *RowError
+	if !errors.Is(err, boom) || errors.As(err, &re) {
+		t.Fatalf("Add with a failing sink: %v, want the sink's error and no *RowError", err)
+	}
+	if !strings.Contains(err.Error(), FileName(at(2))) {
+		t.Errorf("error %q does not name the file", err)
+	}
+	if d := h.durable(); d != 2 {
+		t.Errorf("durable %d after a failed write, want 2", d)
+	}
+	if h.b.OpenFiles() != 1 {
+		t.Errorf("the failed file must stay open")
+	}
+	h.b.Skip(at(4))
+	if d := h.durable(); d != 2 {
+		t.Errorf("durable %d after Skip behind an unwritten file, want 2", d)
+	}
+
+	// Skip alone moves an idle partition.
+	idle := change.Position{Source: "orders", Partition: 9, Offset: 41}
+	h.b.Skip(idle)
+	if d, ok := h.b.Durable("orders", 9); !ok || d != 42 {
+		t.Errorf("idle partition durable %d, %v, want 42", d, ok)
+	}
+	if _, ok := h.b.Durable("orders", 8); ok {
+		t.Errorf("unseen partition reported durable")
+	}
+}
+
+func TestBatcherHoldRelease(t *testing.T) {
+	h := newHarness(t, Config{}, TableConfig{MaxRows: 1})
+	v1 := table("db.t", 1, schema.LayoutImages, cols("v"))
+	// Offset 0 is a dead letter being written; 1 lands at once.
+	dead := new(int)
+	h.b.Hold(at(0), dead)
+	h.add(insert(t, "db.t", `{"id":1}`), v1, at(1), 1)
+	if len(h.sink.files) != 1 {
+		t.Fatalf("%d files", len(h.sink.files))
+	}
+	if d := h.durable(); d != 0 {
+		t.Errorf("durable %d while the dead letter at 0 is held, want 0", d)
+	}
+	h.b.Skip(at(2))
+	if d := h.durable(); d != 0 {
+		t.Errorf("durable %d, want 0", d)
+	}
+	h.b.Release("orders", 0, dead)
+	if d := h.durable(); d != 3 {
+		t.Errorf("durable %d after Release, want 3", d)
+	}
+	// Releasing on another partition, or twice, changes nothing.
+	h.b.Hold(at(3), dead)
+	h.b.Release("orders", 1, dead)
+	if d := h.durable(); d != 3 {
+		t.Errorf("durable %d, want 3", d)
+	}
+	h.b.Release("orders", 0, dead)
+	h.b.Release("orders", 0, dead)
+	if d := h.durable(); d != 4 {
+		t.Errorf("durable %d, want 4", d)
+	}
+}
+
+// TestBatcherRetryAfterSinkFailure: after a failed write the file stays
+// open; writing it again must write the same rows.
+func TestBatcherRetryAfterSinkFailure(t *testing.T) {
+	h := newHarness(t, Config{}, TableConfig{})
+	v1 := table("db.t", 1, schema.LayoutImages, cols("v"))
+	h.add(insert(t, "db.t", `{"id":0}`), v1, at(0), 1)
+	h.add(insert(t, "db.t", `{"id":1}`), v1, at(1), 1)
+	h.sink.fail = errors.New("boom")
+	if err := h.b.FlushAll(context.Background()); err == nil {
+		t.Fatal("FlushAll with a failing sink returned nil")
+	}
+	if err := h.b.FlushAll(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	checkFiles(t, h.sink.files, []written{{
+		Key: key("db.t/date=2024-01-31", 0), Table: "db.t", Version: 1, Rows: 2, RecordRows: 2,
+		Ranges: [][2]int{{0, 2}}, First: 0, Last: 1, Source: "orders", Offsets: []int64{0, 1}, Durable: 0,
+	}})
+}
+
+// TestBatcherOrderOfSimultaneousFiles: files born at the same instant are
+// written in a fixed order.
+func TestBatcherOrderOfSimultaneousFiles(t *testing.T) {
+	var first []string
+	for run := range 20 {
+		h := newHarness(t, Config{}, TableConfig{})
+		v1 := table("db.t", 1, schema.LayoutImages, cols("v"))
+		v2 := table("db.t", 2, schema.LayoutImages, cols("v", "w"))
+		for i := range int64(4) {
+			tv := v1
+			if i%2 == 1 {
+				tv = v2
+			}
+			if err := h.b.Add(context.Background(), insert(t, "db.t", `{"id":1}`), tv, at(i), 1); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := h.b.FlushAll(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		if run == 0 {
+			first = h.keys()
+		} else if !slices.Equal(h.keys(), first) {
+			t.Fatalf("run %d wrote %v, run 0 %v", run, h.keys(), first)
+		}
+	}
+}
+
+func TestBatcherFlushExpired(t *testing.T) {
+	h := newHarness(t, Config{}, TableConfig{MaxAge: time.Minute})
+	v1 := table("db.t", 1, schema.LayoutImages, cols("v"))
+	h.add(insert(t, "db.t", `{"id":0}`), v1, at(0), 1)
+	h.now = day.Add(30 * time.Second)
+	h.add(insert(t, "db.t", `{"id":1}`), v1, at(1), 1)
+	if err := h.b.FlushExpired(context.Background()); err != nil || len(h.sink.files) != 0 {
+		t.Fatalf("FlushExpired at 30s: %v, %d files", err, len(h.sink.files))
+	}
+	h.now = day.Add(time.Minute)
+	if err := h.b.FlushExpired(context.Background()); err != nil || len(h.sink.files) != 1 {
+		t.Fatalf("FlushExpired at 60s: %v, %d files", err, len(h.sink.files))
+	}
+	if f := h.sink.files[0]; !slices.Equal(f.Offsets, []int64{0, 1}) {
+		t.Errorf("file %+v", f)
+	}
+}
+
+// TestBatcherDeterministicNames: the same input gives the same files, in the
+// same order, whatever the clock.
+func TestBatcherDeterministicNames(t *testing.T) {
+	run := func(start time.Time) []string {
+		h := newHarness(t, Config{}, TableConfig{MaxRows: 2})
+		h.now = start
+		v1 := table("db.t", 1, schema.LayoutImages, cols("v"))
+		v2 := table("db.t", 2, schema.LayoutImages, cols("v", "w"))
+		other := table("db.o", 1, schema.LayoutImages, cols())
+		for i := range int64(9) {
+			pos := change.Position{Source: "orders", Partition: int32(i % 2), Offset: 100 + i}
+			c := insert(t, "db.t", fmt.Sprintf(`{"id":%d}`, i))
+			c.TSMicros += i * int64(time.Hour/time.Microsecond) * 7 // crosses a day
+			tb := v1
+			switch i % 3 {
+			case 1:
+				tb = v2
+			case 2:
+				tb, c.Table = other, "db.o"
+			}
+			h.add(c, tb, pos, 1)
+			h.now = h.now.Add(time.Millisecond)
+		}
+		if err := h.b.FlushAll(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		return h.keys()
+	}
+	a := run(day)
+	b := run(day.Add(1000 * time.Hour))
+	if !slices.Equal(a, b) {
+		t.Errorf("names differ between runs:\n%v\n%v", a, b)
+	}
+	want := []string{
+		"db.t/date=2024-01-31/orders-p0-o00000000000000000100.parquet",
+		"db.t/date=2024-01-31/orders-p1-o00000000000000000101.parquet",
+		"db.o/date=2024-02-01/orders-p0-o00000000000000000102.parquet",
+		"db.t/date=2024-02-01/orders-p1-o00000000000000000103.parquet",
+		"db.t/date=2024-02-01/orders-p0-o00000000000000000104.parquet",
+		"db.o/date=2024-02-01/orders-p1-o00000000000000000105.parquet",
+		"db.t/date=2024-02-02/orders-p0-o00000000000000000106.parquet",
+		"db.t/date=2024-02-02/orders-p1-o00000000000000000107.parquet",
+		"db.o/date=2024-02-02/orders-p0-o00000000000000000108.parquet",
+	}
+	if !slices.Equal(a, want) {
+		t.Errorf("files\n%v\nwant\n%v", a, want)
+	}
+}
+
+func TestBatcherImageColumns(t *testing.T) {
+	h := newHarness(t, Config{}, TableConfig{})
+	v1 := table("db.t", 1, schema.LayoutImages, cols("v", "w"))
+	ingested := day.Add(5 * time.Minute)
+	h.now = ingested
+	c := &change.Change{Kind: change.KindDML, Op: change.OpUpdate, Table: "db.t", Xid: "tx1", Pos: "00001",
+		TSMicros: day.UnixMicro(), HasTS: true,
+		Before: image(t, `{"id":1,"v":1,"w":1}`), After: image(t, `{"id":1,"v":2}`)}
+	h.add(c, v1, at(0), 1)
+	del := &change.Change{Kind: change.KindDML, Op: change.OpDelete, Table: "db.t", Before: image(t, `{"id":2}`)}
+	h.add(del, v1, at(1), 1)
+	h.sink.inspect = func(f *File) {
+		rec := f.Record
+		col := func(name string) arrow.Array {
+			idx := rec.Schema().FieldIndices(name)
+			if len(idx) != 1 {
+				t.Fatalf("no column %s", name)
+			}
+			return rec.Column(idx[0])
+		}
+		checks := []struct{ name, want0, want1 string }{
+			{schema.ColOp, "UPDATE", "DELETE"},
+			{schema.ColTable, "db.t", "db.t"},
+			{schema.ColXid, "tx1", "NULL"},
+			{schema.ColPos, "00001", "NULL"},
+			{schema.ColSource, "orders", "orders"},
+			{schema.ColPartition, "0", "0"},
+			{schema.ColOffset, "0", "1"},
+			{schema.ColAfterAbsent, `["w"]`, "NULL"},
+			{schema.ColBeforeAbsent, `[]`, `["v","w"]`},
+			{schema.ColAfter, `{"id":1,"v":2,"w":null}`, "NULL"},
+			{schema.ColBefore, `{"id":1,"v":1,"w":1}`, `{"id":2,"v":null,"w":null}`},
+		}
+		for _, ck := range checks {
+			if got := jsonish(col(ck.name), 0); got != ck.want0 {
+				t.Errorf("%s[0] = %s, want %s", ck.name, got, ck.want0)
+			}
+			if got := jsonish(col(ck.name), 1); got != ck.want1 {
+				t.Errorf("%s[1] = %s, want %s", ck.name, got, ck.want1)
+			}
+		}
+		ts := col(schema.ColTS).(*array.Timestamp)
+		if ts.Value(0) != arrow.Timestamp(day.UnixMicro()) || !ts.IsNull(1) {
+			t.Errorf("_cdc_ts = %v", ts)
+		}
+		if ing := col(schema.ColIngestedAt).(*array.Timestamp); ing.Value(0) != arrow.Timestamp(ingested.UnixMicro()) {
+			t.Errorf("_cdc_ingested_at = %v", ing)
+		}
+	}
+	if err := h.b.FlushAll(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if len(h.sink.files) != 1 {
+		t.Fatalf("%d files", len(h.sink.files))
+	}
+	// The delete has no _cdc_ts: its directory comes from the ingestion time.
+	if h.sink.files[0].Key != key("db.t/date=2024-01-31", 0) {
+		t.Errorf("key %s", h.sink.files[0].Key)
+	}
+}
+
+// jsonish renders one value of a as JSON (strings bare) for comparisons.
+func jsonish(a arrow.Array, i int) string {
+	if a.IsNull(i) {
+		return "NULL"
+	}
+	v := a.GetOneForMarshal(i)
+	if s, ok := v.(string); ok {
+		return s
+	}
+	b, err := json.Marshal(v)
+	if err != nil {
+		return "error: " + err.Error()
+	}
+	return string(b)
+}
+
+func TestBatcherFlatLayout(t *testing.T) {
+	h := newHarness(t, Config{}, TableConfig{})
+	flat := table("db.f", 1, schema.LayoutFlat, cols("v", "w"))
+	h.add(insert(t, "db.f", `{"id":1,"v":1}`), flat, at(0), 1)
+	h.add(&change.Change{Kind: change.KindDML, Op: change.OpDelete, Table: "db.f", Before: image(t, `{"id":2,"v":2,"w":2}`)}, flat, at(1), 1)
+	if re := h.add(insert(t, "db.f", `{"id":3,"w":1000}`), flat, at(2), 1); re == nil {
+		t.Errorf("w=1000 into int8: want a row error")
+	}
+	h.sink.inspect = func(f *File) {
+		rec := f.Record
+		get := func(name string) arrow.Array { return rec.Column(rec.Schema().FieldIndices(name)[0]) }
+		id, v, w := get("id").(*array.Int64), get("v").(*array.Int8), get("w").(*array.Int8)
+		if id.Value(0) != 1 || v.Value(0) != 1 || !w.IsNull(0) {
+			t.Errorf("insert row: %v %v %v", id, v, w)
+		}
+		if id.Value(1) != 2 || v.Value(1) != 2 || w.Value(1) != 2 {
+			t.Errorf("delete row lands the before image: %v %v %v", id, v, w)
+		}
+		if got := jsonish(get(schema.ColAbsent), 0); got != `["w"]` {
+			t.Errorf("_cdc_absent[0] = %s", got)
+		}
+		if got := jsonish(get(schema.ColAbsent), 1); got != `[]` {
+			t.Errorf("_cdc_absent[1] = %s", got)
+		}
+		if rec.NumRows() != 3 || len(f.Ranges) != 1 || f.Ranges[0] != [2]int{0, 2} {
+			t.Errorf("rows %d ranges %v", rec.NumRows(), f.Ranges)
+		}
+	}
+	if err := h.b.FlushAll(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if len(h.sink.files) != 1 {
+		t.Fatalf("%d files", len(h.sink.files))
+	}
+}
+
+func TestBatcherEventsLayout(t *testing.T) {
+	h := newHarness(t, Config{}, TableConfig{})
+	ev := schema.NewTable(schema.TableDDL, 1, schema.LayoutEvents, nil,
+		[]schema.ExtraColumn{{Name: "csn", Kind: change.ExtraString}, {Name: "tokens", Kind: change.ExtraJSON}}, true, nil)
+	raw := fastjson.MustParse(`{"ddl":"CREATE TABLE X (A INT)","table":"S.X"}`)
+	c := &change.Change{Kind: change.KindDDL, Table: "S.X", Raw: raw}
+	c.AddString("csn", []byte("123"))
+	c.AddJSON("tokens", fastjson.MustParse(`{"k":"v"}`))
+	h.add(c, ev, at(0), 1)
+	h.sink.inspect = func(f *File) {
+		rec := f.Record
+		get := func(name string) string { return jsonish(rec.Column(rec.Schema().FieldIndices(name)[0]), 0) }
+		for name, want := range map[string]string{
+			schema.ColOp: "DDL", schema.ColKind: "ddl", schema.ColObject: "S.X",
+			schema.ColStatement: "CREATE TABLE X (A INT)", "csn": "123",
+		} {
+			if got := get(name); got != want {
+				t.Errorf("%s = %q, want %q", name, got, want)
+			}
+		}
+		evCol := rec.Column(rec.Schema().FieldIndices(schema.ColEvent)[0])
+		if got := evCol.ValueStr(0); !strings.Contains(got, `"ddl":"CREATE TABLE X (A INT)"`) {
+			t.Errorf("event = %s", got)
+		}
+		tok := rec.Column(rec.Schema().FieldIndices("tokens")[0])
+		if got := tok.ValueStr(0); !strings.Contains(got, `"k":"v"`) {
+			t.Errorf("tokens = %s", got)
+		}
+	}
+	if err := h.b.FlushAll(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if len(h.sink.files) != 1 || !strings.HasPrefix(h.sink.files[0].Key, "_ddl/date=") {
+		t.Errorf("files %v", h.keys())
+	}
+}
