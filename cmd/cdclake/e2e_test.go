@@ -101,6 +101,22 @@ func TestEndToEndGenerated(t *testing.T) {
 		t.Fatalf("DuckDB verification failed: %v", err)
 	}
 
+	// The same stream in the flat layout, hourly partitions, snappy.
+	flatLake := filepath.Join(dir, "flat")
+	runBin(t, cdclake, "run", "--source", "file://"+stream, "--sink", flatLake, "--config",
+		filepath.Join("..", "..", "testdata", "e2e", "flat.yaml"))
+	out, err = exec.Command(py, filepath.Join("..", "..", "testdata", "e2e", "verify.py"), flatLake,
+		filepath.Join(dir, "expected.json")).CombinedOutput()
+	t.Logf("verify flat:\n%s", out)
+	if err != nil {
+		t.Fatalf("DuckDB verification of the flat layout failed: %v", err)
+	}
+	if files := listFiles(t, flatLake); !slices.ContainsFunc(files, func(f string) bool {
+		return strings.Contains(f, "/day=2026-07-13/hour=04/")
+	}) {
+		t.Errorf("no hourly partition directories in %v", files[:min(5, len(files))])
+	}
+
 	// A replay of the same input rewrites the same objects.
 	first := listFiles(t, lakeDir)
 	runBin(t, cdclake, "run", "--source", "file://"+stream, "--sink", lakeDir, "--config", cfg)

@@ -58,7 +58,7 @@ def main(lake, expected_path):
             failed += 1
 
     def scan(table):
-        return (f"read_parquet('{lake}/{table}/*/*.parquet', union_by_name=true, "
+        return (f"read_parquet('{lake}/{table}/**/*.parquet', union_by_name=true, "
                 f"hive_partitioning=true)")
 
     for name, t in sorted(exp["tables"].items()):
@@ -66,8 +66,21 @@ def main(lake, expected_path):
         n = con.execute(f"SELECT count(*) FROM {src}").fetchone()[0]
         check(n == t["changes"], f"{name}: {n} change rows, want {t['changes']}")
 
+        top = {c for c, *_ in con.execute(f"DESCRIBE SELECT * FROM {src}").fetchall()}
+        flat = "after" not in top
+        if flat:
+            # flat layout: the image at top level, one absent list
+            img = lambda c: q(c)
+            keyexpr = lambda c: q(c)
+            carried = lambda c: f"_cdc_op <> 'DELETE' AND NOT list_contains(_cdc_absent, '{c}')"
+            cols_sql = "* EXCLUDE (" + ", ".join(c for c in top if c.startswith("_") or c == "date") + ")"
+        else:
+            img = lambda c: f"after.{q(c)}"
+            keyexpr = lambda c: f"coalesce(after.{q(c)}, before.{q(c)})"
+            carried = lambda c: f"after IS NOT NULL AND NOT list_contains(_cdc_after_absent, '{c}')"
+            cols_sql = "after.*"
         types = {}
-        for col, typ, *_ in con.execute(f"DESCRIBE SELECT after.* FROM {src}").fetchall():
+        for col, typ, *_ in con.execute(f"DESCRIBE SELECT {cols_sql} FROM {src}").fetchall():
             types[col] = typ
         for col, kind in sorted(t["columns"].items()):
             got = types.get(col, "missing")
@@ -78,15 +91,15 @@ def main(lake, expected_path):
         # that carried it (partial images list what they did not carry).
         key = t["key"]
         cols = sorted(t["columns"])
-        kexpr = as_text(t["columns"][key], f"coalesce(after.{q(key)}, before.{q(key)})")
+        kexpr = as_text(t["columns"][key], keyexpr(key))
         ops = con.execute(f"SELECT k, op FROM (SELECT {kexpr} AS k, _cdc_op AS op, row_number() OVER "
                           f"(PARTITION BY {kexpr} ORDER BY _cdc_offset DESC) AS rn FROM {src}) WHERE rn = 1").fetchall()
         state = {k: {} for k, op in ops if op != "DELETE"}
         # One query per column keeps each aggregation simple.
         for c in cols:
             sql = (f"SELECT k, v FROM (SELECT k, v, row_number() OVER (PARTITION BY k ORDER BY o DESC) AS rn "
-                   f"FROM (SELECT {kexpr} AS k, {as_text(t['columns'][c], f'after.{q(c)}')} AS v, _cdc_offset AS o "
-                   f"FROM {src} WHERE after IS NOT NULL AND NOT list_contains(_cdc_after_absent, '{c}'))) "
+                   f"FROM (SELECT {kexpr} AS k, {as_text(t['columns'][c], img(c))} AS v, _cdc_offset AS o "
+                   f"FROM {src} WHERE {carried(c)})) "
                    f"WHERE rn = 1")
             for k, v in con.execute(sql).fetchall():
                 if k in state:

@@ -1,0 +1,150 @@
+package config
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+func load(t *testing.T, yaml string) (*Config, error) {
+	t.Helper()
+	f := filepath.Join(t.TempDir(), "c.yaml")
+	if err := os.WriteFile(f, []byte(yaml), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return Load(f)
+}
+
+func TestDefaults(t *testing.T) {
+	c, err := Load("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := c.RouteFor("ANY.TABLE")
+	if r.Path != "{table}/date={date}" || r.Layout != "images" || r.Compression != "zstd" ||
+		r.MaxRows != 1_000_000 || time.Duration(r.MaxAge) != 5*time.Minute || r.Numbers != "decimal_text" {
+		t.Errorf("defaults = %+v", r)
+	}
+	if c.Source.GoldenGate.QualifiedTable != "qual_table" || c.Source.GoldenGateBigData.InsertOp != "I" {
+		t.Errorf("decoder defaults not filled: %+v", c.Source)
+	}
+}
+
+func TestExampleIsValid(t *testing.T) {
+	c, err := Load("example.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r := c.RouteFor("HR.EMPLOYEES"); r.Layout != "flat" || r.Types["SALARY"] != "decimal(12,2)" || r.Compression != "zstd" {
+		t.Errorf("HR route = %+v", r)
+	}
+	if r := c.RouteFor("shop.inventory.users"); !strings.Contains(strings.Join(r.Columns.Exclude, ","), "password_hash") {
+		t.Errorf("inventory route = %+v", r)
+	}
+	if r := c.RouteFor("OTHER.T"); r.Match != "" {
+		t.Errorf("unmatched table got route %+v", r)
+	}
+}
+
+func TestRoutesInheritAndMatchInOrder(t *testing.T) {
+	c, err := load(t, `
+defaults:
+  compression: snappy
+  max_rows: 10
+routes:
+  - match: "SALES.ORD*"
+    layout: flat
+  - match: "SALES.*"
+    max_rows: 5
+`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r := c.RouteFor("SALES.ORDERS"); r.Layout != "flat" || r.MaxRows != 10 || r.Compression != "snappy" {
+		t.Errorf("SALES.ORDERS = %+v", r)
+	}
+	if r := c.RouteFor("SALES.ITEMS"); r.Layout != "images" || r.MaxRows != 5 {
+		t.Errorf("SALES.ITEMS = %+v", r)
+	}
+}
+
+func TestErrorsNameTheirKeys(t *testing.T) {
+	_, err := load(t, `
+source:
+  format: avro
+  goldengate:
+    qual: x
+    insertOp: UPDATE
+batch:
+  max_buffered_bytes: 12
+defaults:
+  compresion: zstd
+  layout: wide
+  max_age: -1s
+routes:
+  - path: /abs
+    types:
+      X: decimal(40,2)
+  - match: "A*"
+    numbers: string
+    columns:
+      include: ["[bad"]
+tables:
+  exclude: ["[x"]
+`)
+	if err == nil {
+		t.Fatal("no error")
+	}
+	for _, want := range []string{
+		"source.goldengate.qual: unknown key (line 5)",
+		"defaults.compresion: unknown key (line 10)",
+		"source.format: unknown format",
+		"source.goldengate: ",
+		"batch.max_buffered_bytes: must be at least 1MiB",
+		"defaults.layout: unknown layout",
+		"defaults.max_age: must not be negative",
+		"routes[0].match: required",
+		"routes[0].path: path \"/abs\" must be relative",
+		"routes[0].types.X: ",
+		"routes[1].numbers: must be a numeric type",
+		"routes[1].columns.include[0]: bad glob",
+		"tables.exclude[0]: bad glob",
+	} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("missing %q in:\n%v", want, err)
+		}
+	}
+}
+
+func TestSizesAndDurations(t *testing.T) {
+	for in, want := range map[string]int64{"1024": 1024, "128MiB": 128 << 20, "1GB": 1e9, "64 KiB": 64 << 10, "7B": 7} {
+		if got, err := ParseSize(in); err != nil || got != want {
+			t.Errorf("ParseSize(%q) = %d, %v; want %d", in, got, err, want)
+		}
+	}
+	for _, in := range []string{"", "MiB", "-5", "1.5GB", "12XB"} {
+		if _, err := ParseSize(in); err == nil {
+			t.Errorf("ParseSize(%q) accepted", in)
+		}
+	}
+	if _, err := load(t, "defaults:\n  max_age: soon\n"); err == nil || !strings.Contains(err.Error(), "bad duration") {
+		t.Errorf("bad duration: %v", err)
+	}
+}
+
+func TestFilter(t *testing.T) {
+	f := Filter{Include: []string{"SALES.*", "HR.EMP*"}, Exclude: []string{"SALES.TMP_*"}}
+	for name, want := range map[string]bool{"SALES.ORDERS": true, "SALES.TMP_X": false, "HR.EMPLOYEES": true, "HR.DEPT": false} {
+		if got := f.Allowed(name); got != want {
+			t.Errorf("Allowed(%q) = %v, want %v", name, got, want)
+		}
+	}
+	if !(Filter{}).Allowed("anything") {
+		t.Error("empty filter must allow everything")
+	}
+	if !Match("*", "db.schema.table") {
+		t.Error("* must match across dots")
+	}
+}

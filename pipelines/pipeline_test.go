@@ -1,0 +1,263 @@
+package pipelines_test
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/ThreeDotsLabs/watermill/message"
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/arrow-go/v18/arrow/memory"
+	"github.com/apache/arrow-go/v18/parquet/file"
+	"github.com/apache/arrow-go/v18/parquet/pqarrow"
+	"github.com/cdclake/cdclake/config"
+	"github.com/cdclake/cdclake/pipelines"
+	"github.com/cdclake/cdclake/sinks/lake"
+	"gocloud.dev/blob"
+)
+
+// land runs the pipeline over input with the given YAML config into a
+// mem:// bucket and returns it.
+func land(t *testing.T, yaml, input string) (*blob.Bucket, *pipelines.Pipeline) {
+	t.Helper()
+	cfgFile := filepath.Join(t.TempDir(), "c.yaml")
+	if err := os.WriteFile(cfgFile, []byte(yaml), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := config.Load(cfgFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.ProgressInterval = 0
+	ctx := context.Background()
+	bucket, err := lake.OpenBucket(ctx, "mem://")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { bucket.Close() })
+	src := pipelines.NewReaderSource("in", strings.NewReader(input), 2)
+	p, err := pipelines.New(cfg, src, bucket, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Run(ctx); err != nil {
+		t.Fatal(err)
+	}
+	return bucket, p
+}
+
+func keys(t *testing.T, b *blob.Bucket) []string {
+	t.Helper()
+	var out []string
+	it := b.List(nil)
+	for {
+		obj, err := it.Next(context.Background())
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, obj.Key)
+	}
+	slices.Sort(out)
+	return out
+}
+
+// readTable reads one Parquet object back with arrow-go.
+func readTable(t *testing.T, b *blob.Bucket, key string) arrow.Table {
+	t.Helper()
+	data, err := b.ReadAll(context.Background(), key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rdr, err := file.NewParquetReader(bytes.NewReader(data))
+	if err != nil {
+		t.Fatal(err)
+	}
+	fr, err := pqarrow.NewFileReader(rdr, pqarrow.ArrowReadProperties{}, memory.DefaultAllocator)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tbl, err := fr.ReadTable(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(tbl.Release)
+	return tbl
+}
+
+func column(t *testing.T, tbl arrow.Table, name string) arrow.Array {
+	t.Helper()
+	idx := tbl.Schema().FieldIndices(name)
+	if len(idx) == 0 {
+		t.Fatalf("no column %s in %s", name, tbl.Schema())
+	}
+	return tbl.Column(idx[0]).Data().Chunk(0)
+}
+
+const ggMeta = `{"op_type":"OBJECT_METADATA","qual_table":"HR.EMP","columns":{"ID":{"type":"number","null":false,"key":true},"HIRED":{"type":"string","null":true,"key":false},"SALARY":{"type":"number","null":true,"key":false},"SECRET":{"type":"string","null":true,"key":false}}}`
+
+func TestFlatLayoutOverridesAndExclusions(t *testing.T) {
+	input := strings.Join([]string{
+		ggMeta,
+		`{"qual_table":"HR.EMP","op_type":"INSERT","op_ts":"2026-07-13T04:01:01.000001Z","xid":"1","pos":"1","after":{"ID":1,"HIRED":"2020-01-31","SALARY":1234.5,"SECRET":"x"}}`,
+		`{"qual_table":"HR.EMP","op_type":"UPDATE","op_ts":"2026-07-13T04:01:02Z","xid":"2","pos":"2","before":{"ID":1},"after":{"ID":1,"SALARY":99.99}}`,
+		// 1234.567 does not fit DECIMAL(12,2): dead letter, never rounded.
+		`{"qual_table":"HR.EMP","op_type":"INSERT","op_ts":"2026-07-13T04:01:03Z","xid":"3","pos":"3","after":{"ID":2,"HIRED":"2021-02-01","SALARY":1234.567}}`,
+		`{"qual_table":"HR.EMP","op_type":"DELETE","op_ts":"2026-07-13T04:01:04Z","xid":"4","pos":"4","before":{"ID":1}}`,
+		`{"qual_table":"TMP.SCRATCH","op_type":"INSERT","op_ts":"2026-07-13T04:01:05Z","xid":"5","pos":"5","after":{"ID":1}}`,
+	}, "\n") + "\n"
+	b, p := land(t, `
+tables:
+  exclude: ["TMP.*"]
+routes:
+  - match: "HR.*"
+    layout: flat
+    path: "hr/{table}/{yyyy}/{mm}"
+    types:
+      HIRED: date
+      SALARY: decimal(12,2)
+      ID: int64
+    columns:
+      exclude: ["SECRET"]
+`, input)
+	if got := p.Stats().DeadLetters.Load(); got != 1 {
+		t.Errorf("dead letters = %d, want 1", got)
+	}
+	if got := p.Stats().Filtered.Load(); got != 1 {
+		t.Errorf("filtered = %d, want 1", got)
+	}
+	ks := keys(t, b)
+	var data string
+	for _, k := range ks {
+		if strings.HasPrefix(k, "hr/HR.EMP/2026/07/") {
+			data = k
+		}
+		if strings.Contains(k, "TMP") {
+			t.Errorf("excluded table landed: %s", k)
+		}
+	}
+	if data == "" {
+		t.Fatalf("no data file under hr/HR.EMP/2026/07/ in %v", ks)
+	}
+	tbl := readTable(t, b, data)
+	if tbl.NumRows() != 3 {
+		t.Fatalf("rows = %d, want 3 (insert, update, delete)", tbl.NumRows())
+	}
+	if idx := tbl.Schema().FieldIndices("SECRET"); len(idx) != 0 {
+		t.Errorf("excluded column landed")
+	}
+	if ty := column(t, tbl, "SALARY").DataType(); ty.String() != "decimal(12, 2)" {
+		t.Errorf("SALARY type %s", ty)
+	}
+	if ty := column(t, tbl, "HIRED").DataType(); ty.ID() != arrow.DATE32 {
+		t.Errorf("HIRED type %s", ty)
+	}
+	sal := column(t, tbl, "SALARY").(*array.Decimal128)
+	if got := sal.Value(0).ToString(2) + " " + sal.Value(1).ToString(2); got != "1234.50 99.99" {
+		t.Errorf("SALARY values %s", got)
+	}
+	absent := column(t, tbl, "_cdc_absent").(*array.List)
+	if got := absent.ValueStr(1); got != `["HIRED"]` {
+		t.Errorf("update absent = %s, want [\"HIRED\"]", got)
+	}
+	ops := column(t, tbl, "_cdc_op").(*array.String)
+	if ops.Value(2) != "DELETE" || column(t, tbl, "ID").(*array.Int64).Value(2) != 1 {
+		t.Errorf("delete row lands its before image")
+	}
+	var dl string
+	for _, k := range ks {
+		if strings.HasPrefix(k, "_dead_letter/") {
+			dl = k
+		}
+	}
+	raw, err := b.ReadAll(context.Background(), dl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(raw), `"offset":4,"stage":"convert"`) || !strings.Contains(string(raw), "more fractional digits") {
+		t.Errorf("dead letter: %s", raw)
+	}
+}
+
+func TestForcedFormatAndCustomFields(t *testing.T) {
+	input := `{"tbl":"HR.X","kind":"I","ts":"2026-07-13T04:01:01Z","after":{"ID":1}}` + "\n"
+	_, p := land(t, `
+source:
+  format: goldengate
+  goldengate:
+    qualifiedTable: tbl
+    opType: kind
+    opTimestamp: ts
+    insertOp: I
+`, input)
+	if p.Stats().Rows.Load() != 1 || p.Stats().DeadLetters.Load() != 0 {
+		t.Errorf("rows %d dead %d", p.Stats().Rows.Load(), p.Stats().DeadLetters.Load())
+	}
+}
+
+func TestFileSourceOrderAndPositions(t *testing.T) {
+	dir := t.TempDir()
+	write := func(name, content string) {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write("b.ndjson", "b1\r\nb2\n")
+	write("a.ndjson", "a1\n\na3") // empty line: a tombstone at line 2; no final newline
+	write(".hidden", "x\n")
+	src, err := pipelines.OpenFileSource("file://"+dir, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ch, err := src.Subscribe(context.Background(), "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Expand blocks into (file, line, text); how reads cut blocks may vary,
+	// positions and contents may not.
+	var got []string
+	for done := false; !done; {
+		select {
+		case msg := <-ch:
+			off, _ := strconv.Atoi(msg.Metadata.Get(pipelines.MetaOffset))
+			lines := strings.Split(strings.TrimSuffix(string(msg.Payload), "\n"), "\n")
+			if len(lines) > 2 {
+				t.Errorf("block of %d lines, block_lines is 2", len(lines))
+			}
+			for i, l := range lines {
+				got = append(got, fmt.Sprintf("%s:%d:%s", msg.Metadata.Get(pipelines.MetaSource), off+i, l))
+			}
+			msg.Ack()
+		case <-src.Drained():
+			done = true
+		}
+	}
+	if err := src.Close(); err != nil {
+		t.Fatal(err)
+	}
+	want := []string{"a.ndjson:1:a1", "a.ndjson:2:", "a.ndjson:3:a3", "b.ndjson:1:b1", "b.ndjson:2:b2"}
+	if !slices.Equal(got, want) {
+		t.Errorf("records = %q, want %q", got, want)
+	}
+	if src.Backlog() != 0 {
+		t.Errorf("backlog %d after reading everything", src.Backlog())
+	}
+	if _, err := pipelines.OpenFileSource("file://"+filepath.Join(dir, "*.none"), 2); err == nil {
+		t.Error("a glob matching nothing must fail")
+	}
+	if _, err := pipelines.OpenFileSource("kafka://x", 2); err == nil {
+		t.Error("unsupported scheme must fail")
+	}
+	var _ message.Subscriber = src
+}
