@@ -9,6 +9,7 @@ import (
 	"math/big"
 	"strconv"
 	"unicode/utf8"
+	"unsafe"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
@@ -148,12 +149,13 @@ func Compile(name string, t Type, b array.Builder) Appender {
 		}
 	case Decimal:
 		db := b.(*array.Decimal128Builder)
+		var scratch []byte
 		return func(v *fastjson.Value) error {
 			if isNull(v) {
 				db.AppendNull()
 				return nil
 			}
-			n, err := decimalValue(t, v)
+			n, err := decimalValue(t, v, &scratch)
 			if err != nil {
 				return fail(v, err.Error())
 			}
@@ -365,6 +367,13 @@ func compileInt(name string, t Type, b array.Builder, fail func(*fastjson.Value,
 		var raw []byte
 		switch v.Type() {
 		case fastjson.TypeNumber:
+			if n, err := v.Int64(); err == nil {
+				if n < lo || n > hi {
+					return fail(v, "out of range")
+				}
+				app(n)
+				return nil
+			}
 			raw = v.MarshalTo(nil)
 		case fastjson.TypeString:
 			raw, _ = v.StringBytes()
@@ -408,6 +417,7 @@ func compileFloat(t Type, b array.Builder, fail func(*fastjson.Value, string) er
 	case *array.Float64Builder:
 		app = bb.Append
 	}
+	var scratch []byte
 	return func(v *fastjson.Value) error {
 		if isNull(v) {
 			b.AppendNull()
@@ -416,7 +426,8 @@ func compileFloat(t Type, b array.Builder, fail func(*fastjson.Value, string) er
 		var raw []byte
 		switch v.Type() {
 		case fastjson.TypeNumber:
-			raw = v.MarshalTo(nil)
+			scratch = v.MarshalTo(scratch[:0])
+			raw = scratch
 		case fastjson.TypeString:
 			// Kafka Connect writes non-finite values as strings.
 			raw, _ = v.StringBytes()
@@ -436,7 +447,10 @@ func compileFloat(t Type, b array.Builder, fail func(*fastjson.Value, string) er
 		}
 		// ParseFloat with bitSize 32 rounds to the nearest float32, which is
 		// exact for any value a float32 source printed.
-		f, err := strconv.ParseFloat(string(raw), bits)
+		if len(raw) == 0 {
+			return fail(v, "not a number")
+		}
+		f, err := strconv.ParseFloat(unsafe.String(&raw[0], len(raw)), bits)
 		if err != nil {
 			return fail(v, "not a number")
 		}
@@ -524,7 +538,10 @@ func textValue(dst []byte, t Type, v *fastjson.Value) ([]byte, error) {
 	return append(dst, s...), nil
 }
 
-func decimalValue(t Type, v *fastjson.Value) (decimal128.Num, error) {
+func decimalValue(t Type, v *fastjson.Value, scratch *[]byte) (decimal128.Num, error) {
+	if n, ok, err := fastDecimal(t, v, scratch); ok || err != nil {
+		return n, err
+	}
 	var d Dec
 	switch t.Enc {
 	case EncBase64Decimal:

@@ -1,7 +1,6 @@
 package schema
 
 import (
-	"strconv"
 
 	"github.com/valyala/fastjson"
 )
@@ -75,14 +74,10 @@ func Widen(t Type, v *fastjson.Value) Type {
 	return Type{Kind: String, Enc: EncText}
 }
 
+// isInt64 reports whether a JSON number is an integer that fits int64
+// (written without fraction or exponent).
 func isInt64(v *fastjson.Value) bool {
-	raw := v.MarshalTo(nil)
-	for _, c := range raw {
-		if c == '.' || c == 'e' || c == 'E' {
-			return false
-		}
-	}
-	_, err := strconv.ParseInt(string(raw), 10, 64)
+	_, err := v.Int64()
 	return err == nil
 }
 
