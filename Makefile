@@ -6,7 +6,7 @@ VPY       := $(VENV)/bin/python
 FUZZTIME  ?= 10s
 LAKE      ?= ./lake
 
-.PHONY: all build run test unit e2e fuzz bench vet fmt pyenv clean
+.PHONY: all build run test fuzz bench bench-land vet pyenv clean
 
 all: build
 
@@ -43,6 +43,17 @@ fuzz:
 
 bench:
 	$(GO) test -run '^$$' -bench . -benchmem ./...
+
+# Lands a generated stream of 200,000 mixed changes over 50 tables, prints
+# events/s and peak RSS, and checks the lake with DuckDB.
+BENCH_EVENTS ?= 200000
+BENCH_TABLES ?= 50
+bench-land: build pyenv
+	$(GO) build -o bin/cdcgen ./cmd/cdcgen
+	rm -rf /tmp/cdclake-bench && ./bin/cdcgen --out /tmp/cdclake-bench --events $(BENCH_EVENTS) --tables $(BENCH_TABLES)
+	/usr/bin/time -f 'peak RSS %M KiB, %e s wall, %U s user' ./bin/cdclake run --source /tmp/cdclake-bench/stream.ndjson \
+		--sink /tmp/cdclake-bench/lake --config testdata/bench/config.yaml
+	$(VPY) testdata/e2e/verify.py /tmp/cdclake-bench/lake /tmp/cdclake-bench/expected.json | tail -1
 
 clean:
 	rm -rf bin $(LAKE) $(VENV)

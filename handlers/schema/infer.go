@@ -1,7 +1,6 @@
 package schema
 
 import (
-
 	"github.com/valyala/fastjson"
 )
 
