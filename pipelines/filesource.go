@@ -32,8 +32,9 @@ const (
 const maxLine = 256 << 20
 
 // FileSource is a watermill Subscriber reading NDJSON files: one message
-// value per line. Its URL is file:///path (a file, a directory whose files
-// are read in name order, or a glob), or "-" for standard input. A record's
+// value per line. Its URL is file:///path (a file, a directory whose
+// *.ndjson and *.jsonl files are read in name order, or a glob), or "-" for
+// standard input. A record's
 // position is (file name, 0, line number). It delivers the next block only
 // after the previous one was acked, so records are handled in order, and it
 // closes its channel at the end of input.
@@ -80,7 +81,8 @@ func OpenFileSource(raw string, blockLines int) (*FileSource, error) {
 			return nil, err
 		}
 		for _, e := range entries {
-			if !e.IsDir() && !strings.HasPrefix(e.Name(), ".") {
+			if !e.IsDir() && !strings.HasPrefix(e.Name(), ".") &&
+				(strings.HasSuffix(e.Name(), ".ndjson") || strings.HasSuffix(e.Name(), ".jsonl")) {
 				files = append(files, filepath.Join(p, e.Name()))
 			}
 		}

@@ -215,7 +215,8 @@ func TestFileSourceOrderAndPositions(t *testing.T) {
 	}
 	write("b.ndjson", "b1\r\nb2\n")
 	write("a.ndjson", "a1\n\na3") // empty line: a tombstone at line 2; no final newline
-	write(".hidden", "x\n")
+	write(".hidden.ndjson", "x\n")
+	write("notes.txt", "not a stream\n")
 	src, err := pipelines.OpenFileSource("file://"+dir, 2)
 	if err != nil {
 		t.Fatal(err)

@@ -296,10 +296,10 @@ func (r *Resolver) evolve(st *tableState, cur *schema.Table, c *change.Change) (
 			}
 			if declared && t.Kind != schema.Null {
 				// The converter checks declared types, except that a zoned
-				// timestamp finer than microseconds (SQL Server
-				// datetimeoffset(7)) widens to its exact text rather than
-				// being rejected.
-				if t.Enc == schema.EncZoned && !schema.FitsMicros(v) {
+				// timestamp no TIMESTAMP(µs) can hold (SQL Server
+				// datetimeoffset(7) digits, PostgreSQL infinity) widens the
+				// column to its exact text rather than being rejected.
+				if t.Enc == schema.EncZoned && !schema.ZonedFits(v) {
 					ensure()
 					cols[idx].Type = schema.Type{Kind: schema.String, Enc: schema.EncText, Logical: t.Logical}
 					changed = true

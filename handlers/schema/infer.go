@@ -80,13 +80,18 @@ func isInt64(v *fastjson.Value) bool {
 	return err == nil
 }
 
-// FitsMicros reports whether a textual time value has no non-zero digit
-// beyond the sixth fractional digit.
-func FitsMicros(v *fastjson.Value) bool {
+// ZonedFits reports whether a zoned timestamp value (Debezium
+// ZonedTimestamp text) can land as TIMESTAMP(µs, UTC): NULL, or a finite
+// date-time with no non-zero digit beyond microseconds. PostgreSQL's
+// "infinity" and "-infinity", negative years and nanosecond digits do not.
+func ZonedFits(v *fastjson.Value) bool {
 	if v == nil || v.Type() != fastjson.TypeString {
 		return true
 	}
 	s, _ := v.StringBytes()
+	if len(s) == 0 || s[0] < '0' || s[0] > '9' {
+		return false
+	}
 	for i := 0; i < len(s); i++ {
 		if s[i] != '.' {
 			continue

@@ -88,6 +88,13 @@ check(one(f"SELECT after.body IS NULL, list_contains(_cdc_after_absent, 'body'),
       (True, True, "mentions __debezium_unavailable_value in passing"), "unchanged TOAST column is absent")
 check(one(f"SELECT count(*) FROM {d} WHERE after.body = '__debezium_unavailable_value'")[0], 0, "placeholder never lands")
 
+# A primary-key change: a delete and a create at the same source position,
+# both landed (no de-duplication by position).
+mc = scan("inventory.customers")
+check(one(f"SELECT list(_cdc_op ORDER BY _cdc_offset), list(coalesce(after.id, before.id) ORDER BY _cdc_offset) "
+          f"FROM {mc} WHERE _cdc_pos = 'mysql-bin.000003:1130:0'"),
+      (["DELETE", "INSERT"], [1003, 1005]), "primary-key change: delete and create at one position both land")
+
 # Transactions and Big Data formatter.
 check(one(f"SELECT count(*) FROM {scan('_transactions')} WHERE _cdc_op = 'TRANSACTION'")[0] > 0, True, "transaction events landed")
 b = scan("QASOURCE.TCUSTORD")

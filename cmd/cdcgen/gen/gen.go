@@ -308,7 +308,7 @@ func dbzRowSchema(name string) []any {
 		field("string", "doc", true, "name", "io.debezium.data.Json", "version", 1),
 		field("string", "uid", true, "name", "io.debezium.data.Uuid", "version", 1),
 		field("bytes", "raw", true),
-		field("float64", "ratio", true),
+		field("double", "ratio", true),
 		field("int16", "small", true),
 		field("string", "note", true),
 	}

@@ -187,9 +187,11 @@ func baseType(s *fastjson.Value, base, path string, depth int) (schema.Type, err
 		return schema.Type{Kind: schema.Int32}, nil
 	case "int64":
 		return schema.Type{Kind: schema.Int64}, nil
-	case "float32":
+	case "float", "float32":
+		// Kafka Connect's JsonConverter writes FLOAT32 as "float" and
+		// FLOAT64 as "double"; the Schema.Type names are accepted too.
 		return schema.Type{Kind: schema.Float32}, nil
-	case "float64":
+	case "double", "float64":
 		return schema.Type{Kind: schema.Float64}, nil
 	case "boolean":
 		return schema.Type{Kind: schema.Bool}, nil

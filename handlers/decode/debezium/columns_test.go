@@ -28,6 +28,8 @@ func TestColumnsTypes(t *testing.T) {
 		{"int64", `{"type":"int64","optional":true,"field":"c"}`, "int64", true, nil},
 		{"float32", `{"type":"float32","optional":true,"field":"c"}`, "float", true, nil},
 		{"float64", `{"type":"float64","optional":true,"field":"c"}`, "double", true, nil},
+		{"JsonConverter float", `{"type":"float","optional":true,"field":"c"}`, "float", true, nil},
+		{"JsonConverter double", `{"type":"double","optional":true,"field":"c"}`, "double", true, nil},
 		{"boolean", `{"type":"boolean","optional":true,"field":"c"}`, "boolean", true, nil},
 		{"string", `{"type":"string","optional":true,"field":"c"}`, "string", true, nil},
 		{"bytes", `{"type":"bytes","optional":true,"field":"c"}`, "binary", true,
@@ -88,8 +90,8 @@ func TestColumnsTypes(t *testing.T) {
 			&schema.Type{Kind: schema.String, Logical: "io.debezium.data.Ltree"}},
 		{"known name, other base type", `{"type":"string","name":"io.debezium.time.Date","field":"c"}`, "string", false,
 			&schema.Type{Kind: schema.String, Logical: "io.debezium.time.Date"}},
-		{"struct with a non-Connect field type", `{"type":"struct","optional":true,"name":"io.debezium.data.geometry.Point","version":1,"fields":[{"type":"double","optional":false,"field":"x"},{"type":"double","optional":false,"field":"y"},{"type":"bytes","optional":true,"field":"wkb"},{"type":"int32","optional":true,"field":"srid"}],"field":"c"}`,
-			"", false, nil}, // "double" is not a Connect type: ErrSchema
+		{"struct with a non-Connect field type", `{"type":"struct","optional":true,"name":"io.debezium.data.geometry.Point","version":1,"fields":[{"type":"number","optional":false,"field":"x"},{"type":"number","optional":false,"field":"y"},{"type":"bytes","optional":true,"field":"wkb"},{"type":"int32","optional":true,"field":"srid"}],"field":"c"}`,
+			"", false, nil}, // "number" is not a Connect type: ErrSchema
 		{"point", `{"type":"struct","optional":true,"name":"io.debezium.data.geometry.Point","version":1,"fields":[{"type":"float64","optional":false,"field":"x"},{"type":"float64","optional":false,"field":"y"},{"type":"bytes","optional":true,"field":"wkb"},{"type":"int32","optional":true,"field":"srid"}],"field":"c"}`,
 			`struct<"x":double not null,"y":double not null,"wkb":binary,"srid":int32>`, true, nil},
 		{"array of uuid", `{"type":"array","optional":true,"items":{"type":"string","optional":true,"name":"io.debezium.data.Uuid"},"field":"c"}`,
@@ -183,7 +185,7 @@ func TestColumnsErrors(t *testing.T) {
 		{"field without name", row(`{"type":"int32"}`), "fields[0] has no field name"},
 		{"duplicate field", row(`{"type":"int32","field":"a"}`, `{"type":"int64","field":"a"}`), `field "a" given twice`},
 		{"no type", row(`{"field":"a"}`), "field a: schema has no type"},
-		{"unknown type", row(`{"type":"double","field":"a"}`), `field a: unknown type "double"`},
+		{"unknown type", row(`{"type":"number","field":"a"}`), `field a: unknown type "number"`},
 		{"nested empty struct", row(`{"type":"struct","fields":[],"field":"a"}`), "field a: struct has no fields"},
 		{"array without items", row(`{"type":"array","field":"a"}`), "array has no items"},
 		{"array bad items", row(`{"type":"array","items":{"type":"nope"},"field":"a"}`), `field a[]: unknown type "nope"`},
