@@ -338,6 +338,10 @@ func (p *Pipeline) record(ctx context.Context, raw []byte, at change.Position) e
 
 func (p *Pipeline) add(ctx context.Context, c *change.Change, t *schema.Table, at change.Position, raw []byte, counter *atomic.Int64) error {
 	err := p.batcher.Add(ctx, c, t, at, len(raw))
+	if err == nil {
+		counter.Add(1)
+		return nil
+	}
 	var rowErr *batch.RowError
 	if errors.As(err, &rowErr) {
 		return p.deadLetter(at, "convert", rowErr.Err, raw)

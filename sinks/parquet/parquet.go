@@ -22,6 +22,10 @@ import (
 	"github.com/apache/arrow-go/v18/parquet/pqarrow"
 )
 
+// uniqueColumns are metadata columns whose values are (nearly) all distinct.
+var uniqueColumns = []string{"_cdc_pos", "_cdc_xid", "_cdc_offset", "_cdc_ts", "_cdc_ingested_at",
+	"_debezium_source", "_debezium_ts", "_debezium_transaction", "_gg_meta", "_gg_tokens", "_ce_id", "_ce_time", "event"}
+
 // Options are the Parquet settings of one file.
 type Options struct {
 	Compression  string
@@ -56,14 +60,22 @@ func Write(w io.Writer, rec arrow.RecordBatch, ranges [][2]int, opts Options, me
 	if rg <= 0 {
 		rg = 128 * 1024
 	}
-	props := parquet.NewWriterProperties(
+	wprops := []parquet.WriterProperty{
 		parquet.WithAllocator(mem),
 		parquet.WithCompression(codec),
 		parquet.WithMaxRowGroupLength(int64(rg)),
 		parquet.WithDictionaryDefault(true),
 		parquet.WithStats(true),
 		parquet.WithCreatedBy("cdclake"),
-	)
+	}
+	// Columns unique per row gain nothing from a dictionary and cost a hash
+	// insert per value.
+	for _, name := range uniqueColumns {
+		if rec.Schema().HasField(name) {
+			wprops = append(wprops, parquet.WithDictionaryFor(name, false))
+		}
+	}
+	props := parquet.NewWriterProperties(wprops...)
 	arrProps := pqarrow.NewArrowWriterProperties(
 		pqarrow.WithAllocator(mem),
 		pqarrow.WithStoreSchema(),
