@@ -262,3 +262,55 @@ func TestFileSourceOrderAndPositions(t *testing.T) {
 	}
 	var _ message.Subscriber = src
 }
+
+// TestZonedTextSibling: a zoned timestamp no TIMESTAMP(µs) can hold lands,
+// exactly, in the column's text sibling; the typed column keeps its type.
+func TestZonedTextSibling(t *testing.T) {
+	schema := `{"type":"struct","name":"s.public.t.Envelope","fields":[` +
+		`{"type":"struct","field":"before","optional":true,"fields":[{"type":"int32","field":"id"},{"type":"string","field":"at","optional":true,"name":"io.debezium.time.ZonedTimestamp"}]},` +
+		`{"type":"struct","field":"after","optional":true,"fields":[{"type":"int32","field":"id"},{"type":"string","field":"at","optional":true,"name":"io.debezium.time.ZonedTimestamp"}]},` +
+		`{"type":"struct","field":"source","fields":[{"type":"string","field":"db"},{"type":"string","field":"schema"},{"type":"string","field":"table"},{"type":"int64","field":"ts_ms"}]},` +
+		`{"type":"string","field":"op"}]}`
+	msg := func(id int, at string) string {
+		return `{"schema":` + schema + `,"payload":{"op":"c","before":null,"after":{"id":` + strconv.Itoa(id) + `,"at":` + at +
+			`},"source":{"db":"s","schema":"public","table":"t","ts_ms":1783915000000}}}`
+	}
+	input := strings.Join([]string{
+		msg(1, `"2024-01-01T00:00:00.123456Z"`),
+		msg(2, `"2019-06-05T12:34:56.1234567+02:00"`),
+		msg(3, `"2024-01-01T02:00:00+02:00"`),
+		msg(4, `null`),
+	}, "\n") + "\n"
+	b, p := land(t, "", input)
+	if d := p.Stats().DeadLetters.Load(); d != 0 {
+		t.Fatalf("%d dead letters", d)
+	}
+	var files []string
+	for _, k := range keys(t, b) {
+		if strings.HasPrefix(k, "s.public.t/") {
+			files = append(files, k)
+		}
+	}
+	if len(files) != 2 {
+		t.Fatalf("files = %v, want one per version", files)
+	}
+	v2 := readTable(t, b, files[1]) // rows 2..4, with the sibling
+	after := column(t, v2, "after").(*array.Struct)
+	at := after.Field(1).(*array.Timestamp)
+	text := after.Field(2).(*array.String)
+	if v2.Schema().Field(v2.Schema().FieldIndices("after")[0]).Type.(*arrow.StructType).Field(2).Name != "at__text" {
+		t.Fatalf("after = %s", after.DataType())
+	}
+	if !at.IsNull(0) || text.Value(0) != "2019-06-05T12:34:56.1234567+02:00" {
+		t.Errorf("row 2: at null=%v text=%q", at.IsNull(0), text.Value(0))
+	}
+	if at.IsNull(1) || at.Value(1) != arrow.Timestamp(1704067200000000) || !text.IsNull(1) {
+		t.Errorf("row 3: at=%v text null=%v", at.Value(1), text.IsNull(1))
+	}
+	absent := column(t, v2, "_cdc_after_absent").(*array.List)
+	for i := 0; i < 3; i++ {
+		if got := absent.ValueStr(i); got != "[]" {
+			t.Errorf("row %d absent = %s, want none", i+2, got)
+		}
+	}
+}

@@ -235,10 +235,27 @@ func (ib *imageBuilder) append(t *schema.Table, img change.Image) error {
 			return
 		}
 		ib.seen[i] = true
+		if j, ok := t.Sibling(i); ok && !schema.ZonedFits(v) {
+			// A value the typed column cannot hold lands in its text
+			// sibling; the typed column is NULL.
+			_ = ib.app[i](nil)
+			if err := ib.app[j](v); err != nil && first == nil {
+				first = err
+			}
+			ib.seen[j] = true
+			return
+		}
 		if err := ib.app[i](v); err != nil && first == nil {
 			first = err
 		}
 	})
+	// A sibling whose typed column was sent is NULL, not absent.
+	for i, seen := range ib.seen {
+		if j, ok := t.Sibling(i); ok && seen && !ib.seen[j] {
+			_ = ib.app[j](nil)
+			ib.seen[j] = true
+		}
+	}
 	ib.absent.Append(true)
 	for i, seen := range ib.seen {
 		if !seen {

@@ -295,14 +295,25 @@ func (r *Resolver) evolve(st *tableState, cur *schema.Table, c *change.Change) (
 				t = cur.Columns[idx].Type
 			}
 			if declared && t.Kind != schema.Null {
-				// The converter checks declared types, except that a zoned
-				// timestamp no TIMESTAMP(µs) can hold (SQL Server
-				// datetimeoffset(7) digits, PostgreSQL infinity) widens the
-				// column to its exact text rather than being rejected.
+				// The converter checks declared types. A zoned timestamp no
+				// TIMESTAMP(µs) can hold (SQL Server datetimeoffset(7)
+				// digits, PostgreSQL's year 294276) goes, as exact text, to
+				// the column's text sibling, added here on first need; the
+				// typed column keeps its type.
 				if t.Enc == schema.EncZoned && !schema.ZonedFits(v) {
-					ensure()
-					cols[idx].Type = schema.Type{Kind: schema.String, Enc: schema.EncText, Logical: t.Logical}
-					changed = true
+					name := schema.TextSibling(string(key))
+					has := false
+					if cols != nil {
+						_, has = indexOf(cols, []byte(name))
+					} else if cur != nil {
+						_, has = cur.ColumnIndex([]byte(name))
+					}
+					if !has {
+						ensure()
+						cols = append(cols, schema.Column{Name: name, Nullable: true,
+							Type: schema.Type{Kind: schema.String, Enc: schema.EncText, Logical: t.Logical}})
+						changed = true
+					}
 				}
 				return
 			}

@@ -81,28 +81,14 @@ func isInt64(v *fastjson.Value) bool {
 }
 
 // ZonedFits reports whether a zoned timestamp value (Debezium
-// ZonedTimestamp text) can land as TIMESTAMP(µs, UTC): NULL, or a finite
-// date-time with no non-zero digit beyond microseconds. PostgreSQL's
-// "infinity" and "-infinity", negative years and nanosecond digits do not.
+// ZonedTimestamp text) can land as TIMESTAMP(µs, UTC): NULL, or text that
+// ParseTimestamp accepts at microseconds. SQL Server datetimeoffset(7)
+// digits and PostgreSQL's year 294276 cannot.
 func ZonedFits(v *fastjson.Value) bool {
 	if v == nil || v.Type() != fastjson.TypeString {
 		return true
 	}
 	s, _ := v.StringBytes()
-	if len(s) == 0 || s[0] < '0' || s[0] > '9' {
-		return false
-	}
-	for i := 0; i < len(s); i++ {
-		if s[i] != '.' {
-			continue
-		}
-		j := i + 1
-		for ; j < len(s) && s[j] >= '0' && s[j] <= '9'; j++ {
-			if j-i > 6 && s[j] != '0' {
-				return false
-			}
-		}
-		i = j
-	}
-	return true
+	_, err := ParseTimestamp(s, Micros, true)
+	return err == nil
 }

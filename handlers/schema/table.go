@@ -118,6 +118,18 @@ type Table struct {
 
 	colIndex   map[string]int
 	extraIndex map[string]int
+	// sibling[i] is the index of column i's text sibling, or -1.
+	sibling []int
+}
+
+// TextSibling names the column that holds, as exact text, the values of a
+// typed column that its type cannot hold.
+func TextSibling(column string) string { return column + "__text" }
+
+// Sibling returns the index of column i's text sibling, if it has one.
+func (t *Table) Sibling(i int) (int, bool) {
+	j := t.sibling[i]
+	return j, j >= 0
 }
 
 // NewTable builds a table version and its Arrow schema.
@@ -129,6 +141,15 @@ func NewTable(name string, version int, layout Layout, cols []Column, extras []E
 		colIndex: make(map[string]int, len(cols)), extraIndex: make(map[string]int, len(extras))}
 	for i, c := range cols {
 		t.colIndex[c.Name] = i
+	}
+	t.sibling = make([]int, len(cols))
+	for i, c := range cols {
+		t.sibling[i] = -1
+		if c.Type.Enc == EncZoned {
+			if j, ok := t.colIndex[TextSibling(c.Name)]; ok {
+				t.sibling[i] = j
+			}
+		}
 	}
 	fields := slices.Clone(metaFields)
 	for i, e := range extras {

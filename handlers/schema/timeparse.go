@@ -3,27 +3,20 @@ package schema
 import (
 	"errors"
 	"fmt"
+	"math"
 	"time"
 )
 
 // ParseDate parses YYYY-MM-DD (a trailing midnight time, as Oracle DATE
-// values carry, is accepted) into days since 1970-01-01.
+// values carry, is accepted) into days since 1970-01-01. ISO 8601 expanded
+// years (+12345-06-07, -0044-03-15) are accepted too.
 func ParseDate(s []byte) (int64, error) {
-	if len(s) < 10 {
-		return 0, fmt.Errorf("date %q: want YYYY-MM-DD", s)
+	days, n, err := parseDateHead(s)
+	if err != nil {
+		return 0, fmt.Errorf("date %q: %w", s, err)
 	}
-	y, ok1 := digitsN(s[0:4])
-	m, ok2 := digitsN(s[5:7])
-	d, ok3 := digitsN(s[8:10])
-	if !ok1 || !ok2 || !ok3 || s[4] != '-' || s[7] != '-' || m < 1 || m > 12 || d < 1 || d > 31 {
-		return 0, fmt.Errorf("date %q: want YYYY-MM-DD", s)
-	}
-	t := time.Date(int(y), time.Month(m), int(d), 0, 0, 0, 0, time.UTC)
-	if t.Day() != int(d) {
-		return 0, fmt.Errorf("date %q: no such day", s)
-	}
-	if len(s) > 10 {
-		rest := s[10:]
+	if len(s) > n {
+		rest := s[n:]
 		if rest[0] != ' ' && rest[0] != 'T' {
 			return 0, fmt.Errorf("date %q: want YYYY-MM-DD", s)
 		}
@@ -32,7 +25,42 @@ func ParseDate(s []byte) (int64, error) {
 			return 0, fmt.Errorf("date %q: has a time of day", s)
 		}
 	}
-	return t.Unix() / 86400, nil
+	return days, nil
+}
+
+var errDate = errors.New("want YYYY-MM-DD")
+
+// parseDateHead parses [±]YYYY[Y…]-MM-DD at the start of s and returns the
+// days since the epoch and the bytes consumed.
+func parseDateHead(s []byte) (int64, int, error) {
+	i := 0
+	neg := false
+	if len(s) > 0 && (s[0] == '+' || s[0] == '-') {
+		neg = s[0] == '-'
+		i = 1
+	}
+	j := i
+	for j < len(s) && s[j] >= '0' && s[j] <= '9' {
+		j++
+	}
+	// Four-digit years without a sign; an expanded year has a sign.
+	if j-i < 4 || j-i > 9 || (i == 0 && j-i != 4) || len(s) < j+6 || s[j] != '-' || s[j+3] != '-' {
+		return 0, 0, errDate
+	}
+	y, ok1 := digitsN(s[i:j])
+	m, ok2 := digitsN(s[j+1 : j+3])
+	d, ok3 := digitsN(s[j+4 : j+6])
+	if !ok1 || !ok2 || !ok3 || m < 1 || m > 12 || d < 1 || d > 31 {
+		return 0, 0, errDate
+	}
+	if neg {
+		y = -y
+	}
+	t := time.Date(int(y), time.Month(m), int(d), 0, 0, 0, 0, time.UTC)
+	if t.Day() != int(d) {
+		return 0, 0, errors.New("no such day")
+	}
+	return floorDiv(t.Unix(), 86400), j + 6, nil
 }
 
 // ParseTimeOfDay parses HH:MM:SS[.fraction] into units since midnight. Digits
@@ -51,11 +79,19 @@ func ParseTimeOfDay(s []byte, u Unit) (int64, error) {
 // wall-clock value is kept as is, whether the column is an instant (utc) or
 // a local date-time. Digits finer than the unit must be zero.
 func ParseTimestamp(s []byte, u Unit, utc bool) (int64, error) {
-	days, err := ParseDate(s[:min(len(s), 10)])
-	if err != nil || len(s) < 11 || (s[10] != 'T' && s[10] != ' ') {
+	switch string(s) {
+	case "infinity", "+infinity":
+		// PostgreSQL's infinities (Debezium sends them as text) land as the
+		// extreme values, which DuckDB reads as infinity.
+		return math.MaxInt64, nil
+	case "-infinity":
+		return -math.MaxInt64, nil
+	}
+	days, n, err := parseDateHead(s)
+	if err != nil || len(s) < n+1 || (s[n] != 'T' && s[n] != ' ') {
 		return 0, fmt.Errorf("timestamp %q: want YYYY-MM-DDTHH:MM:SS[.f][Z|±HH:MM]", s)
 	}
-	rest := s[11:]
+	rest := s[n+1:]
 	clockEnd := len(rest)
 	offset := int64(0)
 	for i, c := range rest {
@@ -106,12 +142,12 @@ func ParseTimestamp(s []byte, u Unit, utc bool) (int64, error) {
 	if nanos%div != 0 {
 		return 0, fmt.Errorf("timestamp %q: finer than %s", s, u)
 	}
-	n := secs*per + nanos/div
-	if floorDiv(n, per) != secs {
+	v := secs*per + nanos/div
+	if floorDiv(v, per) != secs {
 		// Wrapped around: nanoseconds since the epoch reach only 1677..2262.
 		return 0, fmt.Errorf("timestamp %q: out of range for %s", s, u)
 	}
-	return n, nil
+	return v, nil
 }
 
 func floorDiv(a, b int64) int64 {

@@ -224,7 +224,11 @@ func (d *Decoder) decodeOp(v *fastjson.Value, c *change.Change) error {
 	if c.Table == "" {
 		return decode.Malformed("debezium: source names no table")
 	}
-	if hasTx {
+	// The database's own transaction id (PostgreSQL and Oracle txId) is the
+	// same for every event of a transaction; Debezium's transaction.id is
+	// not always (PostgreSQL's is txId:lsn of each event). It is the
+	// fallback, as for MySQL, where it is the GTID or binlog position.
+	if hasTx && c.Xid == "" {
 		if id := e.tx.Get("id"); !isNull(id) {
 			d.buf = scalarText(d.buf[:0], id)
 			c.Xid = d.xid.get(d.buf, &d.slab)

@@ -52,8 +52,10 @@
 //   - TSMicros: the time of the change in the database, source.ts_us, else
 //     source.ts_ms × 1000. Zero means the connector did not know the time
 //     (MySQL snapshot reads) and leaves HasTS false.
-//   - Xid: transaction.id, else source txId, xid or gtid (the MySQL GTID is
-//     what Debezium uses as the MySQL transaction id).
+//   - Xid: the source's txId or xid (PostgreSQL, Oracle: the same for every
+//     event of a transaction), else transaction.id (PostgreSQL's is
+//     txId:lsn, different per event), else the source gtid (what Debezium
+//     uses as the MySQL transaction id).
 //   - Pos: see Positions.
 //   - Extras, in this order: _debezium_source (the whole source block, JSON),
 //     _debezium_ts (the envelope's ts_us, else ts_ms × 1000: when Debezium
