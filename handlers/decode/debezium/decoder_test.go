@@ -68,9 +68,24 @@ func readLines(t testing.TB, path string) [][]byte {
 }
 
 func TestGolden(t *testing.T) {
-	files, err := filepath.Glob(filepath.Join(fixtureDir, "*.ndjson"))
+	golden(t, fixtureDir, fixtureDir, 0)
+}
+
+// TestGoldenReal decodes what a real Debezium PostgreSQL connector put on
+// Kafka (captured by infra/capture.sh, schemas enabled and disabled), the
+// first lines of every topic.
+func TestGoldenReal(t *testing.T) {
+	golden(t, realDir, filepath.Join(realDir, "golden"), 40)
+}
+
+const realDir = "../../../testdata/debezium-real"
+
+// golden decodes every *.ndjson file of dir (at most max lines each, 0 for
+// all) and compares the rendering with goldenDir/<name>.golden.
+func golden(t *testing.T, dir, goldenDir string, max int) {
+	files, err := filepath.Glob(filepath.Join(dir, "*.ndjson"))
 	if err != nil || len(files) == 0 {
-		t.Fatalf("no fixtures in %s: %v", fixtureDir, err)
+		t.Fatalf("no fixtures in %s: %v", dir, err)
 	}
 	for _, path := range files {
 		name := strings.TrimSuffix(filepath.Base(path), ".ndjson")
@@ -81,14 +96,26 @@ func TestGolden(t *testing.T) {
 			d := debezium.New(debezium.Options{})
 			var p fastjson.Parser
 			var c change.Change
-			for i, line := range readLines(t, path) {
+			lines := readLines(t, path)
+			if max > 0 && len(lines) > max {
+				lines = lines[:max]
+			}
+			for i, line := range lines {
 				fmt.Fprintf(&out, "--- line %d\n", i+1)
 				v, err := p.ParseBytes(line)
 				if err != nil {
 					t.Fatalf("line %d: %v", i+1, err)
 				}
+				if v.Type() == fastjson.TypeNull {
+					fmt.Fprintf(&out, "tombstone\n")
+					continue
+				}
 				c.Reset()
 				payload, _ := unwrap(v, &c)
+				if payload.Type() == fastjson.TypeNull {
+					fmt.Fprintf(&out, "tombstone\n")
+					continue
+				}
 				fmt.Fprintf(&out, "detect: %v\n", debezium.Detect(payload, c.Schema != nil))
 				err = d.Decode(payload, &c)
 				if err != nil {
@@ -100,7 +127,7 @@ func TestGolden(t *testing.T) {
 				}
 				render(t, &out, &c, mem)
 			}
-			compareGolden(t, filepath.Join(fixtureDir, name+".golden"), out.String())
+			compareGolden(t, filepath.Join(goldenDir, name+".golden"), out.String())
 		})
 	}
 }
