@@ -24,10 +24,10 @@ type Decoder struct {
 	env envelope
 	src sourceFields
 
-	tables interner
-	xid    lastString
-	pos    lastString
-	slab   slab
+	tables decode.Interner
+	xid    decode.Recent
+	pos    decode.Recent
+	slab   decode.Slab
 
 	buf  []byte   // scratch: table and position text
 	dels []string // image keys to delete (unavailable values)
@@ -231,7 +231,7 @@ func (d *Decoder) decodeOp(v *fastjson.Value, c *change.Change) error {
 	if hasTx && c.Xid == "" {
 		if id := e.tx.Get("id"); !isNull(id) {
 			d.buf = scalarText(d.buf[:0], id)
-			c.Xid = d.xid.get(d.buf, &d.slab)
+			c.Xid = d.xid.Get(d.buf, &d.slab)
 		}
 	}
 	if row != nil {
@@ -302,7 +302,7 @@ func (d *Decoder) decodeTransaction(v *fastjson.Value, c *change.Change) error {
 	c.Kind = change.KindTransaction
 	c.Raw = v
 	d.buf = scalarText(d.buf[:0], e.id)
-	c.Xid = d.xid.get(d.buf, &d.slab)
+	c.Xid = d.xid.Get(d.buf, &d.slab)
 	return d.setTS(c, e.tsMs)
 }
 
@@ -331,13 +331,13 @@ func (d *Decoder) decodeSchemaChange(v *fastjson.Value, c *change.Change) error 
 			if d.buf, err = unquoteTableID(d.buf[:0], id); err != nil {
 				return decode.Malformed("debezium: tableChanges[0].id %s: %v", clip(id), err)
 			}
-			c.Table = d.tables.get(d.buf)
+			c.Table = d.tables.Get(d.buf)
 		}
 	} else if e.tableChanges != nil && e.tableChanges.Type() != fastjson.TypeNull {
 		return decode.Malformed("debezium: tableChanges is not an array")
 	}
 	if c.Table == "" {
-		c.Table = d.tables.get(db)
+		c.Table = d.tables.Get(db)
 	}
 	return nil
 }

@@ -79,7 +79,7 @@ func (d *Decoder) readSource(c *change.Change) error {
 		b = append(b, t...)
 	}
 	if len(b) > 0 && len(stringOr(s.table)) > 0 {
-		c.Table = d.tables.get(b)
+		c.Table = d.tables.Get(b)
 	}
 
 	ts, ok, err := micros(s.tsUs, s.tsMs)
@@ -96,7 +96,7 @@ func (d *Decoder) readSource(c *change.Change) error {
 		}
 		b = scalarText(b[:0], x)
 		if len(b) > 0 {
-			c.Xid = d.xid.get(b, &d.slab)
+			c.Xid = d.xid.Get(b, &d.slab)
 			break
 		}
 	}
@@ -124,7 +124,7 @@ func (d *Decoder) readSource(c *change.Change) error {
 	case s.lsn != nil:
 		b = scalarText(b, s.lsn)
 	}
-	c.Pos = d.pos.get(b, &d.slab)
+	c.Pos = d.pos.Get(b, &d.slab)
 	d.buf = b
 	return nil
 }

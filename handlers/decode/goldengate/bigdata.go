@@ -12,8 +12,9 @@ type BigData struct {
 	opts   BigDataOptions
 	opList string
 
-	tables  interner
-	xid     lastString
+	tables  decode.Interner
+	xid     decode.Recent
+	slab    decode.Slab
 	scratch []byte
 	meta    metaBuilder
 }
@@ -73,7 +74,7 @@ func (d *BigData) Decode(v *fastjson.Value, c *change.Change) error {
 	if len(table) == 0 {
 		return decode.Malformed("empty %s", d.opts.Table)
 	}
-	c.Kind, c.Op, c.Table = change.KindDML, op, d.tables.get(table)
+	c.Kind, c.Op, c.Table = change.KindDML, op, d.tables.Get(table)
 
 	if err := opTime(f.ts, d.opts.OpTimestamp, c); err != nil {
 		return err
@@ -83,14 +84,14 @@ func (d *BigData) Decode(v *fastjson.Value, c *change.Change) error {
 		if !ok {
 			return decode.Malformed("%s is a JSON %s, want a string", d.opts.Position, f.pos.Type())
 		}
-		c.Pos = string(b)
+		c.Pos = d.slab.String(b)
 	}
 	if !isNull(f.xid) {
 		b, ok := scalarText(&d.scratch, f.xid)
 		if !ok {
 			return decode.Malformed("%s is a JSON %s, want a string", d.opts.TransactionID, f.xid.Type())
 		}
-		c.Xid = d.xid.get(b)
+		c.Xid = d.xid.Get(b, &d.slab)
 	}
 	if c.Before, err = image(f.before, d.opts.BeforeImage); err != nil {
 		return err

@@ -13,8 +13,9 @@ type DataStreams struct {
 	opts   Options
 	opList string // the accepted op_type values, for error messages
 
-	tables  interner
-	xid     lastString
+	tables  decode.Interner
+	xid     decode.Recent
+	slab    decode.Slab
 	scratch []byte
 	meta    metaBuilder
 }
@@ -154,7 +155,7 @@ func (d *DataStreams) schemaRecord(o *fastjson.Object, v *fastjson.Value, c *cha
 	}
 	s, _ := id.StringBytes()
 	c.Kind = change.KindSchemaRecord
-	c.Table = d.tables.get(s)
+	c.Table = d.tables.Get(s)
 	c.Raw = v
 	return nil
 }
@@ -172,7 +173,7 @@ func (d *DataStreams) table(v *fastjson.Value) (string, error) {
 	if len(s) == 0 {
 		return "", decode.Malformed("empty %s", d.opts.QualifiedTable)
 	}
-	return d.tables.get(s), nil
+	return d.tables.Get(s), nil
 }
 
 // position fills c's time, transaction and position from f.
@@ -185,14 +186,14 @@ func (d *DataStreams) position(f *dsFields, c *change.Change) error {
 		if !ok {
 			return decode.Malformed("%s is a JSON %s, want a string", d.opts.TransactionID, f.xid.Type())
 		}
-		c.Xid = d.xid.get(b)
+		c.Xid = d.xid.Get(b, &d.slab)
 	}
 	if !isNull(f.pos) {
 		b, ok := scalarText(&d.scratch, f.pos)
 		if !ok {
 			return decode.Malformed("%s is a JSON %s, want a string", d.opts.Position, f.pos.Type())
 		}
-		c.Pos = string(b)
+		c.Pos = d.slab.String(b)
 	}
 	return nil
 }
@@ -286,7 +287,7 @@ func (d *DataStreams) ddlTable(f *dsFields, c *change.Change) error {
 	}
 	d.scratch = b[:0]
 	if len(b) > 0 {
-		c.Table = d.tables.get(b)
+		c.Table = d.tables.Get(b)
 		return nil
 	}
 	if !isNull(f.table) {

@@ -299,36 +299,3 @@ func clip(b []byte) string {
 	}
 	return string(b[:max]) + "…"
 }
-
-// interner shares the strings of recurring names (tables) so that decoding
-// does not allocate one per message. It holds at most maxInterned names.
-type interner struct {
-	m map[string]string
-}
-
-const maxInterned = 4096
-
-func (in *interner) get(b []byte) string {
-	if s, ok := in.m[string(b)]; ok {
-		return s
-	}
-	if in.m == nil || len(in.m) >= maxInterned {
-		in.m = make(map[string]string)
-	}
-	s := string(b)
-	in.m[s] = s
-	return s
-}
-
-// lastString caches the last string made from bytes; consecutive messages
-// of one transaction share their xid.
-type lastString struct {
-	s string
-}
-
-func (l *lastString) get(b []byte) string {
-	if string(b) != l.s {
-		l.s = string(b)
-	}
-	return l.s
-}
