@@ -34,12 +34,14 @@ vet:
 test: vet pyenv
 	CDCLAKE_PYTHON=$(CURDIR)/$(VPY) CDCLAKE_REQUIRE_DUCKDB=1 $(GO) test -count=1 ./...
 
-# Each decoder's fuzz target for FUZZTIME.
+# Each decoder's fuzz target, and the decimal converters', for FUZZTIME.
 fuzz:
 	$(GO) test -run '^$$' -fuzz '^FuzzDataStreams$$' -fuzztime $(FUZZTIME) ./handlers/decode/goldengate/
 	$(GO) test -run '^$$' -fuzz '^FuzzBigData$$' -fuzztime $(FUZZTIME) ./handlers/decode/goldengate/
 	$(GO) test -run '^$$' -fuzz '^FuzzDecode$$' -fuzztime $(FUZZTIME) ./handlers/decode/debezium/
 	$(GO) test -run '^$$' -fuzz '^FuzzUnwrap$$' -fuzztime $(FUZZTIME) ./handlers/unwrap/
+	$(GO) test -run '^$$' -fuzz '^FuzzFastDecimal$$' -fuzztime $(FUZZTIME) ./handlers/schema/
+	$(GO) test -run '^$$' -fuzz '^FuzzDecimalText$$' -fuzztime $(FUZZTIME) ./handlers/schema/
 
 bench:
 	$(GO) test -run '^$$' -bench . -benchmem ./...
