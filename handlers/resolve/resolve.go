@@ -24,6 +24,7 @@ import (
 	"bytes"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strings"
 
 	"github.com/cdclake/cdclake/handlers/change"
@@ -204,9 +205,16 @@ func (r *Resolver) build(st *tableState, c *change.Change, cols []schema.Column,
 		}
 		out = append(out, col)
 	}
+	// The version carries the extras it will be used with, so that a first
+	// row with metadata does not make a second version at once.
 	var extras []schema.ExtraColumn
 	if st.cur != nil {
-		extras = st.cur.Extras
+		extras = append(extras, st.cur.Extras...)
+	}
+	for _, e := range c.Extras {
+		if !slices.ContainsFunc(extras, func(x schema.ExtraColumn) bool { return x.Name == e.Name }) {
+			extras = append(extras, schema.ExtraColumn{Name: e.Name, Kind: e.Kind})
+		}
 	}
 	return r.newVersion(st, c.Table, out, extras, declared), nil
 }
