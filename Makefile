@@ -6,7 +6,12 @@ VPY       := $(VENV)/bin/python
 FUZZTIME  ?= 10s
 LAKE      ?= ./lake
 
-.PHONY: all build run test fuzz bench bench-land vet pyenv clean
+# The real-services harness (infra/README.md): infra-up, infra-down,
+# e2e-real, verify-capture, ... Included after `all`, which stays the default.
+.DEFAULT_GOAL := all
+include Makefile.infra
+
+.PHONY: all build run test fuzz bench bench-land vet pyenv clean e2e
 
 all: build
 
@@ -43,7 +48,16 @@ fuzz:
 	$(GO) test -run '^$$' -fuzz '^FuzzFastDecimal$$' -fuzztime $(FUZZTIME) ./handlers/schema/
 	$(GO) test -run '^$$' -fuzz '^FuzzDecimalText$$' -fuzztime $(FUZZTIME) ./handlers/schema/
 
+# End to end on real services (CI runs it after test and fuzz): installs and
+# starts Kafka, Connect + Debezium, PostgreSQL and versitygw from nothing
+# (downloads cached in $CDCLAKE_CACHE), lands a real capture with cdclake into
+# S3, verifies it with DuckDB and Spark, and stops every service.
+e2e: e2e-real
+
+# Every benchmark; the Parquet writer comparison (pqarrow against parquet-go)
+# checks its outputs first.
 bench:
+	CDCLAKE_COMPARE=1 $(GO) test -run 'TestCompareWriters' ./sinks/parquet/
 	$(GO) test -run '^$$' -bench . -benchmem ./...
 
 # Lands a generated stream of 200,000 mixed changes over 50 tables, prints

@@ -1,4 +1,5 @@
-# shellcheck shell=bash
+# shellcheck shell=bash source-path=SCRIPTDIR
+# shellcheck disable=SC2034 # the settings are used by the scripts that source this
 # Shared settings and helpers for the infra/ scripts. Source it; do not run it.
 #
 # Everything listens on 127.0.0.1 only. Downloads live in $CDCLAKE_CACHE and
@@ -6,7 +7,6 @@
 
 INFRA_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 REPO_DIR=$(cd "$INFRA_DIR/.." && pwd)
-# shellcheck source=infra/versions.env
 source "$INFRA_DIR/versions.env"
 
 CDCLAKE_CACHE=${CDCLAKE_CACHE:-$HOME/.cache/cdclake}

@@ -1,0 +1,91 @@
+#!/usr/bin/env bash
+# Registers the two Debezium PostgreSQL connectors with Kafka Connect and waits
+# until their tasks run (idempotent: PUT /connectors/NAME/config).
+#
+#   shop-schema  topics shop.*     JSON with schemas (key and value), transaction
+#                                  metadata on (topic shop.transaction)
+#   shop-raw     topics shopraw.*  JSON without schemas, heartbeats every 2 s
+#                                  (topic __debezium-heartbeat.shopraw)
+#
+# Both: plugin pgoutput, their own slot and publication (FOR ALL TABLES, so a
+# table created later is captured), decimal.handling.mode=precise (the
+# default), snapshot.mode=initial, logical decoding messages to <prefix>.message,
+# skipped.operations=none (Debezium skips TRUNCATE events by default).
+# Usage: infra/connectors.sh [--delete]
+set -euo pipefail
+source "$(dirname "$0")/lib.sh"
+
+CONNECTOR_TIMEOUT=${CONNECTOR_TIMEOUT:-120}
+NAMES=(shop-schema shop-raw)
+
+config() { # NAME PREFIX SCHEMAS EXTRA_JSON
+  jq -n --arg prefix "$2" --arg slot "cdclake_${2}" --arg schemas "$3" \
+    --arg host "$HOST" --arg port "$PG_PORT" --arg db "$PG_DB" --argjson extra "$4" '{
+    "connector.class": "io.debezium.connector.postgresql.PostgresConnector",
+    "tasks.max": "1",
+    "plugin.name": "pgoutput",
+    "database.hostname": $host,
+    "database.port": $port,
+    "database.user": "postgres",
+    "database.password": "unused-trust-auth",
+    "database.dbname": $db,
+    "topic.prefix": $prefix,
+    "slot.name": $slot,
+    "publication.name": ($slot + "_pub"),
+    "publication.autocreate.mode": "all_tables",
+    "schema.include.list": "public",
+    "snapshot.mode": "initial",
+    "decimal.handling.mode": "precise",
+    "time.precision.mode": "adaptive",
+    "binary.handling.mode": "bytes",
+    "key.converter": "org.apache.kafka.connect.json.JsonConverter",
+    "value.converter": "org.apache.kafka.connect.json.JsonConverter",
+    "key.converter.schemas.enable": $schemas,
+    "value.converter.schemas.enable": $schemas,
+    "tombstones.on.delete": "true",
+    "skipped.operations": "none",
+    "topic.creation.default.replication.factor": "1",
+    "topic.creation.default.partitions": "1"
+  } + $extra'
+}
+
+put_connector() { # NAME JSON
+  local code
+  code=$(curl -sS --max-time 30 -o "$LOG_DIR/connector-$1.response" -w '%{http_code}' -X PUT \
+    -H 'Content-Type: application/json' --data "$2" "$CONNECT_URL/connectors/$1/config") || true
+  [[ $code == 200 || $code == 201 ]] || {
+    cat "$LOG_DIR/connector-$1.response" >&2 || true
+    die "Connect refused connector $1 (HTTP $code)"
+  }
+}
+
+task_running() { # NAME
+  local s
+  s=$(curl -fsS --max-time 5 "$CONNECT_URL/connectors/$1/status") || return 1
+  if jq -e '[.tasks[]?.state] | index("FAILED")' <<<"$s" >/dev/null; then
+    jq -r '.tasks[] | select(.state == "FAILED") | .trace' <<<"$s" | head -n 30 >&2
+    die "connector $1: task FAILED (log: $LOG_DIR/connect.log)"
+  fi
+  jq -e '.connector.state == "RUNNING" and ([.tasks[]?.state] | length > 0 and all(. == "RUNNING"))' <<<"$s" >/dev/null
+}
+
+need_cmd jq
+need_cmd curl
+curl -fsS --max-time 5 "$CONNECT_URL/" >/dev/null || die "Kafka Connect is not answering on $CONNECT_URL; run infra/start.sh"
+
+if [[ ${1:-} == --delete ]]; then
+  for n in "${NAMES[@]}"; do
+    if curl -fsS -o /dev/null -X DELETE "$CONNECT_URL/connectors/$n" 2>/dev/null; then log "deleted connector $n"; fi
+  done
+  exit 0
+fi
+
+put_connector shop-schema "$(config shop-schema shop true '{
+  "provide.transaction.metadata": "true"
+}')"
+put_connector shop-raw "$(config shop-raw shopraw false '{
+  "heartbeat.interval.ms": "2000"
+}')"
+for n in "${NAMES[@]}"; do
+  wait_until "connector $n running" "$CONNECTOR_TIMEOUT" "$LOG_DIR/connect.log" connect task_running "$n"
+done

@@ -1,0 +1,143 @@
+#!/usr/bin/env bash
+# End to end on real services: install (cached), start everything from a clean
+# state, run the workload (E2E_ROWS rows in the large batch, default 20000),
+# capture every Debezium topic to a temporary folder, land the capture with
+# ./bin/cdclake into versitygw over the S3 API (one bucket per connector), and
+# verify the lakes with DuckDB and Spark against the capture and PostgreSQL
+# (infra/verify_real.py).
+#
+# usage: infra/e2e-real.sh        (make -f Makefile.infra e2e-real)
+#   E2E_ROWS=20000   size of the large batch
+#   E2E_KEEP=1       leave the services running afterwards (default: stop them)
+#   E2E_SPARK=0      skip the Spark half of the verification
+#   E2E_CDCLAKE=BIN  land with this cdclake binary instead of building ./bin/cdclake
+# The report is $CDCLAKE_RUN/e2e/report.txt; exit status 1 when a check fails.
+set -euo pipefail
+source "$(dirname "$0")/lib.sh"
+
+E2E_ROWS=${E2E_ROWS:-20000}
+E2E_KEEP=${E2E_KEEP:-0}
+E2E_SPARK=${E2E_SPARK:-1}
+E2E_CDCLAKE=${E2E_CDCLAKE:-}
+CDCLAKE_BIN=${E2E_CDCLAKE:-$REPO_DIR/bin/cdclake}
+E2E_DIR=$CDCLAKE_RUN/e2e
+
+declare -a timings=()
+step() { # NAME CMD...: runs a step and records its duration
+  local name=$1 t=$SECONDS rc=0
+  shift
+  log "---- $name"
+  "$@" || rc=$?
+  timings+=("$(printf '%-28s %5ss%s' "$name" $((SECONDS - t)) "$( ((rc == 0)) || echo "  (failed: $rc)")")")
+  return $rc
+}
+
+cleanup() {
+  local rc=$?
+  if [[ $E2E_KEEP != 1 ]]; then "$INFRA_DIR/stop.sh" || true; fi
+  if ((${#timings[@]})); then
+    {
+      printf '\n== e2e-real timings ==\n'
+      printf '%s\n' "${timings[@]}"
+      if [[ -f $E2E_DIR/memory.txt ]]; then
+        printf '\n== memory of the services after the workload and capture ==\n'
+        cat "$E2E_DIR/memory.txt"
+      fi
+      local f
+      for f in "$E2E_DIR"/rss-*.txt; do
+        [[ -f $f ]] && printf 'peak RSS %-18s %6s MiB\n' "$(basename "$f" .txt | sed 's/^rss-//')" $(($(tail -n 1 "$f") / 1024))
+      done
+    } | tee "$E2E_DIR/summary.txt" >&2
+  fi
+  exit "$rc"
+}
+trap cleanup EXIT
+
+s3_sink() { printf 's3://%s?endpoint=http://%s:%s&use_path_style=true&disable_https=true&region=us-east-1' "$1" "$HOST" "$S3_PORT"; }
+
+# s3_keys BUCKET: the object keys the S3 API lists (ListObjectsV2, all pages).
+s3_keys() {
+  local token='' page
+  while :; do
+    page=$(curl -fsS --max-time 30 --aws-sigv4 "aws:amz:us-east-1:s3" --user "$S3_ACCESS_KEY:$S3_SECRET_KEY" \
+      -H 'x-amz-content-sha256: e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855' \
+      -G "http://$HOST:$S3_PORT/$1" --data-urlencode list-type=2 --data-urlencode max-keys=1000 \
+      ${token:+--data-urlencode "continuation-token=$token"})
+    grep -o '<Key>[^<]*</Key>' <<<"$page" | sed 's/<[^>]*>//g' || true
+    grep -q '<IsTruncated>true</IsTruncated>' <<<"$page" || break
+    token=$(grep -o '<NextContinuationToken>[^<]*' <<<"$page" | sed 's/.*>//')
+  done
+}
+
+# peak_rss CMD...: runs CMD under GNU time when present and logs the largest
+# resident set of CMD or any process it waited for.
+peak_rss() {
+  local name=$1
+  shift
+  if [[ -x /usr/bin/time ]]; then
+    /usr/bin/time -f "%M" -o "$E2E_DIR/rss-$name.txt" "$@"
+  else
+    "$@"
+  fi
+}
+
+land() { # PREFIX GLOB BUCKET
+  local prefix=$1 glob=$2 bucket=$3 logf=$E2E_DIR/cdclake-$1.log
+  AWS_ACCESS_KEY_ID=$S3_ACCESS_KEY AWS_SECRET_ACCESS_KEY=$S3_SECRET_KEY AWS_REGION=us-east-1 \
+    peak_rss "cdclake-$prefix" "$CDCLAKE_BIN" run --source "$E2E_DIR/capture/$glob" --sink "$(s3_sink "$bucket")" \
+    >"$logf" 2>&1 || {
+    tail -n 30 "$logf" >&2
+    die "cdclake run failed for $prefix (log: $logf)"
+  }
+  sed -n '/== cdclake summary ==/,$p' "$logf" >&2
+  # The objects the S3 API lists are the files the posix backend holds.
+  local api disk
+  api=$(s3_keys "$bucket" | sort)
+  disk=$(cd "$DATA_DIR/s3/$bucket" && find . -type f ! -name '.*' | sed 's|^\./||' | sort)
+  [[ $api == "$disk" ]] || die "bucket $bucket: the S3 listing and the folder differ"
+  log "land $prefix: $(grep -c . <<<"$api") objects in s3://$bucket (S3 listing = posix folder)"
+}
+
+measure_memory() {
+  "$INFRA_DIR/status.sh" >"$E2E_DIR/memory.txt"
+}
+
+mkdir -p "$LOG_DIR"
+rm -rf "$E2E_DIR" && mkdir -p "$E2E_DIR"
+step "install" "$INFRA_DIR/install.sh"
+step "stop and purge" "$INFRA_DIR/stop.sh" --purge
+mkdir -p "$E2E_DIR"
+step "start services" "$INFRA_DIR/start.sh"
+step "workload ($E2E_ROWS rows)" "$INFRA_DIR/workload.sh" all "$E2E_ROWS"
+step "capture topics" "$INFRA_DIR/capture.sh" "$E2E_DIR/capture"
+measure_memory
+if [[ -z $E2E_CDCLAKE ]]; then
+  step "build cdclake" bash -c "cd '$REPO_DIR' && go build -o bin/cdclake ./cmd/cdclake"
+fi
+step "land shop (schemas)" land shop 'shop.*.ndjson' lake
+step "land shopraw (no schemas)" land shopraw '*shopraw*.ndjson' lake-raw
+# Landing the same input again rewrites the same objects (file names are a
+# function of the input): the listing must not change, and the verification
+# below then also proves that nothing landed twice.
+replay() {
+  local before after
+  before=$(s3_keys lake | sort)
+  land shop 'shop.*.ndjson' lake
+  after=$(s3_keys lake | sort)
+  [[ $before == "$after" ]] || die "replaying the capture changed the objects in s3://lake: $(diff <(echo "$before") <(echo "$after") | head -5)"
+  log "replay: the same $(grep -c . <<<"$after") objects"
+}
+step "replay shop (same objects)" replay
+spark_flag=()
+[[ $E2E_SPARK == 1 ]] || spark_flag=(--no-spark)
+verify() {
+  JAVA_HOME=$(java_home) TZ=UTC SPARK_LOCAL_IP=$HOST peak_rss verify "$VPY" "$INFRA_DIR/verify_real.py" \
+    --capture "$E2E_DIR/capture" \
+    --lake "shop=$DATA_DIR/s3/lake" --lake "shopraw=$DATA_DIR/s3/lake-raw" \
+    --pg "host=$HOST port=$PG_PORT user=postgres dbname=$PG_DB" \
+    --report "$E2E_DIR/report.txt" "${spark_flag[@]}" 2> >(grep -v -E '^(WARNING|Using Spark|Setting default log level|To adjust logging)' >&2)
+}
+rc=0
+step "verify (DuckDB, Spark)" verify || rc=$?
+log "report: $E2E_DIR/report.txt"
+exit $rc

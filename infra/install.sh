@@ -1,0 +1,189 @@
+#!/usr/bin/env bash
+# Installs the pinned services into $CDCLAKE_CACHE (idempotent: what is there
+# is reused). Usage: infra/install.sh [kafka|debezium|versitygw|postgres|python ...]
+# (default: all). The independent downloads run in parallel.
+set -euo pipefail
+source "$(dirname "$0")/lib.sh"
+ensure_dirs
+
+MVN_FLAGS=(-B -q --no-transfer-progress -Dstyle.color=never -Dmaven.repo.local="$M2_REPO")
+DEP_PLUGIN=org.apache.maven.plugins:maven-dependency-plugin:$MAVEN_DEPENDENCY_PLUGIN
+
+# mvn_copy NAME OUTDIR DEPENDENCIES_XML [copy-dependencies options...]:
+# resolves the dependencies of a generated pom and copies their jars to
+# OUTDIR (replaced atomically; skipped when OUTDIR/.complete matches).
+mvn_copy() {
+  local name=$1 out=$2 deps=$3
+  shift 3
+  local stamp="$deps $*"
+  if [[ -f $out/.complete && "$(cat "$out/.complete")" == "$stamp" ]]; then
+    log "$name: cached in $out"
+    return 0
+  fi
+  need_cmd mvn "Debian package maven"
+  local build=$CDCLAKE_CACHE/build/$name
+  rm -rf "$build" && mkdir -p "$build"
+  cat >"$build/pom.xml" <<EOF
+<project xmlns="http://maven.apache.org/POM/4.0.0">
+  <modelVersion>4.0.0</modelVersion>
+  <groupId>io.cdclake.infra</groupId>
+  <artifactId>$name</artifactId>
+  <version>1</version>
+  <packaging>pom</packaging>
+  <dependencies>
+$deps
+  </dependencies>
+</project>
+EOF
+  log "$name: resolving from Maven Central"
+  local t=$SECONDS
+  # (Maven 3.8 prints colour resets even in batch mode; they are stripped.)
+  (cd "$build" && JAVA_HOME=$(java_home) mvn "${MVN_FLAGS[@]}" "$DEP_PLUGIN:copy-dependencies" \
+    -DincludeScope=runtime -DoutputDirectory="$build/out" "$@" 2>&1 | sed 's/\x1b\[[0-9;]*m//g') ||
+    die "$name: Maven could not resolve the dependencies (pom: $build/pom.xml)"
+  rm -rf "$out.tmp" && mkdir -p "$(dirname "$out")"
+  mv "$build/out" "$out.tmp"
+  printf '%s' "$stamp" >"$out.tmp/.complete"
+  rm -rf "$out" && mv "$out.tmp" "$out"
+  log "$name: $(find "$out" -name '*.jar' | wc -l) jars in $((SECONDS - t))s"
+}
+
+dep() { printf '    <dependency><groupId>%s</groupId><artifactId>%s</artifactId><version>%s</version></dependency>\n' "$@"; }
+
+install_kafka() {
+  # The broker (kafka_2.13), the tools (console consumer, topics, storage
+  # format; kafka-tools also brings connect-runtime and connect-json, which
+  # run Kafka Connect), and the logging backend the distribution ships.
+  local deps
+  deps=$(
+    dep org.apache.kafka "kafka_$SCALA_BINARY" "$KAFKA_VERSION"
+    dep org.apache.kafka kafka-tools "$KAFKA_VERSION"
+    dep org.apache.kafka connect-runtime "$KAFKA_VERSION"
+    dep org.apache.kafka connect-json "$KAFKA_VERSION"
+    dep org.apache.kafka connect-transforms "$KAFKA_VERSION"
+    dep org.slf4j slf4j-api "$SLF4J_VERSION"
+    dep org.apache.logging.log4j log4j-api "$LOG4J_VERSION"
+    dep org.apache.logging.log4j log4j-core "$LOG4J_VERSION"
+    dep org.apache.logging.log4j log4j-slf4j2-impl "$LOG4J_VERSION"
+  )
+  mvn_copy kafka "$KAFKA_LIBS" "$deps"
+}
+
+install_debezium() {
+  # A Connect plugin directory: the connector and its own dependencies; the
+  # Kafka and SLF4J APIs come from the worker.
+  mvn_copy debezium-connector-postgres "$CONNECT_PLUGIN_PATH/debezium-connector-postgres" \
+    "$(dep io.debezium debezium-connector-postgres "$DEBEZIUM_VERSION")" \
+    -DexcludeGroupIds=org.apache.kafka,org.slf4j
+}
+
+install_versitygw() {
+  if [[ -x $VERSITYGW_BIN ]]; then
+    log "versitygw: cached at $VERSITYGW_BIN"
+    return 0
+  fi
+  need_cmd go "Go toolchain"
+  log "versitygw $VERSITYGW_VERSION: go install (about 2 minutes on 2 cores)"
+  local t=$SECONDS dir
+  dir=$(dirname "$VERSITYGW_BIN")
+  rm -rf "$dir.tmp" && mkdir -p "$dir.tmp"
+  # Only the Go module proxy ($GOPROXY, default proxy.golang.org) is needed:
+  # where only package registries are reachable (CI), sum.golang.org may not
+  # be, so the checksum database is off for this one install (versitygw's own
+  # go.sum still pins every dependency it builds with). -mod=mod lets the
+  # build complete a go.sum that lacks an entry instead of failing.
+  GOBIN="$dir.tmp" GOMODCACHE="$CDCLAKE_CACHE/go/mod" GOCACHE="$CDCLAKE_CACHE/go/build" \
+    GOFLAGS="-mod=mod -modcacherw -buildvcs=false" GOSUMDB=off GOWORK=off CGO_ENABLED=0 \
+    go install "github.com/versity/versitygw/cmd/versitygw@$VERSITYGW_VERSION" ||
+    die "versitygw: go install failed (GOPROXY=$(go env GOPROXY))"
+  # Only the binary is kept; the module and build caches are not needed again.
+  rm -rf "$CDCLAKE_CACHE/go"
+  rm -rf "$dir" && mv "$dir.tmp" "$dir"
+  log "versitygw: built in $((SECONDS - t))s"
+}
+
+install_postgres() {
+  if [[ -x $PG_BIN/postgres && -x $PG_BIN/initdb && -x $PG_BIN/pg_ctl ]]; then
+    log "postgresql-$PG_MAJOR: installed ($("$PG_BIN/postgres" --version))"
+  else
+    local sudo=()
+    if [[ $EUID -ne 0 ]]; then
+      command -v sudo >/dev/null || die "postgresql-$PG_MAJOR is not installed and installing it needs root (apt-get)"
+      sudo=(sudo -n)
+    fi
+    log "postgresql-$PG_MAJOR: apt-get install"
+    "${sudo[@]}" apt-get update -q >"$LOG_DIR/install-apt.log" 2>&1 || { tail "$LOG_DIR/install-apt.log" >&2; die "apt-get update failed"; }
+    # policy-rc.d would keep Debian's own "main" cluster from starting; it is
+    # harmless here (port 5432) and left to the package's defaults.
+    "${sudo[@]}" env DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends \
+      "postgresql-$PG_MAJOR" "postgresql-client-$PG_MAJOR" >>"$LOG_DIR/install-apt.log" 2>&1 ||
+      { tail "$LOG_DIR/install-apt.log" >&2; die "apt-get install postgresql-$PG_MAJOR failed (log: $LOG_DIR/install-apt.log)"; }
+  fi
+  need_cmd psql "postgresql-client-$PG_MAJOR"
+  if [[ $EUID -eq 0 ]] && ! id postgres >/dev/null 2>&1; then
+    die "the Debian package did not create the postgres user"
+  fi
+}
+
+install_python() {
+  local stamp_file=$VENV/.infra-complete
+  local reqs="pyspark==$PYSPARK_VERSION duckdb==$DUCKDB_VERSION psycopg[binary]==$PSYCOPG_VERSION pytz==$PYTZ_VERSION"
+  if [[ -f $stamp_file && "$(cat "$stamp_file")" == "$reqs" ]]; then
+    log "python: venv cached at $VENV"
+    return 0
+  fi
+  need_cmd python3
+  log "python: venv with $reqs"
+  local t=$SECONDS
+  [[ -x $VPY ]] || python3 -m venv "$VENV"
+  # pyspark is a 456 MB source distribution; pip builds a wheel once and keeps
+  # it in the cache, so a second venv installs in seconds.
+  # shellcheck disable=SC2086
+  PIP_CACHE_DIR=$CDCLAKE_CACHE/pip "$VPY" -m pip install -q --disable-pip-version-check $reqs ||
+    die "python: pip install failed"
+  printf '%s' "$reqs" >"$stamp_file"
+  log "python: ready in $((SECONDS - t))s"
+}
+
+components=("$@")
+[[ ${#components[@]} -gt 0 ]] || components=(postgres kafka debezium versitygw python)
+
+# Maven installs share the local repository and run one after the other; the
+# other downloads run beside them.
+declare -A lanes=()
+maven_lane=()
+for c in "${components[@]}"; do
+  case $c in
+  kafka | debezium) maven_lane+=("$c") ;;
+  versitygw | python | postgres) lanes[$c]=1 ;;
+  *) die "unknown component $c (kafka debezium versitygw postgres python)" ;;
+  esac
+done
+
+t0=$SECONDS
+pids=()
+names=()
+run_lane() { # NAME FUNCTIONS...: runs in the background, output to a log
+  local name=$1
+  shift
+  (for f in "$@"; do "install_$f"; done) >"$LOG_DIR/install-$name.log" 2>&1 &
+  pids+=($!)
+  names+=("$name")
+}
+# postgres first and in the foreground: apt must not race anything.
+if [[ -n ${lanes[postgres]:-} ]]; then install_postgres; fi
+if [[ ${#maven_lane[@]} -gt 0 ]]; then run_lane maven "${maven_lane[@]}"; fi
+if [[ -n ${lanes[versitygw]:-} ]]; then run_lane versitygw versitygw; fi
+if [[ -n ${lanes[python]:-} ]]; then run_lane python python; fi
+
+failed=()
+for i in "${!pids[@]}"; do
+  if wait "${pids[$i]}"; then
+    grep -F '[infra]' "$LOG_DIR/install-${names[$i]}.log" >&2 || true
+  else
+    failed+=("${names[$i]}")
+    tail -n 30 "$LOG_DIR/install-${names[$i]}.log" >&2
+  fi
+done
+[[ ${#failed[@]} -eq 0 ]] || die "install failed: ${failed[*]} (logs in $LOG_DIR/install-*.log)"
+log "install done in $((SECONDS - t0))s (cache: $CDCLAKE_CACHE)"

@@ -1,0 +1,254 @@
+#!/usr/bin/env bash
+# Starts the services on 127.0.0.1 and waits until each is ready.
+# Usage: infra/start.sh [postgres|kafka|connect|s3 ...] (default: all).
+# A service that is already running is left alone, so this is re-runnable.
+# Run infra/install.sh first (infra-up does both).
+set -euo pipefail
+source "$(dirname "$0")/lib.sh"
+ensure_dirs
+
+PG_TIMEOUT=${PG_TIMEOUT:-60}
+KAFKA_TIMEOUT=${KAFKA_TIMEOUT:-90}
+CONNECT_TIMEOUT=${CONNECT_TIMEOUT:-180}
+S3_TIMEOUT=${S3_TIMEOUT:-30}
+
+# ---------------------------------------------------------------- PostgreSQL
+start_postgres() {
+  local logf=$LOG_DIR/postgres.log
+  [[ -x $PG_BIN/pg_ctl ]] || die "PostgreSQL $PG_MAJOR is not installed ($PG_BIN); run infra/install.sh postgres"
+  if [[ -f $PG_DATA/postmaster.pid ]] && pg_as_owner "$PG_BIN/pg_ctl" -D "$PG_DATA" status >/dev/null 2>&1; then
+    head -n 1 "$PG_DATA/postmaster.pid" >"$(pidfile postgres)"
+    log "postgres: already running on $HOST:$PG_PORT"
+    return 0
+  fi
+  port_free_or_ours postgres "$PG_PORT"
+  local owner=${USER:-$(id -un)}
+  if [[ $EUID -eq 0 ]]; then
+    owner=postgres
+    # The cluster owner must reach the run folder.
+    runuser -u postgres -- test -x "$CDCLAKE_RUN" ||
+      die "user postgres cannot enter $CDCLAKE_RUN; choose a CDCLAKE_RUN outside private home folders"
+  fi
+  mkdir -p "$PG_DATA" "$PG_SOCKET_DIR"
+  touch "$logf"
+  chown "$owner" "$PG_DATA" "$PG_SOCKET_DIR" "$logf"
+  chmod 700 "$PG_DATA"
+  if [[ ! -f $PG_DATA/PG_VERSION ]]; then
+    log "postgres: initdb $PG_DATA"
+    pg_as_owner "$PG_BIN/initdb" -D "$PG_DATA" -U postgres --auth=trust -E UTF8 --no-locale \
+      >>"$logf" 2>&1 || die "initdb failed (log: $logf)"
+    cat >>"$PG_DATA/postgresql.conf" <<EOF
+
+# ---- cdclake infra (infra/start.sh) ----
+wal_level = logical
+max_wal_senders = 10
+max_replication_slots = 10
+# A test cluster: durability is not needed, speed is.
+fsync = off
+synchronous_commit = off
+full_page_writes = off
+shared_buffers = 128MB
+# A half-hour offset, so that time zone handling is visible in the capture.
+timezone = 'Asia/Kolkata'
+log_timezone = 'UTC'
+log_min_messages = warning
+log_replication_commands = on
+EOF
+  fi
+  log "postgres: starting on $HOST:$PG_PORT"
+  pg_as_owner "$PG_BIN/pg_ctl" -D "$PG_DATA" -l "$logf" -w -t "$PG_TIMEOUT" \
+    -o "-c listen_addresses=$HOST -p $PG_PORT -c unix_socket_directories=$PG_SOCKET_DIR" start >/dev/null ||
+    {
+      tail -n 30 "$logf" >&2
+      die "postgres did not start (log: $logf)"
+    }
+  head -n 1 "$PG_DATA/postmaster.pid" >"$(pidfile postgres)"
+  wait_until "postgres on $HOST:$PG_PORT" "$PG_TIMEOUT" "$logf" postgres \
+    "$PG_BIN/pg_isready" -q -h "$HOST" -p "$PG_PORT"
+  if [[ -z $(psql -X -h "$HOST" -p "$PG_PORT" -U postgres -d postgres -tAc "SELECT 1 FROM pg_database WHERE datname = '$PG_DB'") ]]; then
+    psql -X -q -h "$HOST" -p "$PG_PORT" -U postgres -d postgres -c "CREATE DATABASE $PG_DB"
+    log "postgres: created database $PG_DB"
+  fi
+}
+
+# --------------------------------------------------------------------- Kafka
+kafka_cluster_id() {
+  local f=$DATA_DIR/kafka-cluster-id id
+  if [[ ! -s $f ]]; then
+    # A Kafka Uuid: 16 random bytes, base64url without padding, not starting with '-'.
+    while :; do
+      id=$(head -c 16 /dev/urandom | base64 | tr '+/' '-_' | tr -d '=')
+      [[ $id != -* ]] && break
+    done
+    printf '%s\n' "$id" >"$f"
+  fi
+  cat "$f"
+}
+
+start_kafka() {
+  local logf=$LOG_DIR/kafka.log conf=$CONF_DIR/kafka/server.properties
+  [[ -f $KAFKA_LIBS/.complete ]] || die "Kafka is not installed ($KAFKA_LIBS); run infra/install.sh kafka"
+  if running kafka; then
+    log "kafka: already running on $KAFKA_BOOTSTRAP"
+    return 0
+  fi
+  port_free_or_ours kafka "$KAFKA_PORT"
+  port_free_or_ours kafka "$KAFKA_CONTROLLER_PORT"
+  mkdir -p "$CONF_DIR/kafka" "$DATA_DIR/kafka"
+  cat >"$conf" <<EOF
+# KRaft, one node that is both controller and broker, loopback only.
+process.roles=broker,controller
+node.id=1
+controller.quorum.voters=1@$HOST:$KAFKA_CONTROLLER_PORT
+listeners=PLAINTEXT://$HOST:$KAFKA_PORT,CONTROLLER://$HOST:$KAFKA_CONTROLLER_PORT
+advertised.listeners=PLAINTEXT://$HOST:$KAFKA_PORT
+controller.listener.names=CONTROLLER
+inter.broker.listener.name=PLAINTEXT
+listener.security.protocol.map=CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT
+log.dirs=$DATA_DIR/kafka
+num.partitions=1
+default.replication.factor=1
+min.insync.replicas=1
+offsets.topic.replication.factor=1
+offsets.topic.num.partitions=4
+transaction.state.log.replication.factor=1
+transaction.state.log.min.isr=1
+transaction.state.log.num.partitions=4
+share.coordinator.state.topic.replication.factor=1
+share.coordinator.state.topic.min.isr=1
+group.initial.rebalance.delay.ms=0
+auto.create.topics.enable=true
+num.network.threads=2
+num.io.threads=4
+log.retention.hours=-1
+log.segment.bytes=67108864
+EOF
+  if [[ ! -f $DATA_DIR/kafka/meta.properties ]]; then
+    log "kafka: formatting $DATA_DIR/kafka"
+    kafka_tool kafka.tools.StorageTool format --ignore-formatted \
+      -t "$(kafka_cluster_id)" -c "$conf" >>"$logf" 2>&1 || {
+      tail -n 20 "$logf" >&2
+      die "kafka storage format failed (log: $logf)"
+    }
+  fi
+  log "kafka $KAFKA_VERSION: starting on $KAFKA_BOOTSTRAP"
+  # shellcheck disable=SC2086
+  start_bg kafka "$logf" "$(java_bin)" $KAFKA_HEAP_OPTS "${JVM_COMMON_OPTS[@]}" \
+    -Dlog4j2.configurationFile="$INFRA_DIR/conf/log4j2.properties" \
+    -cp "$KAFKA_LIBS/*" kafka.Kafka "$conf"
+}
+
+kafka_started() { # the broker logs this line once it serves requests
+  port_open "$KAFKA_PORT" && grep -q 'Kafka Server started' <(tail -n 400 "$LOG_DIR/kafka.log")
+}
+
+# ------------------------------------------------------------- Kafka Connect
+start_connect() {
+  local logf=$LOG_DIR/connect.log conf=$CONF_DIR/connect/connect-distributed.properties
+  [[ -d $CONNECT_PLUGIN_PATH/debezium-connector-postgres ]] || die "Debezium is not installed; run infra/install.sh debezium"
+  if running connect; then
+    log "connect: already running on $CONNECT_URL"
+    return 0
+  fi
+  port_free_or_ours connect "$CONNECT_PORT"
+  mkdir -p "$CONF_DIR/connect"
+  cat >"$conf" <<EOF
+# Kafka Connect, distributed mode, one worker, loopback only.
+bootstrap.servers=$KAFKA_BOOTSTRAP
+group.id=cdclake-connect
+listeners=http://$HOST:$CONNECT_PORT
+rest.advertised.host.name=$HOST
+rest.advertised.port=$CONNECT_PORT
+plugin.path=$CONNECT_PLUGIN_PATH
+# Worker defaults; each connector sets its own converters (see connectors.sh).
+key.converter=org.apache.kafka.connect.json.JsonConverter
+value.converter=org.apache.kafka.connect.json.JsonConverter
+key.converter.schemas.enable=true
+value.converter.schemas.enable=true
+config.storage.topic=_connect-configs
+offset.storage.topic=_connect-offsets
+status.storage.topic=_connect-status
+config.storage.replication.factor=1
+offset.storage.replication.factor=1
+status.storage.replication.factor=1
+offset.storage.partitions=1
+status.storage.partitions=1
+offset.flush.interval.ms=1000
+topic.creation.enable=true
+# Every plugin on the path ships ServiceLoader manifests: no class scanning.
+plugin.discovery=service_load
+EOF
+  log "connect $KAFKA_VERSION: starting on $CONNECT_URL"
+  # shellcheck disable=SC2086
+  start_bg connect "$logf" "$(java_bin)" $CONNECT_HEAP_OPTS "${JVM_COMMON_OPTS[@]}" \
+    -Dlog4j2.configurationFile="$INFRA_DIR/conf/log4j2.properties" \
+    -cp "$KAFKA_LIBS/*" org.apache.kafka.connect.cli.ConnectDistributed "$conf"
+}
+
+connect_ready() {
+  curl -fsS --max-time 5 "$CONNECT_URL/connector-plugins" | grep -q 'io.debezium.connector.postgresql.PostgresConnector'
+}
+
+# ------------------------------------------------------------ S3 (versitygw)
+start_s3() {
+  local logf=$LOG_DIR/versitygw.log dir=$DATA_DIR/s3
+  [[ -x $VERSITYGW_BIN ]] || die "versitygw is not installed ($VERSITYGW_BIN); run infra/install.sh versitygw"
+  if running versitygw; then
+    log "versitygw: already running on $HOST:$S3_PORT"
+    return 0
+  fi
+  port_free_or_ours versitygw "$S3_PORT"
+  mkdir -p "$dir"
+  log "versitygw $VERSITYGW_VERSION: starting on $HOST:$S3_PORT (posix $dir)"
+  start_bg versitygw "$logf" "$VERSITYGW_BIN" --port "$HOST:$S3_PORT" --quiet --health /_health \
+    --access "$S3_ACCESS_KEY" --secret "$S3_SECRET_KEY" --region us-east-1 posix "$dir"
+}
+
+s3_ready() { curl -fsS -o /dev/null --max-time 2 "http://$HOST:$S3_PORT/_health"; }
+
+# s3_curl METHOD PATH: a SigV4-signed request to versitygw.
+s3_curl() {
+  local m=(-X "$1")
+  [[ $1 == HEAD ]] && m=(--head)
+  curl -sS --max-time 10 -o /dev/null -w '%{http_code}' "${m[@]}" \
+    -H 'x-amz-content-sha256: e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855' \
+    --aws-sigv4 "aws:amz:us-east-1:s3" --user "$S3_ACCESS_KEY:$S3_SECRET_KEY" "http://$HOST:$S3_PORT$2" || true
+}
+
+create_buckets() {
+  local b code
+  for b in $S3_BUCKETS; do
+    code=$(s3_curl HEAD "/$b")
+    if [[ $code == 200 ]]; then continue; fi
+    code=$(s3_curl PUT "/$b")
+    [[ $code == 200 ]] || die "versitygw: creating bucket $b answered HTTP $code (log: $LOG_DIR/versitygw.log)"
+    log "versitygw: created bucket $b"
+  done
+}
+
+# ---------------------------------------------------------------------- main
+services=("$@")
+[[ ${#services[@]} -gt 0 ]] || services=(postgres kafka s3 connect)
+want() { local s; for s in "${services[@]}"; do [[ $s == "$1" ]] && return 0; done; return 1; }
+for s in "${services[@]}"; do
+  case $s in postgres | kafka | connect | s3) ;; *) die "unknown service $s (postgres kafka connect s3)" ;; esac
+done
+
+t0=$SECONDS
+# Kafka and versitygw start in the background while PostgreSQL starts.
+if want kafka; then start_kafka; fi
+if want s3; then start_s3; fi
+if want postgres; then start_postgres; fi
+if want kafka; then
+  wait_until "kafka on $KAFKA_BOOTSTRAP" "$KAFKA_TIMEOUT" "$LOG_DIR/kafka.log" kafka kafka_started
+fi
+if want s3; then
+  wait_until "versitygw on $HOST:$S3_PORT" "$S3_TIMEOUT" "$LOG_DIR/versitygw.log" versitygw s3_ready
+  create_buckets
+fi
+if want connect; then
+  running kafka || port_open "$KAFKA_PORT" || die "connect needs kafka; start it first"
+  start_connect
+  wait_until "connect on $CONNECT_URL (Debezium plugin loaded)" "$CONNECT_TIMEOUT" "$LOG_DIR/connect.log" connect connect_ready
+fi
+log "services up in $((SECONDS - t0))s; logs in $LOG_DIR"

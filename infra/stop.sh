@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# Stops every service started by infra/start.sh (Connect, Kafka, versitygw,
+# PostgreSQL). Usage: infra/stop.sh [--purge]
+#   --purge  also deletes the services' data ($CDCLAKE_RUN/data, conf, pids);
+#            logs and the download cache are kept.
+set -euo pipefail
+source "$(dirname "$0")/lib.sh"
+
+purge=0
+for a in "$@"; do
+  case $a in
+  --purge) purge=1 ;;
+  *) die "usage: infra/stop.sh [--purge]" ;;
+  esac
+done
+
+# Connect first, so the connectors stop cleanly while Kafka is still there.
+stop_pid connect 60
+stop_pid kafka 60
+stop_pid versitygw 10
+if [[ -f $PG_DATA/postmaster.pid && -x $PG_BIN/pg_ctl ]]; then
+  log "stopping postgres"
+  pg_as_owner "$PG_BIN/pg_ctl" -D "$PG_DATA" -m fast -w -t 60 stop >/dev/null ||
+    die "pg_ctl stop failed (log: $LOG_DIR/postgres.log)"
+fi
+rm -f "$(pidfile postgres)"
+if ((purge)); then
+  rm -rf "$DATA_DIR" "$CONF_DIR" "$PID_DIR" "$PG_SOCKET_DIR"
+  log "purged $DATA_DIR"
+fi
+log "all services stopped"
