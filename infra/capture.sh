@@ -7,7 +7,9 @@
 # usage: infra/capture.sh [--fresh] [--rows N] OUT_DIR
 #   --fresh   first: stop everything, purge the services' data, start them,
 #             set up the workload, register the connectors and run the
-#             workload (the large batch has N rows, default 20000)
+#             workload (the large batch has N rows, default 20000); waits
+#             for another e2e-real or --fresh capture on the machine to end
+#   --stop    stop every service at the end (also on failure)
 # Writes OUT_DIR/<topic>.ndjson (values), OUT_DIR/keys/<topic>.ndjson,
 # OUT_DIR/_manifest.tsv and OUT_DIR/README.md (versions and settings).
 set -euo pipefail
@@ -15,18 +17,28 @@ source "$(dirname "$0")/lib.sh"
 
 CAPTURE_TIMEOUT=${CAPTURE_TIMEOUT:-300}
 fresh=0
+stop=0
 rows=20000
 out=
+usage="usage: infra/capture.sh [--fresh] [--stop] [--rows N] OUT_DIR"
+for a in "$@"; do
+  if [[ $a == --fresh ]]; then
+    # Purging and restarting: not while another e2e-real or capture runs.
+    run_exclusive "$INFRA_DIR/capture.sh" "$@"
+  fi
+done
 while [[ $# -gt 0 ]]; do
   case $1 in
   --fresh) fresh=1 ;;
+  --stop) stop=1 ;;
   --rows) rows=$2; shift ;;
-  -*) die "usage: infra/capture.sh [--fresh] [--rows N] OUT_DIR" ;;
+  -*) die "$usage" ;;
   *) out=$1 ;;
   esac
   shift
 done
-[[ -n $out ]] || die "usage: infra/capture.sh [--fresh] [--rows N] OUT_DIR"
+[[ -n $out ]] || die "$usage"
+if ((stop)); then trap '"$INFRA_DIR/stop.sh" || true' EXIT; fi
 
 if ((fresh)); then
   "$INFRA_DIR/stop.sh" --purge
@@ -38,7 +50,7 @@ fi
 mkdir -p "$out"
 out=$(cd "$out" && pwd)
 tmp=$(mktemp -d "$CDCLAKE_RUN/capture.XXXXXX")
-trap 'rm -rf "$tmp"' EXIT
+trap 'rm -rf "$tmp"; if ((stop)); then "$INFRA_DIR/stop.sh" || true; fi' EXIT
 log "capture: reading the topics (waiting for the workload's end marker)"
 t=$SECONDS
 # shellcheck disable=SC2086

@@ -12,8 +12,13 @@
 #   E2E_SPARK=0      skip the Spark half of the verification
 #   E2E_CDCLAKE=BIN  land with this cdclake binary instead of building ./bin/cdclake
 # The report is $CDCLAKE_RUN/e2e/report.txt; exit status 1 when a check fails.
+# One run at a time per machine: a second e2e-real (or infra-capture) waits
+# for the first (lock: $INFRA_LOCK, see lib.sh).
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
+# Another e2e-real or infra-capture on this machine would purge this run's
+# data and stop its services: wait for it.
+run_exclusive "$INFRA_DIR/e2e-real.sh" "$@"
 
 E2E_ROWS=${E2E_ROWS:-20000}
 E2E_KEEP=${E2E_KEEP:-0}

@@ -28,6 +28,10 @@ S3_SECRET_KEY=${S3_SECRET_KEY:-cdclake-secret-key}
 S3_BUCKETS=${S3_BUCKETS:-lake lake-raw scratch}
 
 KAFKA_BOOTSTRAP=$HOST:$KAFKA_PORT
+# e2e-real and infra-capture purge, restart and stop the services: one at a
+# time per machine (the ports are the machine's), a second run waits.
+INFRA_LOCK=${INFRA_LOCK:-${TMPDIR:-/tmp}/cdclake-infra-$KAFKA_PORT.lock}
+INFRA_LOCK_WAIT=${INFRA_LOCK_WAIT:-3600}
 CONNECT_URL=http://$HOST:$CONNECT_PORT
 
 # JVM heaps: the machine has 2 cores and 24 GiB; keep every JVM modest.
@@ -76,6 +80,24 @@ java_bin() {
 }
 
 java_home() { local j; j=$(java_bin); dirname "$(dirname "$(readlink -f "$j")")"; }
+
+# run_exclusive SCRIPT ARGS...: runs SCRIPT under the machine-wide INFRA_LOCK
+# (waiting up to INFRA_LOCK_WAIT seconds for a run that holds it) and exits
+# with its status; inside, or without flock(1), it returns at once. A script
+# calls it first: run_exclusive "$0" "$@". The lock's descriptor is closed
+# for SCRIPT (flock -o), so services it starts do not keep the lock.
+run_exclusive() {
+  [[ -z ${CDCLAKE_INFRA_LOCKED:-} ]] || return 0
+  command -v flock >/dev/null 2>&1 || return 0
+  export CDCLAKE_INFRA_LOCKED=$$
+  if ! flock -n "$INFRA_LOCK" true; then
+    log "another e2e-real or infra-capture on this machine holds $INFRA_LOCK; waiting for it (up to ${INFRA_LOCK_WAIT}s)"
+  fi
+  local rc=0
+  flock -o -w "$INFRA_LOCK_WAIT" -E 75 "$INFRA_LOCK" "$@" || rc=$?
+  ((rc != 75)) || die "gave up after ${INFRA_LOCK_WAIT}s waiting for $INFRA_LOCK"
+  exit "$rc"
+}
 
 need_cmd() { command -v "$1" >/dev/null 2>&1 || die "$1 is needed but not on PATH${2:+ ($2)}"; }
 

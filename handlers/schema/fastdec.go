@@ -96,7 +96,9 @@ func fastDecimal(t Type, v *fastjson.Value, scratch *[]byte) (n decimal128.Num, 
 		}
 		n = decimal128.FromI64(unscaled)
 		if d := int(t.Scale) - frac; d > 0 {
-			if d >= len(pow10) {
+			// |unscaled| < 10^digits, so the product stays below 10^38
+			// (inside 128 bits) when digits+d ≤ 38; beyond, the slow path.
+			if digits+d > 38 {
 				return n, false, nil
 			}
 			n = n.Mul(pow10[d])

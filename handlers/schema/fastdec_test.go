@@ -45,6 +45,7 @@ func FuzzFastDecimal(f *testing.F) {
 		f.Add(s, int8(2), int8(10), false)
 	}
 	f.Add(`"AeJA"`, int8(2), int8(10), true)
+	f.Add("1234578", int8(37), int8(37), false) // scaling past 128 bits once wrapped
 	f.Add(`"/wAAAAAAAAAAAAAAAAAAAA=="`, int8(0), int8(38), true)
 	f.Fuzz(func(t *testing.T, text string, scale, prec int8, b64 bool) {
 		p := int32(prec)%38 + 1

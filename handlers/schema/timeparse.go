@@ -147,6 +147,11 @@ func ParseTimestamp(s []byte, u Unit, utc bool) (int64, error) {
 		// Wrapped around: nanoseconds since the epoch reach only 1677..2262.
 		return 0, fmt.Errorf("timestamp %q: out of range for %s", s, u)
 	}
+	if v == math.MaxInt64 || v == -math.MaxInt64 {
+		// These values mean ±infinity (DuckDB); a finite date-time must not
+		// land as one.
+		return 0, fmt.Errorf("timestamp %q: collides with the value of infinity", s)
+	}
 	return v, nil
 }
 

@@ -20,6 +20,7 @@ func TestTimestampEdges(t *testing.T) {
 		{"+123-06-07T08:09:10Z", 0, true},
 		{"+999999999-01-01T00:00:00Z", 0, true}, // beyond int64 microseconds
 		{"Infinity", 0, true},
+		{"+294247-01-10T04:00:54.775807Z", 0, true}, // exactly int64 max µs: would read as infinity
 	} {
 		got, err := ParseTimestamp([]byte(tt.in), Micros, true)
 		if (err != nil) != tt.err || (!tt.err && got != tt.want) {

@@ -302,8 +302,28 @@ func (d *Decoder) decodeTransaction(v *fastjson.Value, c *change.Change) error {
 	c.Kind = change.KindTransaction
 	c.Raw = v
 	d.buf = scalarText(d.buf[:0], e.id)
-	c.Xid = d.xid.Get(d.buf, &d.slab)
+	c.Xid = d.xid.Get(postgresTxID(d.buf), &d.slab)
 	return d.setTS(c, e.tsMs)
+}
+
+// postgresTxID returns the txId of a PostgreSQL transaction id "txId:lsn"
+// (all digits on both sides), so that BEGIN and END rows carry the same
+// _cdc_xid as the changes of their transaction; any other id (a MySQL
+// GTID, a SQL Server LSN) is returned whole.
+func postgresTxID(id []byte) []byte {
+	colon := -1
+	for i, ch := range id {
+		switch {
+		case ch == ':' && colon < 0 && i > 0:
+			colon = i
+		case ch < '0' || ch > '9':
+			return id
+		}
+	}
+	if colon < 0 || colon == len(id)-1 {
+		return id
+	}
+	return id[:colon]
 }
 
 func (d *Decoder) decodeSchemaChange(v *fastjson.Value, c *change.Change) error {

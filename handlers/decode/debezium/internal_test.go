@@ -191,3 +191,19 @@ func TestParseInt(t *testing.T) {
 		}
 	}
 }
+
+func TestPostgresTxID(t *testing.T) {
+	for in, want := range map[string]string{
+		"747:26548048": "747",
+		"3E11FA47-71CA-11E1-9E33-C80AA9429562:23": "3E11FA47-71CA-11E1-9E33-C80AA9429562:23",
+		"00000025:00000d98:00a2":                  "00000025:00000d98:00a2",
+		"571":                                     "571",
+		"1:2:3":                                   "1:2:3",
+		":5":                                      ":5",
+		"5:":                                      "5:",
+	} {
+		if got := string(postgresTxID([]byte(in))); got != want {
+			t.Errorf("postgresTxID(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
