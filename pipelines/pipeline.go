@@ -155,9 +155,6 @@ func (p *Pipeline) Batcher() *batch.Batcher { return p.batcher }
 // Stats returns the message counters.
 func (p *Pipeline) Stats() *Stats { return &p.stats }
 
-// DeadLetters returns the number of dead letters written.
-func (p *Pipeline) DeadLetters() int64 { return p.dead.Total() }
-
 // Run lands the source until it ends or ctx is cancelled, then writes every
 // open file. It returns the first fatal error.
 func (p *Pipeline) Run(ctx context.Context) error {

@@ -31,7 +31,6 @@ package batch
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"sort"
@@ -388,6 +387,3 @@ func (b *Batcher) flush(ctx context.Context, buf *buffer) error {
 func FileName(pos change.Position) string {
 	return fmt.Sprintf("%s-p%d-o%020d.parquet", Sanitize(pos.Source), pos.Partition, pos.Offset)
 }
-
-// ErrClosed is returned after Close.
-var ErrClosed = errors.New("batcher closed")

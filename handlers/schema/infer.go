@@ -89,6 +89,42 @@ func ZonedFits(v *fastjson.Value) bool {
 		return true
 	}
 	s, _ := v.StringBytes()
+	// Fast path for the common shape, YYYY-MM-DDTHH:MM:SS[.ffffff]±zone: a
+	// four-digit year always fits, so only the fraction can fail. Anything
+	// else (expanded years, infinities, other shapes) is parsed in full.
+	if len(s) >= 20 && s[4] == '-' && s[10] == 'T' && digits4(s) {
+		fits, ok := fractionFits(s[19:])
+		if ok {
+			return fits
+		}
+	}
 	_, err := ParseTimestamp(s, Micros, true)
 	return err == nil
+}
+
+func digits4(s []byte) bool {
+	for _, c := range s[:4] {
+		if c < '0' || c > '9' {
+			return false
+		}
+	}
+	return true
+}
+
+// fractionFits looks at what follows HH:MM:SS: an optional fraction then a
+// zone. It reports whether no non-zero digit lies beyond the sixth, and
+// false for ok when the text is not of that shape.
+func fractionFits(rest []byte) (fits, ok bool) {
+	if len(rest) == 0 || rest[0] != '.' {
+		return true, len(rest) > 0 && (rest[0] == 'Z' || rest[0] == '+' || rest[0] == '-')
+	}
+	for i, c := range rest[1:] {
+		if c < '0' || c > '9' {
+			return true, i > 0 && (c == 'Z' || c == '+' || c == '-')
+		}
+		if i >= 6 && c != '0' {
+			return false, true
+		}
+	}
+	return true, false
 }
