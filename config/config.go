@@ -12,6 +12,15 @@
 // Every key is optional; Load fills defaults, rejects unknown keys and
 // reports every invalid value with its key (see Validate). config/example.yaml
 // lists every key with its default.
+//
+// # Plain data
+//
+// A Config is plain data: this package checks what can be checked without
+// knowing the stages (ranges, globs, required keys). Names the stages
+// define (formats, layouts, column types, compressions, path templates,
+// decoder options) are parsed, with errors naming their keys, when the
+// pipeline compiles the config (pipelines.Compile), which both
+// "cdclake run" and "cdclake validate" do.
 package config
 
 import (
@@ -24,10 +33,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/cdclake/cdclake/handlers/batch"
-	"github.com/cdclake/cdclake/handlers/change"
-	"github.com/cdclake/cdclake/handlers/decode/goldengate"
-	"github.com/cdclake/cdclake/handlers/schema"
 	"go.yaml.in/yaml/v3"
 )
 
@@ -50,23 +55,21 @@ type Source struct {
 	// Format forces one format for every message: auto (default),
 	// goldengate, goldengate-bigdata, debezium.
 	Format string `yaml:"format"`
-	// GoldenGate renames Data Streams fields and operation strings
-	// (qualifiedTable, opType, opTimestamp, transactionId, position, csn,
-	// tokens, beforeImageName, afterImageName, insertOp, updateOp, deleteOp,
-	// upsertOp).
-	GoldenGate goldengate.Options `yaml:"goldengate"`
-	// GoldenGateBigData renames Big Data JSON formatter fields.
-	GoldenGateBigData goldengate.BigDataOptions `yaml:"goldengate_bigdata"`
-	Debezium          Debezium                  `yaml:"debezium"`
+	// GoldenGate renames Data Streams fields and operation strings, by
+	// their Data Streams property names (qualifiedTable, opType,
+	// opTimestamp, transactionId, position, csn, tokens, beforeImageName,
+	// afterImageName, insertOp, updateOp, deleteOp, upsertOp).
+	GoldenGate map[string]string `yaml:"goldengate"`
+	// GoldenGateBigData renames Big Data JSON formatter fields and
+	// operation keys (table, opType, …, truncateOpKey).
+	GoldenGateBigData map[string]string `yaml:"goldengate_bigdata"`
+	// Debezium configures the Debezium decoder
+	// (unavailable_value_placeholder).
+	Debezium map[string]string `yaml:"debezium"`
 	// BlockLines is how many messages travel together through the router.
 	BlockLines int `yaml:"block_lines"`
-}
-
-// Debezium configures the Debezium decoder.
-type Debezium struct {
-	// UnavailableValuePlaceholder is Debezium's
-	// unavailable.value.placeholder (PostgreSQL unchanged TOAST values).
-	UnavailableValuePlaceholder string `yaml:"unavailable_value_placeholder"`
+	// BlockBytes bounds a block's bytes (a longer message travels alone).
+	BlockBytes Size `yaml:"block_bytes"`
 }
 
 // Sink configures storage.
@@ -105,13 +108,13 @@ type Route struct {
 	Numbers string `yaml:"numbers"`
 	// Columns filters source columns.
 	Columns Filter `yaml:"columns"`
-	// Types overrides column types by name (see schema.ParseType).
+	// Types overrides column types by name (decimal(12,2), date, …).
 	Types map[string]string `yaml:"types"`
 }
 
-// Default values.
+// Default holds every default value; nothing else in cdclake has its own.
 var Default = Config{
-	Source: Source{Format: "auto", BlockLines: 1024},
+	Source: Source{Format: "auto", BlockLines: 1024, BlockBytes: 16 << 20},
 	Batch:  Batch{MaxBufferedBytes: 256 << 20, MaxOpenFiles: 512},
 	Defaults: Route{Path: "{table}/date={date}", Layout: "images", MaxRows: 1_000_000, MaxBytes: 128 << 20,
 		MaxAge: Duration(5 * time.Minute), Compression: "zstd", RowGroup: 128 * 1024, Numbers: "decimal_text"},
@@ -157,6 +160,9 @@ func merge(def, c Config) Config {
 	}
 	if out.Source.BlockLines == 0 {
 		out.Source.BlockLines = def.Source.BlockLines
+	}
+	if out.Source.BlockBytes == 0 {
+		out.Source.BlockBytes = def.Source.BlockBytes
 	}
 	if out.Batch.MaxBufferedBytes == 0 {
 		out.Batch.MaxBufferedBytes = def.Batch.MaxBufferedBytes
@@ -208,25 +214,18 @@ func fillRoute(r, def Route) Route {
 	return r
 }
 
-// Validate reports every invalid value, each with its key.
+// Validate reports every invalid value it can judge without the stages
+// (see Plain data), each with its key. It does not change c.
 func (c *Config) Validate() error {
 	var errs []error
 	bad := func(key, format string, args ...any) {
 		errs = append(errs, fmt.Errorf("%s: %s", key, fmt.Sprintf(format, args...)))
 	}
-	if _, ok := change.ParseFormat(c.Source.Format); !ok {
-		bad("source.format", "unknown format %q (auto, goldengate, goldengate-bigdata, debezium)", c.Source.Format)
-	}
-	c.Source.GoldenGate.SetDefaults()
-	if err := c.Source.GoldenGate.Validate(); err != nil {
-		bad("source.goldengate", "%v", err)
-	}
-	c.Source.GoldenGateBigData.SetDefaults()
-	if err := c.Source.GoldenGateBigData.Validate(); err != nil {
-		bad("source.goldengate_bigdata", "%v", err)
-	}
 	if c.Source.BlockLines < 1 {
 		bad("source.block_lines", "must be ≥ 1")
+	}
+	if c.Source.BlockBytes < 1 {
+		bad("source.block_bytes", "must be ≥ 1")
 	}
 	if c.Batch.MaxBufferedBytes < 1<<20 {
 		bad("batch.max_buffered_bytes", "must be at least 1MiB")
@@ -247,8 +246,15 @@ func (c *Config) Validate() error {
 	checkGlobs("tables.include", c.Tables.Include)
 	checkGlobs("tables.exclude", c.Tables.Exclude)
 	c.Defaults.validate("defaults", false, bad, checkGlobs)
+	seen := map[string]int{}
 	for i := range c.Routes {
-		c.Routes[i].validate(fmt.Sprintf("routes[%d]", i), true, bad, checkGlobs)
+		key := fmt.Sprintf("routes[%d]", i)
+		c.Routes[i].validate(key, true, bad, checkGlobs)
+		if j, dup := seen[c.Routes[i].Match]; dup && c.Routes[i].Match != "" {
+			bad(key+".match", "%q is already the match of routes[%d], which always wins", c.Routes[i].Match, j)
+		} else {
+			seen[c.Routes[i].Match] = i
+		}
 	}
 	return errors.Join(errs...)
 }
@@ -263,12 +269,6 @@ func (r *Route) validate(key string, isRoute bool, bad func(string, string, ...a
 	} else if r.Match != "" {
 		bad(key+".match", "only routes have match")
 	}
-	if _, err := batch.ParseTemplate(r.Path); err != nil {
-		bad(key+".path", "%v", err)
-	}
-	if _, ok := schema.ParseLayout(r.Layout); !ok {
-		bad(key+".layout", "unknown layout %q (images, flat)", r.Layout)
-	}
 	if r.MaxRows < 1 {
 		bad(key+".max_rows", "must be ≥ 1")
 	}
@@ -278,34 +278,11 @@ func (r *Route) validate(key string, isRoute bool, bad func(string, string, ...a
 	if r.MaxAge < 0 {
 		bad(key+".max_age", "must not be negative")
 	}
-	switch r.Compression {
-	case "zstd", "snappy", "gzip", "lz4", "none":
-	default:
-		bad(key+".compression", "unknown compression %q (zstd, snappy, gzip, lz4, none)", r.Compression)
-	}
 	if r.RowGroup < 1 {
 		bad(key+".row_group_rows", "must be ≥ 1")
 	}
-	if t, err := schema.ParseType(r.Numbers); err != nil {
-		bad(key+".numbers", "%v", err)
-	} else if !numericKind(t.Kind) {
-		bad(key+".numbers", "must be a numeric type, got %q", r.Numbers)
-	}
 	globs(key+".columns.include", r.Columns.Include)
 	globs(key+".columns.exclude", r.Columns.Exclude)
-	for col, ty := range r.Types {
-		if _, err := schema.ParseType(ty); err != nil {
-			bad(key+".types."+col, "%v", err)
-		}
-	}
-}
-
-func numericKind(k schema.Kind) bool {
-	switch k {
-	case schema.DecimalText, schema.Decimal, schema.Int64, schema.Int32, schema.Float64, schema.Float32:
-		return true
-	}
-	return false
 }
 
 // Match reports whether name matches glob. '*' matches any run of

@@ -1,6 +1,7 @@
 package config
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -27,8 +28,9 @@ func TestDefaults(t *testing.T) {
 		r.MaxRows != 1_000_000 || time.Duration(r.MaxAge) != 5*time.Minute || r.Numbers != "decimal_text" {
 		t.Errorf("defaults = %+v", r)
 	}
-	if c.Source.GoldenGate.QualifiedTable != "qual_table" || c.Source.GoldenGateBigData.InsertOp != "I" {
-		t.Errorf("decoder defaults not filled: %+v", c.Source)
+	if c.Source.Format != "auto" || c.Source.BlockLines != 1024 || c.Batch.MaxOpenFiles != 512 ||
+		c.Batch.MaxBufferedBytes != 256<<20 || time.Duration(c.ProgressInterval) != 5*time.Second {
+		t.Errorf("defaults = %+v", c)
 	}
 }
 
@@ -97,24 +99,40 @@ tables:
 	if err == nil {
 		t.Fatal("no error")
 	}
+	// Names the stages define (format, layout, path, types, numbers,
+	// decoder options) are checked by pipelines.Compile.
 	for _, want := range []string{
-		"source.goldengate.qual: unknown key (line 5)",
 		"defaults.compresion: unknown key (line 10)",
-		"source.format: unknown format",
-		"source.goldengate: ",
 		"batch.max_buffered_bytes: must be at least 1MiB",
-		"defaults.layout: unknown layout",
 		"defaults.max_age: must not be negative",
 		"routes[0].match: required",
-		"routes[0].path: path \"/abs\" must be relative",
-		"routes[0].types.X: ",
-		"routes[1].numbers: must be a numeric type",
 		"routes[1].columns.include[0]: bad glob",
 		"tables.exclude[0]: bad glob",
 	} {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("missing %q in:\n%v", want, err)
 		}
+	}
+}
+
+func TestValidateDoesNotChangeTheConfig(t *testing.T) {
+	c, err := load(t, "routes:\n  - match: \"A.*\"\n")
+	if err != nil {
+		t.Fatal(err)
+	}
+	before := fmt.Sprintf("%+v", *c)
+	if err := c.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	if after := fmt.Sprintf("%+v", *c); after != before {
+		t.Errorf("Validate changed the config:\n%s\n%s", before, after)
+	}
+}
+
+func TestDuplicateRouteMatch(t *testing.T) {
+	_, err := load(t, "routes:\n  - match: \"A.*\"\n    layout: flat\n  - match: \"A.*\"\n    max_rows: 5\n")
+	if err == nil || !strings.Contains(err.Error(), `routes[1].match: "A.*" is already the match of routes[0]`) {
+		t.Errorf("duplicate match: %v", err)
 	}
 }
 

@@ -10,6 +10,7 @@ import (
 	"github.com/cdclake/cdclake/cmd/cdcgen/gen"
 	"github.com/cdclake/cdclake/config"
 	"github.com/cdclake/cdclake/pipelines"
+	"github.com/cdclake/cdclake/pipelines/source"
 	"github.com/cdclake/cdclake/sinks/lake"
 )
 
@@ -37,6 +38,10 @@ func BenchmarkLand(b *testing.B) {
 				b.Fatal(err)
 			}
 			cfg.ProgressInterval = 0
+			plan, err := pipelines.Compile(cfg)
+			if err != nil {
+				b.Fatal(err)
+			}
 			log := slog.New(slog.NewTextHandler(io.Discard, nil))
 			b.SetBytes(int64(stream.Len()))
 			b.ResetTimer()
@@ -46,8 +51,8 @@ func BenchmarkLand(b *testing.B) {
 				if err != nil {
 					b.Fatal(err)
 				}
-				src := pipelines.NewReaderSource("bench", bytes.NewReader(stream.Bytes()), cfg.Source.BlockLines)
-				p, err := pipelines.New(cfg, src, bucket, log)
+				src := source.NewReader("bench", bytes.NewReader(stream.Bytes()), cfg.Source.BlockLines, int(cfg.Source.BlockBytes))
+				p, err := pipelines.New(plan, src, bucket, log)
 				if err != nil {
 					b.Fatal(err)
 				}

@@ -3,7 +3,6 @@ package pipelines_test
 import (
 	"bytes"
 	"context"
-	"fmt"
 	"io"
 	"log/slog"
 	"os"
@@ -13,7 +12,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/ThreeDotsLabs/watermill/message"
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/memory"
@@ -21,6 +19,7 @@ import (
 	"github.com/apache/arrow-go/v18/parquet/pqarrow"
 	"github.com/cdclake/cdclake/config"
 	"github.com/cdclake/cdclake/pipelines"
+	"github.com/cdclake/cdclake/pipelines/source"
 	"github.com/cdclake/cdclake/sinks/lake"
 	"gocloud.dev/blob"
 )
@@ -38,14 +37,18 @@ func land(t *testing.T, yaml, input string) (*blob.Bucket, *pipelines.Pipeline) 
 		t.Fatal(err)
 	}
 	cfg.ProgressInterval = 0
+	plan, err := pipelines.Compile(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
 	ctx := context.Background()
 	bucket, err := lake.OpenBucket(ctx, "mem://")
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { bucket.Close() })
-	src := pipelines.NewReaderSource("in", strings.NewReader(input), 2)
-	p, err := pipelines.New(cfg, src, bucket, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	src := source.NewReader("in", strings.NewReader(input), 2, 1<<20)
+	p, err := pipelines.New(plan, src, bucket, slog.New(slog.NewTextHandler(io.Discard, nil)))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -204,63 +207,6 @@ source:
 	if p.Stats().Rows.Load() != 1 || p.Stats().DeadLetters.Load() != 0 {
 		t.Errorf("rows %d dead %d", p.Stats().Rows.Load(), p.Stats().DeadLetters.Load())
 	}
-}
-
-func TestFileSourceOrderAndPositions(t *testing.T) {
-	dir := t.TempDir()
-	write := func(name, content string) {
-		if err := os.WriteFile(filepath.Join(dir, name), []byte(content), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	write("b.ndjson", "b1\r\nb2\n")
-	write("a.ndjson", "a1\n\na3") // empty line: a tombstone at line 2; no final newline
-	write(".hidden.ndjson", "x\n")
-	write("notes.txt", "not a stream\n")
-	src, err := pipelines.OpenFileSource("file://"+dir, 2)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ch, err := src.Subscribe(context.Background(), "")
-	if err != nil {
-		t.Fatal(err)
-	}
-	// Expand blocks into (file, line, text); how reads cut blocks may vary,
-	// positions and contents may not.
-	var got []string
-	for done := false; !done; {
-		select {
-		case msg := <-ch:
-			off, _ := strconv.Atoi(msg.Metadata.Get(pipelines.MetaOffset))
-			lines := strings.Split(strings.TrimSuffix(string(msg.Payload), "\n"), "\n")
-			if len(lines) > 2 {
-				t.Errorf("block of %d lines, block_lines is 2", len(lines))
-			}
-			for i, l := range lines {
-				got = append(got, fmt.Sprintf("%s:%d:%s", msg.Metadata.Get(pipelines.MetaSource), off+i, l))
-			}
-			msg.Ack()
-		case <-src.Drained():
-			done = true
-		}
-	}
-	if err := src.Close(); err != nil {
-		t.Fatal(err)
-	}
-	want := []string{"a.ndjson:1:a1", "a.ndjson:2:", "a.ndjson:3:a3", "b.ndjson:1:b1", "b.ndjson:2:b2"}
-	if !slices.Equal(got, want) {
-		t.Errorf("records = %q, want %q", got, want)
-	}
-	if src.Backlog() != 0 {
-		t.Errorf("backlog %d after reading everything", src.Backlog())
-	}
-	if _, err := pipelines.OpenFileSource("file://"+filepath.Join(dir, "*.none"), 2); err == nil {
-		t.Error("a glob matching nothing must fail")
-	}
-	if _, err := pipelines.OpenFileSource("kafka://x", 2); err == nil {
-		t.Error("unsupported scheme must fail")
-	}
-	var _ message.Subscriber = src
 }
 
 // TestZonedTextSibling: a zoned timestamp no TIMESTAMP(µs) can hold lands,

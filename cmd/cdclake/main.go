@@ -22,6 +22,7 @@ import (
 
 	"github.com/cdclake/cdclake/config"
 	"github.com/cdclake/cdclake/pipelines"
+	"github.com/cdclake/cdclake/pipelines/source"
 	"github.com/cdclake/cdclake/sinks/lake"
 )
 
@@ -66,7 +67,11 @@ func validateCmd(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "validate: --config is required")
 		return 2
 	}
-	if _, err := config.Load(*file); err != nil {
+	cfg, err := config.Load(*file)
+	if err == nil {
+		_, err = pipelines.Compile(cfg)
+	}
+	if err != nil {
 		fmt.Fprintf(stderr, "%s: invalid:\n%v\n", *file, err)
 		return 1
 	}
@@ -77,7 +82,7 @@ func validateCmd(args []string, stdout, stderr io.Writer) int {
 func runCmd(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("run", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	source := fs.String("source", "", "source URL (overrides source.url)")
+	sourceURL := fs.String("source", "", "source URL (overrides source.url)")
 	sink := fs.String("sink", "", "sink URL (overrides sink.url)")
 	file := fs.String("config", "", "config file")
 	level := fs.String("log-level", "info", "debug, info, warn or error")
@@ -109,8 +114,13 @@ func runCmd(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "config: %v\n", err)
 		return 1
 	}
-	if *source != "" {
-		cfg.Source.URL = *source
+	plan, err := pipelines.Compile(cfg)
+	if err != nil {
+		fmt.Fprintf(stderr, "config: %v\n", err)
+		return 1
+	}
+	if *sourceURL != "" {
+		cfg.Source.URL = *sourceURL
 	}
 	if *sink != "" {
 		cfg.Sink.URL = *sink
@@ -122,7 +132,7 @@ func runCmd(args []string, stdout, stderr io.Writer) int {
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	src, err := pipelines.OpenFileSource(cfg.Source.URL, cfg.Source.BlockLines)
+	src, err := source.OpenFiles(cfg.Source.URL, cfg.Source.BlockLines, int(cfg.Source.BlockBytes))
 	if err != nil {
 		log.Error("opening source", "err", err)
 		return 1
@@ -133,7 +143,7 @@ func runCmd(args []string, stdout, stderr io.Writer) int {
 		return 1
 	}
 	defer bucket.Close()
-	p, err := pipelines.New(cfg, src, bucket, log)
+	p, err := pipelines.New(plan, src, bucket, log)
 	if err != nil {
 		log.Error("building pipeline", "err", err)
 		return 1

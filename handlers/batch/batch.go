@@ -24,7 +24,7 @@
 //
 // # Durability
 //
-// Only a nil error from Sink.Write means a file is durable. The Tracker then
+// Only a nil error from sinks.Sink.Write means a file is durable. The Tracker then
 // advances, per source partition, the offset below which every message is
 // durably landed (or needed no landing); a Kafka source commits exactly that.
 package batch
@@ -37,10 +37,10 @@ import (
 	"sync"
 	"time"
 
-	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/memory"
 	"github.com/cdclake/cdclake/handlers/change"
 	"github.com/cdclake/cdclake/handlers/schema"
+	"github.com/cdclake/cdclake/sinks"
 )
 
 // Config bounds the batcher as a whole.
@@ -58,39 +58,7 @@ type TableConfig struct {
 	MaxRows  int
 	MaxBytes int64
 	MaxAge   time.Duration
-	Write    WriteOptions
-}
-
-// WriteOptions are Parquet settings passed through to the sink.
-type WriteOptions struct {
-	Compression  string
-	RowGroupRows int
-}
-
-// File is a closed buffer on its way to storage.
-type File struct {
-	Table *schema.Table
-	// Key is the object key, relative to the lake root.
-	Key    string
-	Record arrow.RecordBatch
-	// Ranges are the [start, end) rows of Record to write; rows outside
-	// failed conversion and were dead-lettered.
-	Ranges      [][2]int
-	Rows        int
-	Source      string
-	Partition   int32
-	FirstOffset int64
-	LastOffset  int64
-	Options     WriteOptions
-}
-
-// Sink stores files.
-//
-// Write is called by the Batcher, one file at a time, and must return only
-// when the file is durably stored (nil error) or has failed. It returns the
-// number of bytes stored. The Batcher releases the record afterwards.
-type Sink interface {
-	Write(ctx context.Context, f *File) (int64, error)
+	Write    sinks.WriteOptions
 }
 
 // RowError is returned by Add for a change that could not be converted; the
@@ -119,7 +87,7 @@ type Batcher struct {
 	mu      sync.Mutex
 	cfg     Config
 	tables  func(table string) *TableConfig
-	sink    Sink
+	sink    sinks.Sink
 	mem     memory.Allocator
 	log     *slog.Logger
 	now     func() time.Time
@@ -129,16 +97,15 @@ type Batcher struct {
 	stats   map[string]*TableStats
 }
 
-// New returns a Batcher writing to sink.
-func New(cfg Config, tables func(string) *TableConfig, sink Sink, mem memory.Allocator, log *slog.Logger) *Batcher {
-	if cfg.MaxBufferedBytes <= 0 {
-		cfg.MaxBufferedBytes = 256 << 20
-	}
-	if cfg.MaxOpenFiles <= 0 {
-		cfg.MaxOpenFiles = 512
+// New returns a Batcher writing to sink. Both bounds of cfg must be at
+// least 1.
+func New(cfg Config, tables func(string) *TableConfig, sink sinks.Sink, mem memory.Allocator, log *slog.Logger) (*Batcher, error) {
+	if cfg.MaxBufferedBytes < 1 || cfg.MaxOpenFiles < 1 {
+		return nil, fmt.Errorf("batch: bounds must be at least 1 (max buffered bytes %d, max open files %d)",
+			cfg.MaxBufferedBytes, cfg.MaxOpenFiles)
 	}
 	return &Batcher{cfg: cfg, tables: tables, sink: sink, mem: mem, log: log, now: time.Now,
-		open: map[bufKey]*buffer{}, tracker: NewTracker(), stats: map[string]*TableStats{}}
+		open: map[bufKey]*buffer{}, tracker: NewTracker(), stats: map[string]*TableStats{}}, nil
 }
 
 // Durable returns the offset below which every message of a source
@@ -152,7 +119,7 @@ func (b *Batcher) Durable(source string, part int32) (int64, bool) {
 // Add appends a change that resolved to table version t. size is the size of
 // the source message, used for the bytes thresholds. A *RowError means the
 // row was rejected; any other error is a storage failure.
-func (b *Batcher) Add(ctx context.Context, c *change.Change, t *schema.Table, at change.Position, size int) error {
+func (b *Batcher) Add(ctx context.Context, c *change.Change, t *schema.Table, at sinks.Position, size int) error {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	tc := b.tables(t.Name)
@@ -189,7 +156,7 @@ func (b *Batcher) Add(ctx context.Context, c *change.Change, t *schema.Table, at
 
 // Skip records that a message needed no landing (tombstones, heartbeats,
 // schema records, dead letters already written).
-func (b *Batcher) Skip(at change.Position) {
+func (b *Batcher) Skip(at sinks.Position) {
 	b.mu.Lock()
 	b.tracker.seen(at)
 	b.mu.Unlock()
@@ -197,7 +164,7 @@ func (b *Batcher) Skip(at change.Position) {
 
 // Hold marks a message as not yet durable on behalf of holder (for example
 // a dead letter not yet written) until Release.
-func (b *Batcher) Hold(at change.Position, holder any) {
+func (b *Batcher) Hold(at sinks.Position, holder any) {
 	b.mu.Lock()
 	b.tracker.open(at, holder)
 	b.tracker.seen(at)
@@ -351,10 +318,9 @@ func (b *Batcher) flush(ctx context.Context, buf *buffer) error {
 		valid += r[1] - r[0]
 	}
 	tc := b.tables(buf.key.table)
-	f := &File{Table: buf.table, Record: rec, Ranges: ranges, Rows: valid,
-		Source: buf.src.Source, Partition: buf.src.Partition, FirstOffset: buf.src.Offset, LastOffset: buf.last,
-		Options: tc.Write}
-	f.Key = fmt.Sprintf("%s/%s", buf.dir, FileName(buf.src))
+	f := &sinks.File{Key: buf.dir + "/" + sinks.ObjectName(buf.src, ".parquet"),
+		Table: buf.table.Name, Version: buf.table.Version, Record: rec, Ranges: ranges, Rows: valid,
+		First: buf.src, LastOffset: buf.last, Options: tc.Write}
 	var n int64
 	if valid > 0 {
 		var err error
@@ -380,10 +346,4 @@ func (b *Batcher) flush(ctx context.Context, buf *buffer) error {
 		b.log.Debug("file written", "key", f.Key, "rows", valid, "bytes", n)
 	}
 	return nil
-}
-
-// FileName is the deterministic name of a file whose first row came from
-// pos: the source (sanitized), its partition and the first offset.
-func FileName(pos change.Position) string {
-	return fmt.Sprintf("%s-p%d-o%020d.parquet", Sanitize(pos.Source), pos.Partition, pos.Offset)
 }

@@ -16,6 +16,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/memory"
 	"github.com/cdclake/cdclake/handlers/change"
 	"github.com/cdclake/cdclake/handlers/schema"
+	"github.com/cdclake/cdclake/sinks"
 	"github.com/valyala/fastjson"
 )
 
@@ -31,7 +32,7 @@ type written struct {
 	Source      string
 	Partition   int32
 	Offsets     []int64 // _cdc_offset of the rows in Ranges
-	Options     WriteOptions
+	Options     sinks.WriteOptions
 	// Durable is the tracker's position for the file's partition while
 	// Write runs: it must not yet include the file's rows.
 	Durable int64
@@ -41,23 +42,23 @@ type written struct {
 type memSink struct {
 	b       *Batcher
 	files   []written
-	fail    error         // returned (once) by the next Write
-	inspect func(f *File) // called with each file before it is recorded
+	fail    error               // returned (once) by the next Write
+	inspect func(f *sinks.File) // called with each file before it is recorded
 	errs    []string
 }
 
-func (s *memSink) Write(_ context.Context, f *File) (int64, error) {
+func (s *memSink) Write(_ context.Context, f *sinks.File) (int64, error) {
 	if s.fail != nil {
 		err := s.fail
 		s.fail = nil
 		return 0, err
 	}
-	w := written{Key: f.Key, Table: f.Table.Name, Version: f.Table.Version, Rows: f.Rows,
-		RecordRows: f.Record.NumRows(), Ranges: slices.Clone(f.Ranges), First: f.FirstOffset, Last: f.LastOffset,
-		Source: f.Source, Partition: f.Partition, Options: f.Options}
+	w := written{Key: f.Key, Table: f.Table, Version: f.Version, Rows: f.Rows,
+		RecordRows: f.Record.NumRows(), Ranges: slices.Clone(f.Ranges), First: f.First.Offset, Last: f.LastOffset,
+		Source: f.First.Source, Partition: f.First.Partition, Options: f.Options}
 	// The Batcher holds its lock while Write runs; the tracker is read
 	// directly.
-	w.Durable, _ = s.b.tracker.Durable(f.Source, f.Partition)
+	w.Durable, _ = s.b.tracker.Durable(f.First.Source, f.First.Partition)
 	idx := f.Record.Schema().FieldIndices(schema.ColOffset)
 	offsets := f.Record.Column(idx[0]).(*array.Int64)
 	n := 0
@@ -118,7 +119,17 @@ func newHarness(t *testing.T, cfg Config, tc TableConfig) *harness {
 		h.tc[name] = &c
 		return &c
 	}
-	h.b = New(cfg, tables, h.sink, mem, slog.New(slog.DiscardHandler))
+	if cfg.MaxBufferedBytes == 0 {
+		cfg.MaxBufferedBytes = 1 << 40
+	}
+	if cfg.MaxOpenFiles == 0 {
+		cfg.MaxOpenFiles = 1 << 20
+	}
+	b, err := New(cfg, tables, h.sink, mem, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.b = b
 	h.b.now = func() time.Time { return h.now }
 	h.sink.b = h.b
 	t.Cleanup(func() {
@@ -140,7 +151,7 @@ func cols(names ...string) []schema.Column {
 }
 
 func table(name string, version int, layout schema.Layout, c []schema.Column) *schema.Table {
-	return schema.NewTable(name, version, layout, c, nil, true, map[string]bool{"secret": true})
+	return schema.NewTable(name, version, layout, c, nil, true, func(col string) bool { return col == "secret" })
 }
 
 func image(t *testing.T, js string) change.Image {
@@ -160,13 +171,13 @@ func insert(t *testing.T, tbl string, after string) *change.Change {
 		TSMicros: day.UnixMicro(), HasTS: true, After: image(t, after)}
 }
 
-func at(off int64) change.Position {
-	return change.Position{Source: "orders", Partition: 0, Offset: off}
+func at(off int64) sinks.Position {
+	return sinks.Position{Source: "orders", Partition: 0, Offset: off}
 }
 
 // add appends a change and fails the test on any error but a *RowError,
 // which it returns.
-func (h *harness) add(c *change.Change, t *schema.Table, pos change.Position, size int) *RowError {
+func (h *harness) add(c *change.Change, t *schema.Table, pos sinks.Position, size int) *RowError {
 	h.t.Helper()
 	err := h.b.Add(context.Background(), c, t, pos, size)
 	// Buffers opened at the same instant have no defined order (see
@@ -200,11 +211,11 @@ func (h *harness) keys() []string {
 }
 
 func key(dir string, off int64) string {
-	return dir + "/" + FileName(at(off))
+	return dir + "/" + sinks.ObjectName(at(off), ".parquet")
 }
 
 func TestBatcherRotatesAtMaxRows(t *testing.T) {
-	h := newHarness(t, Config{}, TableConfig{MaxRows: 3, Write: WriteOptions{Compression: "snappy", RowGroupRows: 7}})
+	h := newHarness(t, Config{}, TableConfig{MaxRows: 3, Write: sinks.WriteOptions{Compression: "snappy", RowGroupRows: 7}})
 	v1 := table("db.t", 1, schema.LayoutImages, cols("v"))
 	wantFiles := []int{0, 0, 1, 1, 1, 2, 2}
 	wantDurable := []int64{0, 0, 3, 3, 3, 6, 6}
@@ -230,7 +241,7 @@ func TestBatcherRotatesAtMaxRows(t *testing.T) {
 	}
 	checkFiles(t, h.sink.files, want)
 	for _, f := range h.sink.files {
-		if f.Options != (WriteOptions{Compression: "snappy", RowGroupRows: 7}) {
+		if f.Options != (sinks.WriteOptions{Compression: "snappy", RowGroupRows: 7}) {
 			t.Errorf("%s: options %+v not passed through", f.Key, f.Options)
 		}
 	}
@@ -253,7 +264,7 @@ func checkFiles(t *testing.T, got, want []written) {
 	}
 	for i := range want {
 		g, w := got[i], want[i]
-		g.Options, w.Options = WriteOptions{}, WriteOptions{}
+		g.Options, w.Options = sinks.WriteOptions{}, sinks.WriteOptions{}
 		if fmt.Sprintf("%+v", g) != fmt.Sprintf("%+v", w) {
 			t.Errorf("file %d:\n got %+v\nwant %+v", i, g, w)
 		}
@@ -498,7 +509,7 @@ func TestBatcherDurableOnlyAfterSink(t *testing.T) {
 	if !errors.Is(err, boom) || errors.As(err, &re) {
 		t.Fatalf("Add with a failing sink: %v, want the sink's error and no *RowError", err)
 	}
-	if !strings.Contains(err.Error(), FileName(at(2))) {
+	if !strings.Contains(err.Error(), sinks.ObjectName(at(2), ".parquet")) {
 		t.Errorf("error %q does not name the file", err)
 	}
 	if d := h.durable(); d != 2 {
@@ -513,7 +524,7 @@ func TestBatcherDurableOnlyAfterSink(t *testing.T) {
 	}
 
 	// Skip alone moves an idle partition.
-	idle := change.Position{Source: "orders", Partition: 9, Offset: 41}
+	idle := sinks.Position{Source: "orders", Partition: 9, Offset: 41}
 	h.b.Skip(idle)
 	if d, ok := h.b.Durable("orders", 9); !ok || d != 42 {
 		t.Errorf("idle partition durable %d, %v, want 42", d, ok)
@@ -633,7 +644,7 @@ func TestBatcherDeterministicNames(t *testing.T) {
 		v2 := table("db.t", 2, schema.LayoutImages, cols("v", "w"))
 		other := table("db.o", 1, schema.LayoutImages, cols())
 		for i := range int64(9) {
-			pos := change.Position{Source: "orders", Partition: int32(i % 2), Offset: 100 + i}
+			pos := sinks.Position{Source: "orders", Partition: int32(i % 2), Offset: 100 + i}
 			c := insert(t, "db.t", fmt.Sprintf(`{"id":%d}`, i))
 			c.TSMicros += i * int64(time.Hour/time.Microsecond) * 7 // crosses a day
 			tb := v1
@@ -683,7 +694,7 @@ func TestBatcherImageColumns(t *testing.T) {
 	h.add(c, v1, at(0), 1)
 	del := &change.Change{Kind: change.KindDML, Op: change.OpDelete, Table: "db.t", Before: image(t, `{"id":2}`)}
 	h.add(del, v1, at(1), 1)
-	h.sink.inspect = func(f *File) {
+	h.sink.inspect = func(f *sinks.File) {
 		rec := f.Record
 		col := func(name string) arrow.Array {
 			idx := rec.Schema().FieldIndices(name)
@@ -757,7 +768,7 @@ func TestBatcherFlatLayout(t *testing.T) {
 	if re := h.add(insert(t, "db.f", `{"id":3,"w":1000}`), flat, at(2), 1); re == nil {
 		t.Errorf("w=1000 into int8: want a row error")
 	}
-	h.sink.inspect = func(f *File) {
+	h.sink.inspect = func(f *sinks.File) {
 		rec := f.Record
 		get := func(name string) arrow.Array { return rec.Column(rec.Schema().FieldIndices(name)[0]) }
 		id, v, w := get("id").(*array.Int64), get("v").(*array.Int8), get("w").(*array.Int8)
@@ -790,11 +801,11 @@ func TestBatcherEventsLayout(t *testing.T) {
 	ev := schema.NewTable(schema.TableDDL, 1, schema.LayoutEvents, nil,
 		[]schema.ExtraColumn{{Name: "csn", Kind: change.ExtraString}, {Name: "tokens", Kind: change.ExtraJSON}}, true, nil)
 	raw := fastjson.MustParse(`{"ddl":"CREATE TABLE X (A INT)","table":"S.X"}`)
-	c := &change.Change{Kind: change.KindDDL, Table: "S.X", Raw: raw}
+	c := &change.Change{Kind: change.KindDDL, Table: "S.X", Raw: raw, Statement: "CREATE TABLE X (A INT)"}
 	c.AddString("csn", []byte("123"))
 	c.AddJSON("tokens", fastjson.MustParse(`{"k":"v"}`))
 	h.add(c, ev, at(0), 1)
-	h.sink.inspect = func(f *File) {
+	h.sink.inspect = func(f *sinks.File) {
 		rec := f.Record
 		get := func(name string) string { return jsonish(rec.Column(rec.Schema().FieldIndices(name)[0]), 0) }
 		for name, want := range map[string]string{

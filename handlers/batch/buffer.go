@@ -9,6 +9,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/memory"
 	"github.com/cdclake/cdclake/handlers/change"
 	"github.com/cdclake/cdclake/handlers/schema"
+	"github.com/cdclake/cdclake/sinks"
 	"github.com/valyala/fastjson"
 )
 
@@ -18,7 +19,7 @@ type buffer struct {
 	key   bufKey
 	table *schema.Table
 	dir   string
-	src   change.Position // source, partition and first offset
+	src   sinks.Position // source, partition and first offset
 	last  int64
 	rows  int
 	bytes int64
@@ -57,7 +58,7 @@ type eventBuilders struct {
 	eventExt                array.Builder
 }
 
-func newBuffer(mem memory.Allocator, key bufKey, t *schema.Table, dir string, src change.Position, now int64) *buffer {
+func newBuffer(mem memory.Allocator, key bufKey, t *schema.Table, dir string, src sinks.Position, now int64) *buffer {
 	b := &buffer{key: key, table: t, dir: dir, src: src, last: src.Offset, born: now,
 		rb: array.NewRecordBuilder(mem, t.Arrow)}
 	f := b.rb.Fields()
@@ -110,7 +111,7 @@ var errDuplicateKey = errors.New("duplicate column in image")
 
 // append adds one change as a row. On error the row is still appended (with
 // NULLs where values failed) and marked invalid, so builders stay aligned.
-func (b *buffer) append(c *change.Change, at change.Position, ingested int64, size int) error {
+func (b *buffer) append(c *change.Change, at sinks.Position, ingested int64, size int) error {
 	row := b.rows
 	b.rows++
 	b.bytes += int64(size)
@@ -223,7 +224,7 @@ func (ib *imageBuilder) append(t *schema.Table, img change.Image) error {
 	img.Obj.Visit(func(key []byte, v *fastjson.Value) {
 		i, ok := t.ColumnIndex(key)
 		if !ok {
-			if !t.Ignore[string(key)] && first == nil {
+			if first == nil && !t.Ignored(key) {
 				first = fmt.Errorf("column %q is not in table %s version %d", key, t.Name, t.Version)
 			}
 			return
@@ -270,22 +271,7 @@ func (b *buffer) appendEvent(c *change.Change) {
 	e := b.events
 	e.kind.Append(c.Kind.String())
 	appendOpt(e.object, c.Table)
-	stmt := ""
-	if c.Raw != nil {
-		if d := c.Raw.Get("ddl"); d != nil {
-			switch d.Type() {
-			case fastjson.TypeString:
-				s, _ := d.StringBytes()
-				stmt = string(s)
-			case fastjson.TypeObject:
-				if s := d.Get("statement"); s != nil {
-					sb, _ := s.StringBytes()
-					stmt = string(sb)
-				}
-			}
-		}
-	}
-	appendOpt(e.statement, stmt)
+	appendOpt(e.statement, c.Statement)
 	if c.Raw == nil {
 		e.eventExt.AppendNull()
 		return

@@ -4,8 +4,6 @@ import (
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/cdclake/cdclake/handlers/change"
 )
 
 func micros(s string) int64 {
@@ -95,25 +93,5 @@ func TestTemplateExpandCache(t *testing.T) {
 		if got := tp.Expand(s.table, micros(s.at)); got != s.want {
 			t.Errorf("Expand(%s, %s) = %q, want %q", s.table, s.at, got, s.want)
 		}
-	}
-}
-
-func TestFileName(t *testing.T) {
-	tests := []struct {
-		pos  change.Position
-		want string
-	}{
-		{change.Position{Source: "orders", Partition: 0, Offset: 0}, "orders-p0-o00000000000000000000.parquet"},
-		{change.Position{Source: "server.public.orders", Partition: 12, Offset: 42}, "server.public.orders-p12-o00000000000000000042.parquet"},
-		{change.Position{Source: "in/trail file.json", Partition: 0, Offset: 9223372036854775807}, "in_trail_file.json-p0-o09223372036854775807.parquet"},
-	}
-	for _, tt := range tests {
-		if got := FileName(tt.pos); got != tt.want {
-			t.Errorf("FileName(%+v) = %q, want %q", tt.pos, got, tt.want)
-		}
-	}
-	// Names sort by offset within a partition.
-	if FileName(change.Position{Source: "s", Offset: 9}) >= FileName(change.Position{Source: "s", Offset: 10}) {
-		t.Errorf("file names do not sort by offset")
 	}
 }

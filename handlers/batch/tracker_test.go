@@ -3,12 +3,12 @@ package batch
 import (
 	"testing"
 
-	"github.com/cdclake/cdclake/handlers/change"
+	"github.com/cdclake/cdclake/sinks"
 )
 
 func TestTrackerDurable(t *testing.T) {
 	tr := NewTracker()
-	pos := func(off int64) change.Position { return change.Position{Source: "s", Partition: 1, Offset: off} }
+	pos := func(off int64) sinks.Position { return sinks.Position{Source: "s", Partition: 1, Offset: off} }
 	durable := func(want int64, wantOK bool) {
 		t.Helper()
 		got, ok := tr.Durable("s", 1)
@@ -50,7 +50,7 @@ func TestTrackerDurable(t *testing.T) {
 	if _, ok := tr.Durable("t", 1); ok {
 		t.Errorf("source t was never seen")
 	}
-	other := change.Position{Source: "s", Partition: 2, Offset: 100}
+	other := sinks.Position{Source: "s", Partition: 2, Offset: 100}
 	b3 := &buffer{src: other}
 	tr.open(other, b3)
 	tr.seen(other)

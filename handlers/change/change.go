@@ -74,44 +74,6 @@ func (o Op) String() string {
 	return "INVALID"
 }
 
-// Format names the wire format a message was decoded from.
-type Format uint8
-
-// Formats the pipeline decodes.
-const (
-	FormatAuto Format = iota
-	FormatGoldenGate
-	FormatGoldenGateBigData
-	FormatDebezium
-)
-
-var formatNames = [...]string{"auto", "goldengate", "goldengate-bigdata", "debezium"}
-
-func (f Format) String() string {
-	if int(f) < len(formatNames) {
-		return formatNames[f]
-	}
-	return "invalid"
-}
-
-// ParseFormat maps a configured format name to a Format.
-func ParseFormat(s string) (Format, bool) {
-	for i, n := range formatNames {
-		if n == s {
-			return Format(i), true
-		}
-	}
-	return FormatAuto, false
-}
-
-// Position identifies a message in its source: a Kafka topic, partition and
-// offset, or a file and line number (partition 0).
-type Position struct {
-	Source    string
-	Partition int32
-	Offset    int64
-}
-
 // Image is a row image (before or after) as sent by the source: a JSON object
 // whose keys are column names. A nil Obj means the image is absent.
 type Image struct {
@@ -123,8 +85,9 @@ func (i Image) Present() bool { return i.Obj != nil }
 
 // Change is one classified, decoded source message.
 type Change struct {
-	Kind   Kind
-	Format Format
+	Kind Kind
+	// Format names the decoder's format (decode.Decoder.Format).
+	Format string
 	Op     Op
 	// Table is the qualified source table name (e.g. SALES.ORDERS or
 	// server.public.customers).
@@ -140,9 +103,14 @@ type Change struct {
 
 	Before, After Image
 
+	// Statement is the DDL statement of a DDL record or schema change
+	// event, when it carries one.
+	Statement string
+
 	// Extras are format-specific metadata columns (csn, tokens, CloudEvents
-	// attributes, the Debezium source block) as JSON-ready values, keyed by
-	// output column name. Values are raw JSON text.
+	// attributes, the Debezium source block), in the order they were added,
+	// by landed column name: strings and JSON texts in ExtraBuf, timestamps
+	// in microseconds (see Extra).
 	Extras   []Extra
 	ExtraBuf []byte
 

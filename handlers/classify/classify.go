@@ -5,88 +5,79 @@
 //
 // # Detection
 //
-// With Options.Format set, every message is decoded as that format. With
-// auto detection, per message and in this order:
-//
-//  1. Debezium: a message with a Kafka Connect schema, or a payload shaped
-//     like a Debezium envelope, schema change, transaction or heartbeat.
-//  2. GoldenGate Data Streams or the GoldenGate Big Data JSON formatter, told
-//     apart by their fields and operation strings.
+// With a format forced (source.format), every message is decoded by that
+// format's decoder. With auto detection the decoders that implement
+// decode.Detector are asked in their listed order, per message, and the
+// first that recognises the message decodes it; a message none recognises
+// is malformed.
 package classify
 
 import (
 	"fmt"
+	"strings"
 
 	"github.com/cdclake/cdclake/handlers/change"
 	"github.com/cdclake/cdclake/handlers/decode"
-	"github.com/cdclake/cdclake/handlers/decode/debezium"
-	"github.com/cdclake/cdclake/handlers/decode/goldengate"
 	"github.com/valyala/fastjson"
 )
 
-// Options configure the decoders.
-type Options struct {
-	Format     change.Format
-	GoldenGate goldengate.Options
-	BigData    goldengate.BigDataOptions
-	// Debezium is the unavailable-value placeholder ("" for the default).
-	Debezium string
-}
+// Auto is the format name that selects auto detection.
+const Auto = "auto"
 
-// Classifier picks a decoder per message. Not safe for concurrent use.
+// Classifier picks a decoder per message. It is not safe for concurrent
+// use: every pipeline worker has its own, over its own decoders.
 type Classifier struct {
-	format   change.Format
-	decoders [4]decode.Decoder
+	forced    decode.Decoder
+	detectors []detector
+	names     string
 }
 
-// New builds the decoders.
-func New(o Options) (*Classifier, error) {
-	o.GoldenGate.SetDefaults()
-	if err := o.GoldenGate.Validate(); err != nil {
-		return nil, fmt.Errorf("goldengate options: %w", err)
+type detector struct {
+	decode.Decoder
+	decode.Detector
+}
+
+// New returns a classifier over decoders, listed in detection order, with
+// format either Auto or the Format of one of them.
+func New(decoders []decode.Decoder, format string) (*Classifier, error) {
+	c := &Classifier{}
+	names := make([]string, 0, len(decoders))
+	for _, d := range decoders {
+		names = append(names, d.Format())
+		if d.Format() == format {
+			c.forced = d
+		}
+		if det, ok := d.(decode.Detector); ok {
+			c.detectors = append(c.detectors, detector{d, det})
+		}
 	}
-	o.BigData.SetDefaults()
-	if err := o.BigData.Validate(); err != nil {
-		return nil, fmt.Errorf("goldengate big data options: %w", err)
+	c.names = strings.Join(names, ", ")
+	if format != Auto && c.forced == nil {
+		return nil, fmt.Errorf("unknown format %q (%s, %s)", format, Auto, c.names)
 	}
-	dbz := debezium.Options{UnavailableValuePlaceholder: o.Debezium}
-	if err := dbz.Validate(); err != nil {
-		return nil, fmt.Errorf("debezium options: %w", err)
-	}
-	c := &Classifier{format: o.Format}
-	c.decoders[change.FormatGoldenGate] = goldengate.NewDataStreams(o.GoldenGate)
-	c.decoders[change.FormatGoldenGateBigData] = goldengate.NewBigData(o.BigData)
-	c.decoders[change.FormatDebezium] = debezium.New(dbz)
 	return c, nil
 }
 
-// Detect returns the format of an unwrapped message.
-func (c *Classifier) Detect(v *fastjson.Value, ch *change.Change) (change.Format, error) {
-	if c.format != change.FormatAuto {
-		return c.format, nil
+// Decode picks the decoder of v, decodes v into ch and returns the decoder
+// it used (nil when none recognised v). Errors wrap decode.ErrMalformed.
+func (c *Classifier) Decode(v *fastjson.Value, ch *change.Change) (decode.Decoder, error) {
+	d := c.forced
+	if d == nil {
+		if v == nil || v.Type() != fastjson.TypeObject {
+			return nil, decode.Malformed("message is not a JSON object")
+		}
+		for _, det := range c.detectors {
+			if det.Detect(v, ch) {
+				d = det.Decoder
+				break
+			}
+		}
+		if d == nil {
+			return nil, decode.Malformed("unrecognised message: not one of the formats %s", c.names)
+		}
 	}
-	if v == nil || v.Type() != fastjson.TypeObject {
-		return change.FormatAuto, decode.Malformed("message is not a JSON object")
+	if err := d.Decode(v, ch); err != nil {
+		return d, fmt.Errorf("%s: %w", d.Format(), err)
 	}
-	if ch.Schema != nil || debezium.Detect(v, ch.Schema != nil) {
-		return change.FormatDebezium, nil
-	}
-	if f, ok := goldengate.Detect(v); ok {
-		return f, nil
-	}
-	return change.FormatAuto, decode.Malformed("unrecognised message: not GoldenGate Data Streams, GoldenGate Big Data JSON or Debezium")
-}
-
-// Decode detects the format and decodes v into ch.
-func (c *Classifier) Decode(v *fastjson.Value, ch *change.Change) error {
-	f, err := c.Detect(v, ch)
-	if err != nil {
-		return err
-	}
-	ch.Format = f
-	if err := c.decoders[f].Decode(v, ch); err != nil {
-		return fmt.Errorf("%s: %w", f, err)
-	}
-	ch.Format = f
-	return nil
+	return d, nil
 }

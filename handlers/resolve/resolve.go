@@ -1,23 +1,33 @@
 // Package resolve is the schema stage: it keeps what the stream said about
-// its tables (GoldenGate JSON Schema records and OBJECT_METADATA, Kafka
-// Connect schemas) and gives every row change the table version it lands
-// in.
+// its tables (metadata records, in-band row schemas) and gives every row
+// change the table version it lands in.
 //
 // # Versions
 //
-// A table's version changes when its landed shape changes: a new Connect
-// schema, refreshed GoldenGate metadata, a column that appears, an inferred
-// type that must widen, a new metadata extra. The batch stage closes the
-// open file of the old version (rotation).
+// A table's version changes when its landed shape changes: a new in-band
+// schema, refreshed metadata, a column that appears, an inferred type that
+// must widen, a new metadata extra. A shape seen before keeps the version
+// it had, so a source that switches between two schemas does not make a
+// version per switch. The batch stage opens a file per version (rotation);
+// an older version's open file stays open until its own rules close it.
 //
 // # Sources of columns, in order
 //
-//  1. The message's own Kafka Connect schema (Debezium, schemas.enable=true).
-//  2. GoldenGate OBJECT_METADATA for the table, refined by its JSON Schema.
+//  1. The message's own row schema, when its decoder implements
+//     decode.SchemaColumns (Debezium with a Kafka Connect schema).
+//  2. The latest metadata records for the table, when the decoder
+//     implements decode.MetadataColumns (GoldenGate OBJECT_METADATA refined
+//     by the table's JSON Schema record).
 //  3. Inference from the row images (no schema available). A column first
 //     seen as NULL has no type until a value arrives.
 //
 // Route overrides replace the type of named columns in all three cases.
+//
+// # Concurrency
+//
+// One Resolver serves every pipeline worker: its methods are safe for
+// concurrent use and serialise on one lock. The tables they return are
+// immutable.
 package resolve
 
 import (
@@ -25,108 +35,130 @@ import (
 	"fmt"
 	"log/slog"
 	"slices"
-	"strings"
+	"sync"
 
 	"github.com/cdclake/cdclake/handlers/change"
-	"github.com/cdclake/cdclake/handlers/decode/debezium"
-	"github.com/cdclake/cdclake/handlers/decode/goldengate"
+	"github.com/cdclake/cdclake/handlers/decode"
 	"github.com/cdclake/cdclake/handlers/schema"
 	"github.com/valyala/fastjson"
 )
 
 // TableOptions are the per-table settings of the route a table matched.
+// They are shared by every table of the route and must not change.
 type TableOptions struct {
 	Layout schema.Layout
-	// Numbers is the type of GoldenGate "number" columns without an
-	// override (default: exact decimal text).
+	// Numbers is the type of columns that metadata calls only "number"
+	// (GoldenGate), when no override names them. Kind Null means exact
+	// decimal text.
 	Numbers schema.Type
 	// Overrides replace the type of named columns.
 	Overrides map[string]schema.Type
-	// Ignore reports whether a source column is excluded.
+	// Ignore reports whether a source column is excluded; nil excludes
+	// none. It must be safe for concurrent use.
 	Ignore func(column string) bool
 }
 
-// Resolver is the schema stage. Not safe for concurrent use.
+func (o *TableOptions) ignored(column string) bool {
+	return o.Ignore != nil && o.Ignore(column)
+}
+
+// Resolver is the schema stage.
 type Resolver struct {
 	options func(table string) *TableOptions
 	log     *slog.Logger
 
-	ggSchemas map[string][]byte // JSON Schema records by id
-	ggMeta    map[string][]byte // OBJECT_METADATA by qual_table
-	tables    map[string]*tableState
-	parser    fastjson.Parser
-	parser2   fastjson.Parser
+	mu sync.Mutex
+	// The latest metadata records, by the table they describe: schema
+	// records (KindSchemaRecord) and object metadata (KindObjectMetadata),
+	// as JSON text.
+	schemaRecords map[string][]byte
+	objectMeta    map[string][]byte
+	tables        map[string]*tableState
+	events        map[string]*schema.Table
+	parser        fastjson.Parser
+	parser2       fastjson.Parser
 }
 
 type tableState struct {
-	opts    *TableOptions
-	ignore  map[string]bool
-	cur     *schema.Table
-	version int
-	// schemaKey is the Connect schema text cur was built from.
+	opts *TableOptions
+	cur  *schema.Table
+	// versions holds every version of the table by fingerprint.
+	versions map[uint64]*schema.Table
+	version  int
+	// schemaKey is the in-band schema text cur was built from.
 	schemaKey []byte
-	// metaStale is set when GoldenGate metadata for the table changed.
+	// metaStale is set when the table's metadata records changed.
 	metaStale bool
-	// fromMeta is set when cur was built from GoldenGate metadata.
+	// fromMeta is set when cur was built from metadata records.
 	fromMeta bool
 }
 
 // New returns a Resolver; options gives each table's route settings.
 func New(options func(table string) *TableOptions, log *slog.Logger) *Resolver {
 	return &Resolver{options: options, log: log,
-		ggSchemas: map[string][]byte{}, ggMeta: map[string][]byte{}, tables: map[string]*tableState{}}
+		schemaRecords: map[string][]byte{}, objectMeta: map[string][]byte{},
+		tables: map[string]*tableState{}, events: map[string]*schema.Table{}}
 }
 
-// Observe records what a non-row message says about schemas: JSON Schema
-// records and OBJECT_METADATA are cached (a re-sent one replaces the old),
-// and a DDL marks its table's metadata stale.
+// Observe records what a non-row message says about schemas: schema
+// records and object metadata are kept by table (a re-sent one replaces
+// the old), and a DDL or schema change marks its table's metadata stale.
 func (r *Resolver) Observe(c *change.Change) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
 	switch c.Kind {
 	case change.KindSchemaRecord:
-		r.ggSchemas[c.Table] = c.Raw.MarshalTo(nil)
-		for name, st := range r.tables {
-			if strings.Contains(c.Table, name) {
-				st.metaStale = true
-			}
+		if r.keep(r.schemaRecords, c) {
+			r.stale(c.Table)
 		}
 	case change.KindObjectMetadata:
-		text := c.Raw.MarshalTo(nil)
-		if old, ok := r.ggMeta[c.Table]; ok && bytes.Equal(old, text) {
-			return
-		}
-		r.ggMeta[c.Table] = text
-		if st, ok := r.tables[c.Table]; ok {
-			st.metaStale = true
+		if r.keep(r.objectMeta, c) {
+			r.stale(c.Table)
 		}
 	case change.KindDDL, change.KindSchemaChange:
-		if st, ok := r.tables[c.Table]; ok {
-			st.metaStale = true
-		}
+		r.stale(c.Table)
 	}
 }
 
-// Options returns the route settings of a table.
-func (r *Resolver) Options(table string) *TableOptions { return r.state(table).opts }
+// keep stores c's record under its table and reports whether it changed.
+func (r *Resolver) keep(m map[string][]byte, c *change.Change) bool {
+	text := c.Raw.MarshalTo(nil)
+	if old, ok := m[c.Table]; ok && bytes.Equal(old, text) {
+		return false
+	}
+	m[c.Table] = text
+	return true
+}
+
+func (r *Resolver) stale(table string) {
+	if st, ok := r.tables[table]; ok {
+		st.metaStale = true
+	}
+}
 
 func (r *Resolver) state(table string) *tableState {
 	st, ok := r.tables[table]
 	if !ok {
-		st = &tableState{opts: r.options(table), ignore: map[string]bool{}}
+		st = &tableState{opts: r.options(table), versions: map[uint64]*schema.Table{}}
 		r.tables[table] = st
 	}
 	return st
 }
 
-// Resolve returns the table version a row change lands in.
-func (r *Resolver) Resolve(c *change.Change) (*schema.Table, error) {
+// Resolve returns the table version a row change decoded by dec lands in.
+func (r *Resolver) Resolve(c *change.Change, dec decode.Decoder) (*schema.Table, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
 	st := r.state(c.Table)
 	cur := st.cur
+	sc, hasSC := dec.(decode.SchemaColumns)
+	mc, hasMC := dec.(decode.MetadataColumns)
 	switch {
-	case c.Schema != nil:
+	case c.Schema != nil && hasSC:
 		if cur == nil || !bytes.Equal(st.schemaKey, c.SchemaKey) {
-			cols, err := debezium.Columns(c.Schema)
+			cols, err := sc.Columns(c.Schema)
 			if err != nil {
-				return nil, fmt.Errorf("table %s: connect schema: %w", c.Table, err)
+				return nil, fmt.Errorf("table %s: row schema: %w", c.Table, err)
 			}
 			t, err := r.build(st, c, cols, true)
 			if err != nil {
@@ -135,19 +167,21 @@ func (r *Resolver) Resolve(c *change.Change) (*schema.Table, error) {
 			st.schemaKey = append(st.schemaKey[:0], c.SchemaKey...)
 			cur = t
 		}
-	case c.Format == change.FormatGoldenGate && r.ggMeta[c.Table] != nil:
+	case hasMC && r.objectMeta[c.Table] != nil:
 		if cur == nil || st.metaStale || !st.fromMeta {
-			meta, err := r.parser.ParseBytes(r.ggMeta[c.Table])
+			meta, err := r.parser.ParseBytes(r.objectMeta[c.Table])
 			if err != nil {
 				return nil, err
 			}
 			var js *fastjson.Value
-			if raw := r.jsonSchemaFor(c.Table); raw != nil {
-				js, _ = r.parser2.ParseBytes(raw)
+			if raw := r.schemaRecords[c.Table]; raw != nil {
+				if js, err = r.parser2.ParseBytes(raw); err != nil {
+					return nil, err
+				}
 			}
-			cols, err := goldengate.ObjectColumns(meta, js, st.opts.Numbers)
+			cols, err := mc.MetadataColumns(meta, js, st.opts.Numbers)
 			if err != nil {
-				return nil, fmt.Errorf("table %s: object metadata: %w", c.Table, err)
+				return nil, fmt.Errorf("table %s: metadata: %w", c.Table, err)
 			}
 			t, err := r.build(st, c, cols, true)
 			if err != nil {
@@ -173,18 +207,33 @@ func (r *Resolver) Resolve(c *change.Change) (*schema.Table, error) {
 	return st.cur, nil
 }
 
-// jsonSchemaFor finds the GoldenGate JSON Schema record for a table: its id
-// names the qualified object.
-func (r *Resolver) jsonSchemaFor(table string) []byte {
-	if raw, ok := r.ggSchemas[table]; ok {
-		return raw
+// Event returns the version of an event dataset (_ddl, _transactions,
+// _stream_metadata) that holds c: a new version only when c carries an
+// extra the current one lacks.
+func (r *Resolver) Event(name string, c *change.Change) *schema.Table {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	t := r.events[name]
+	if t != nil && !slices.ContainsFunc(c.Extras, func(e change.Extra) bool {
+		_, ok := t.ExtraIndex(e.Name)
+		return !ok
+	}) {
+		return t
 	}
-	for id, raw := range r.ggSchemas {
-		if strings.HasSuffix(id, table) || strings.HasSuffix(id, table+".json") || strings.Contains(id, "/"+table) {
-			return raw
+	var extras []schema.ExtraColumn
+	version := 1
+	if t != nil {
+		extras = append(extras, t.Extras...)
+		version = t.Version + 1
+	}
+	for _, e := range c.Extras {
+		if !slices.ContainsFunc(extras, func(x schema.ExtraColumn) bool { return x.Name == e.Name }) {
+			extras = append(extras, schema.ExtraColumn{Name: e.Name, Kind: e.Kind})
 		}
 	}
-	return nil
+	t = schema.NewTable(name, version, schema.LayoutEvents, nil, extras, true, nil)
+	r.events[name] = t
+	return t
 }
 
 // build makes a new version from declared columns, applying the route's
@@ -192,8 +241,7 @@ func (r *Resolver) jsonSchemaFor(table string) []byte {
 func (r *Resolver) build(st *tableState, c *change.Change, cols []schema.Column, declared bool) (*schema.Table, error) {
 	out := make([]schema.Column, 0, len(cols))
 	for _, col := range cols {
-		if st.opts.Ignore != nil && st.opts.Ignore(col.Name) {
-			st.ignore[col.Name] = true
+		if st.opts.ignored(col.Name) {
 			continue
 		}
 		if ov, ok := st.opts.Overrides[col.Name]; ok {
@@ -219,12 +267,15 @@ func (r *Resolver) build(st *tableState, c *change.Change, cols []schema.Column,
 	return r.newVersion(st, c.Table, out, extras, declared), nil
 }
 
+// newVersion returns the version of the given shape: the one the table
+// already has, or a new one.
 func (r *Resolver) newVersion(st *tableState, name string, cols []schema.Column, extras []schema.ExtraColumn, declared bool) *schema.Table {
-	t := schema.NewTable(name, st.version+1, st.opts.Layout, cols, extras, declared, st.ignore)
-	if st.cur != nil && t.SameShape(st.cur) {
-		return st.cur
+	t := schema.NewTable(name, st.version+1, st.opts.Layout, cols, extras, declared, st.opts.Ignore)
+	if old, ok := st.versions[t.Fingerprint]; ok {
+		return old
 	}
 	st.version++
+	st.versions[t.Fingerprint] = t
 	return t
 }
 
@@ -271,9 +322,6 @@ func (r *Resolver) evolve(st *tableState, cur *schema.Table, c *change.Change) (
 			continue
 		}
 		img.Obj.Visit(func(key []byte, v *fastjson.Value) {
-			if st.ignore[string(key)] {
-				return
-			}
 			var idx int
 			var ok bool
 			if cols != nil {
@@ -283,8 +331,7 @@ func (r *Resolver) evolve(st *tableState, cur *schema.Table, c *change.Change) (
 			}
 			if !ok {
 				name := string(key)
-				if st.opts.Ignore != nil && st.opts.Ignore(name) {
-					st.ignore[name] = true
+				if st.opts.ignored(name) {
 					return
 				}
 				ensure()

@@ -100,7 +100,8 @@ type ExtraColumn struct {
 	Kind change.ExtraKind
 }
 
-// Table is one immutable version of a table's landed shape.
+// Table is one version of a table's landed shape. It does not change once
+// built and is safe for concurrent use.
 type Table struct {
 	Name    string
 	Version int
@@ -110,8 +111,9 @@ type Table struct {
 	// Declared is true when the columns come from the source's own schema
 	// (Connect schema, GoldenGate metadata) rather than from inference.
 	Declared bool
-	// Ignore lists source columns excluded by the route.
-	Ignore map[string]bool
+	// Ignore reports whether a source column is excluded by the route (nil:
+	// none is); it is safe for concurrent use.
+	Ignore func(column string) bool
 
 	Fingerprint uint64
 	Arrow       *arrow.Schema
@@ -133,7 +135,7 @@ func (t *Table) Sibling(i int) (int, bool) {
 }
 
 // NewTable builds a table version and its Arrow schema.
-func NewTable(name string, version int, layout Layout, cols []Column, extras []ExtraColumn, declared bool, ignore map[string]bool) *Table {
+func NewTable(name string, version int, layout Layout, cols []Column, extras []ExtraColumn, declared bool, ignore func(string) bool) *Table {
 	extras = slices.Clone(extras)
 	slices.SortFunc(extras, func(a, b ExtraColumn) int { return strings.Compare(a.Name, b.Name) })
 	t := &Table{Name: name, Version: version, Layout: layout, Columns: cols, Extras: extras,
@@ -217,6 +219,11 @@ func (t *Table) ColumnIndex(name []byte) (int, bool) {
 func (t *Table) ExtraIndex(name string) (int, bool) {
 	i, ok := t.extraIndex[name]
 	return i, ok
+}
+
+// Ignored reports whether a source column is excluded by the route.
+func (t *Table) Ignored(column []byte) bool {
+	return t.Ignore != nil && t.Ignore(string(column))
 }
 
 // SameShape reports whether t and o land identically.

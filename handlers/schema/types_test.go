@@ -420,7 +420,7 @@ func TestFingerprint(t *testing.T) {
 	if got := fp(LayoutImages, base(), []ExtraColumn{extras[1], extras[0]}); got != ref {
 		t.Errorf("extras order changed the fingerprint")
 	}
-	other := NewTable("u", 7, LayoutImages, base(), extras, false, map[string]bool{"x": true})
+	other := NewTable("u", 7, LayoutImages, base(), extras, false, func(c string) bool { return c == "x" })
 	if other.Fingerprint != ref || !other.SameShape(NewTable("t", 1, LayoutImages, base(), extras, true, nil)) {
 		t.Errorf("name, version, declared or ignore changed the fingerprint")
 	}

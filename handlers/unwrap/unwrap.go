@@ -26,13 +26,20 @@ import (
 // ErrNotJSON is returned for a message that is not valid JSON.
 var ErrNotJSON = errors.New("not valid JSON")
 
-// Unwrapper parses and unwraps messages. It owns a parse arena: values it
-// returns are valid until the next call. Not safe for concurrent use.
-type Unwrapper struct {
+// Arena holds what one unwrapped message's values live in. The values
+// Unwrap returns are valid until the arena is used for another message, so
+// a stage that keeps several messages decoded at once gives each its own
+// arena. An Arena is not safe for concurrent use.
+type Arena struct {
 	p     fastjson.Parser
 	inner fastjson.Parser
 	buf   []byte
+}
 
+// Unwrapper unwraps messages and caches the Kafka Connect schemas they
+// carry. It is not safe for concurrent use: each pipeline worker has its
+// own.
+type Unwrapper struct {
 	// Connect schemas by their text, each parsed once with its own parser
 	// so that it outlives messages. A connector repeats the same schema
 	// text in every message of a table.
@@ -48,18 +55,19 @@ type cachedSchema struct {
 // maxSchemas bounds the schema cache; past it the cache starts over.
 const maxSchemas = 4096
 
-// Unwrap parses raw and removes its envelopes. It returns the inner record,
-// or nil with c.Kind set to change.KindTombstone for a tombstone.
-func (u *Unwrapper) Unwrap(raw []byte, c *change.Change) (*fastjson.Value, error) {
+// Unwrap parses raw into a and removes its envelopes. It returns the inner
+// record, or nil with c.Kind set to change.KindTombstone for a tombstone.
+// Like the record, c.Schema is valid while a holds this message.
+func (u *Unwrapper) Unwrap(a *Arena, raw []byte, c *change.Change) (*fastjson.Value, error) {
 	raw = bytes.TrimSpace(raw)
 	if len(raw) == 0 {
 		c.Kind = change.KindTombstone
 		return nil, nil
 	}
 	if s, p, ok := envelopeSpans(raw); ok && len(s) > 0 && s[0] == '{' {
-		return u.connect(s, p, c)
+		return u.connect(a, s, p, c)
 	}
-	v, err := u.p.ParseBytes(raw)
+	v, err := a.p.ParseBytes(raw)
 	if err != nil {
 		return nil, errors.Join(ErrNotJSON, err)
 	}
@@ -88,11 +96,11 @@ func (u *Unwrapper) Unwrap(raw []byte, c *change.Change) (*fastjson.Value, error
 			if err != nil {
 				return nil, errors.New("cloudevents: data_base64 is not a string")
 			}
-			u.buf, err = base64.StdEncoding.AppendDecode(u.buf[:0], enc)
+			a.buf, err = base64.StdEncoding.AppendDecode(a.buf[:0], enc)
 			if err != nil {
 				return nil, errors.New("cloudevents: data_base64 is not base64")
 			}
-			if v, err = u.inner.ParseBytes(u.buf); err != nil {
+			if v, err = a.inner.ParseBytes(a.buf); err != nil {
 				return nil, errors.Join(ErrNotJSON, err)
 			}
 		}
@@ -123,7 +131,7 @@ func (u *Unwrapper) Unwrap(raw []byte, c *change.Change) (*fastjson.Value, error
 
 // connect handles a Kafka Connect envelope found by scanning: a schema is
 // parsed the first time its text is seen.
-func (u *Unwrapper) connect(schemaText, payload []byte, c *change.Change) (*fastjson.Value, error) {
+func (u *Unwrapper) connect(a *Arena, schemaText, payload []byte, c *change.Change) (*fastjson.Value, error) {
 	cs := u.schemas[string(schemaText)]
 	if cs == nil {
 		cs = &cachedSchema{text: bytes.Clone(schemaText)}
@@ -137,7 +145,7 @@ func (u *Unwrapper) connect(schemaText, payload []byte, c *change.Change) (*fast
 		}
 		u.schemas[string(cs.text)] = cs
 	}
-	v, err := u.p.ParseBytes(payload)
+	v, err := a.p.ParseBytes(payload)
 	if err != nil {
 		return nil, errors.Join(ErrNotJSON, err)
 	}

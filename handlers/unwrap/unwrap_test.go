@@ -40,7 +40,7 @@ func TestUnwrap(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			var u Unwrapper
 			var c change.Change
-			v, err := u.Unwrap([]byte(tt.in), &c)
+			v, err := u.Unwrap(&Arena{}, []byte(tt.in), &c)
 			if (err != nil) != tt.err {
 				t.Fatalf("err = %v, want error %v", err, tt.err)
 			}
@@ -90,8 +90,9 @@ func FuzzUnwrap(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, in []byte) {
 		var u Unwrapper
+		var a Arena
 		var c change.Change
-		v, err := u.Unwrap(in, &c)
+		v, err := u.Unwrap(&a, in, &c)
 		if err == nil && v == nil && c.Kind != change.KindTombstone {
 			t.Fatalf("nil value without tombstone for %q", in)
 		}

@@ -18,17 +18,11 @@ import (
 	"fmt"
 	"unicode/utf8"
 
-	"github.com/cdclake/cdclake/handlers/batch"
-	"github.com/cdclake/cdclake/handlers/change"
+	"github.com/cdclake/cdclake/sinks"
 )
 
 // Dir is the folder dead letters are written to.
 const Dir = "_dead_letter"
-
-// Store writes objects.
-type Store interface {
-	WriteObject(ctx context.Context, key string, data []byte, contentType string) error
-}
 
 // Entry is one dead letter.
 type Entry struct {
@@ -44,18 +38,18 @@ type Entry struct {
 // Queue collects a block's dead letters and writes them in one object.
 // Not safe for concurrent use.
 type Queue struct {
-	store Store
+	store sinks.ObjectWriter
 	buf   []byte
-	first *change.Position
+	first *sinks.Position
 	n     int
 	total int64
 }
 
 // New returns a Queue writing to store.
-func New(store Store) *Queue { return &Queue{store: store} }
+func New(store sinks.ObjectWriter) *Queue { return &Queue{store: store} }
 
 // Add records a dead letter: raw is the original message.
-func (q *Queue) Add(at change.Position, stage string, reason error, raw []byte) {
+func (q *Queue) Add(at sinks.Position, stage string, reason error, raw []byte) {
 	e := Entry{Source: at.Source, Partition: at.Partition, Offset: at.Offset, Stage: stage,
 		Reason: reason.Error(), ValueBase64: base64.StdEncoding.EncodeToString(raw)}
 	if utf8.Valid(raw) {
@@ -71,6 +65,9 @@ func (q *Queue) Add(at change.Position, stage string, reason error, raw []byte) 
 	q.n++
 }
 
+// Reset drops the pending dead letters (after a failure stopped the run).
+func (q *Queue) Reset() { q.buf, q.first, q.n = q.buf[:0], nil, 0 }
+
 // Pending returns the number of dead letters not yet written.
 func (q *Queue) Pending() int { return q.n }
 
@@ -82,11 +79,11 @@ func (q *Queue) Flush(ctx context.Context) error {
 	if q.n == 0 {
 		return nil
 	}
-	key := fmt.Sprintf("%s/%s-p%d-o%020d.ndjson", Dir, batch.Sanitize(q.first.Source), q.first.Partition, q.first.Offset)
+	key := Dir + "/" + sinks.ObjectName(*q.first, ".ndjson")
 	if err := q.store.WriteObject(ctx, key, q.buf, "application/x-ndjson"); err != nil {
 		return fmt.Errorf("writing dead letters %s: %w", key, err)
 	}
 	q.total += int64(q.n)
-	q.buf, q.first, q.n = q.buf[:0], nil, 0
+	q.Reset()
 	return nil
 }

@@ -27,7 +27,7 @@ import (
 	"strings"
 
 	"github.com/apache/arrow-go/v18/arrow/memory"
-	"github.com/cdclake/cdclake/handlers/batch"
+	"github.com/cdclake/cdclake/sinks"
 	"github.com/cdclake/cdclake/sinks/parquet"
 	"gocloud.dev/blob"
 	_ "gocloud.dev/blob/azureblob" // azblob://
@@ -77,7 +77,8 @@ func OpenBucket(ctx context.Context, raw string) (*blob.Bucket, error) {
 	return b, nil
 }
 
-// Sink writes batch files as Parquet objects. It implements batch.Sink.
+// Sink writes files as Parquet objects. It implements sinks.Sink and
+// sinks.ObjectWriter.
 type Sink struct {
 	bucket *blob.Bucket
 	mem    memory.Allocator
@@ -90,7 +91,7 @@ func New(bucket *blob.Bucket, mem memory.Allocator) *Sink {
 
 // Write stores f. Only a nil error from the blob writer's Close counts: on
 // any failure the write is cancelled so no partial object appears.
-func (s *Sink) Write(ctx context.Context, f *batch.File) (int64, error) {
+func (s *Sink) Write(ctx context.Context, f *sinks.File) (int64, error) {
 	wctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	w, err := s.bucket.NewWriter(wctx, f.Key, &blob.WriterOptions{ContentType: "application/vnd.apache.parquet"})
@@ -98,7 +99,7 @@ func (s *Sink) Write(ctx context.Context, f *batch.File) (int64, error) {
 		return 0, err
 	}
 	cw := &countingWriter{w: w}
-	if err := parquet.Write(cw, f.Record, f.Ranges, parquet.Options(f.Options), s.mem); err != nil {
+	if err := parquet.Write(cw, f.Record, f.Ranges, parquet.Options{Compression: f.Options.Compression, RowGroupRows: f.Options.RowGroupRows}, s.mem); err != nil {
 		cancel()
 		_ = w.Close()
 		return 0, err

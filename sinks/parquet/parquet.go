@@ -3,8 +3,8 @@
 //
 // # Settings
 //
-// Compression is zstd (default), snappy, gzip, lz4 or none. Row groups hold
-// at most RowGroupRows rows (default 128Ki). Timestamps are written as
+// Compression is one of Compressions (zstd, snappy, gzip, lz4, none). Row
+// groups hold at most RowGroupRows rows. Timestamps are written as
 // INT64 microseconds (no INT96): milliseconds are widened exactly, and a
 // nanosecond timestamp with a non-zero digit below the microsecond fails
 // the write. The Arrow schema is stored so Arrow readers recover
@@ -14,6 +14,7 @@ package parquet
 import (
 	"fmt"
 	"io"
+	"strings"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/memory"
@@ -32,21 +33,24 @@ type Options struct {
 	RowGroupRows int
 }
 
-// Codec maps a compression name to a codec.
+// Compressions lists the compression names Codec accepts, the default
+// first.
+var Compressions = []string{"zstd", "snappy", "gzip", "lz4", "none"}
+
+var codecs = map[string]compress.Compression{
+	"zstd":   compress.Codecs.Zstd,
+	"snappy": compress.Codecs.Snappy,
+	"gzip":   compress.Codecs.Gzip,
+	"lz4":    compress.Codecs.Lz4Raw,
+	"none":   compress.Codecs.Uncompressed,
+}
+
+// Codec maps a compression name (one of Compressions) to a codec.
 func Codec(name string) (compress.Compression, error) {
-	switch name {
-	case "", "zstd":
-		return compress.Codecs.Zstd, nil
-	case "snappy":
-		return compress.Codecs.Snappy, nil
-	case "gzip":
-		return compress.Codecs.Gzip, nil
-	case "lz4":
-		return compress.Codecs.Lz4Raw, nil
-	case "none", "uncompressed":
-		return compress.Codecs.Uncompressed, nil
+	if c, ok := codecs[name]; ok {
+		return c, nil
 	}
-	return 0, fmt.Errorf("unknown compression %q (zstd, snappy, gzip, lz4, none)", name)
+	return 0, fmt.Errorf("unknown compression %q (%s)", name, strings.Join(Compressions, ", "))
 }
 
 // Write writes the given row ranges of rec to w as one Parquet file. It
@@ -57,8 +61,8 @@ func Write(w io.Writer, rec arrow.RecordBatch, ranges [][2]int, opts Options, me
 		return err
 	}
 	rg := opts.RowGroupRows
-	if rg <= 0 {
-		rg = 128 * 1024
+	if rg < 1 {
+		return fmt.Errorf("row group rows must be at least 1, got %d", rg)
 	}
 	wprops := []parquet.WriterProperty{
 		parquet.WithAllocator(mem),

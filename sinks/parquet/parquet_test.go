@@ -109,7 +109,7 @@ func TestWriteAllTypesRoundTrip(t *testing.T) {
 	defer rec.Release()
 
 	var buf bytes.Buffer
-	if err := parquet.Write(&buf, rec, [][2]int{{0, int(rec.NumRows())}}, parquet.Options{}, mem); err != nil {
+	if err := parquet.Write(&buf, rec, [][2]int{{0, int(rec.NumRows())}}, testOptions, mem); err != nil {
 		t.Fatalf("Write: %v", err)
 	}
 	rdr, tbl := readBack(t, mem, buf.Bytes())
@@ -266,18 +266,22 @@ func indexOf(cols []column, name string) int {
 	panic(name)
 }
 
+// testOptions are the settings of tests that do not test settings.
+var testOptions = parquet.Options{Compression: "zstd", RowGroupRows: 128 * 1024}
+
 func TestCodecs(t *testing.T) {
 	tests := []struct {
 		name string
 		want compress.Compression
 	}{
-		{"", compress.Codecs.Zstd},
 		{"zstd", compress.Codecs.Zstd},
 		{"snappy", compress.Codecs.Snappy},
 		{"gzip", compress.Codecs.Gzip},
 		{"lz4", compress.Codecs.Lz4Raw},
 		{"none", compress.Codecs.Uncompressed},
-		{"uncompressed", compress.Codecs.Uncompressed},
+	}
+	if len(tests) != len(parquet.Compressions) {
+		t.Errorf("%d codecs tested, %d listed", len(tests), len(parquet.Compressions))
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -290,7 +294,7 @@ func TestCodecs(t *testing.T) {
 			rec := record(t, mem, []column{{"s", schema.Type{Kind: schema.String}, rows}})
 			defer rec.Release()
 			var buf bytes.Buffer
-			if err := parquet.Write(&buf, rec, [][2]int{{0, 100}}, parquet.Options{Compression: tt.name}, mem); err != nil {
+			if err := parquet.Write(&buf, rec, [][2]int{{0, 100}}, parquet.Options{Compression: tt.name, RowGroupRows: 1000}, mem); err != nil {
 				t.Fatalf("Write: %v", err)
 			}
 			rdr, tbl := readBack(t, mem, buf.Bytes())
@@ -311,14 +315,14 @@ func TestCodecs(t *testing.T) {
 			}
 		})
 	}
-	for _, name := range []string{"brotli", "ZSTD ", "lzo", "snapy"} {
+	for _, name := range []string{"", "uncompressed", "brotli", "ZSTD ", "lzo", "snapy"} {
 		if _, err := parquet.Codec(name); err == nil {
 			t.Errorf("Codec(%q): want an error", name)
 		}
 		mem := memory.NewCheckedAllocator(memory.NewGoAllocator())
 		rec := record(t, mem, []column{{"i", schema.Type{Kind: schema.Int64}, []string{`1`}}})
 		var buf bytes.Buffer
-		err := parquet.Write(&buf, rec, [][2]int{{0, 1}}, parquet.Options{Compression: name}, mem)
+		err := parquet.Write(&buf, rec, [][2]int{{0, 1}}, parquet.Options{Compression: name, RowGroupRows: 1000}, mem)
 		rec.Release()
 		mem.AssertSize(t, 0)
 		if err == nil || !strings.Contains(err.Error(), "compression") {
@@ -347,16 +351,16 @@ func TestRangesAndRowGroups(t *testing.T) {
 		want    []int64
 		wantRGs int
 	}{
-		{"all, default row groups", [][2]int{{0, 10}}, 0, []int64{0, 1, 2, 3, 4, 5, 6, 7, 8, 9}, 1},
-		{"rejected rows skipped", [][2]int{{0, 3}, {5, 10}}, 0, []int64{0, 1, 2, 5, 6, 7, 8, 9}, 2},
+		{"all, one row group", [][2]int{{0, 10}}, 1000, []int64{0, 1, 2, 3, 4, 5, 6, 7, 8, 9}, 1},
+		{"rejected rows skipped", [][2]int{{0, 3}, {5, 10}}, 1000, []int64{0, 1, 2, 5, 6, 7, 8, 9}, 2},
 		{"row group length", [][2]int{{0, 3}, {5, 10}}, 2, []int64{0, 1, 2, 5, 6, 7, 8, 9}, 5},
-		{"single rows", [][2]int{{1, 2}, {4, 5}, {9, 10}}, 0, []int64{1, 4, 9}, 3},
-		{"nothing", nil, 0, nil, 0},
+		{"single rows", [][2]int{{1, 2}, {4, 5}, {9, 10}}, 1000, []int64{1, 4, 9}, 3},
+		{"nothing", nil, 1000, nil, 0},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			var buf bytes.Buffer
-			if err := parquet.Write(&buf, rec, tt.ranges, parquet.Options{RowGroupRows: tt.rg}, mem); err != nil {
+			if err := parquet.Write(&buf, rec, tt.ranges, parquet.Options{Compression: "zstd", RowGroupRows: tt.rg}, mem); err != nil {
 				t.Fatalf("Write: %v", err)
 			}
 			rdr, tbl := readBack(t, mem, buf.Bytes())
@@ -434,7 +438,7 @@ func TestWriteDoesNotClose(t *testing.T) {
 		}
 		rec := record(t, mem, []column{{"s", schema.Type{Kind: schema.String}, rows}})
 		w := &closeRecorder{failAt: failAt}
-		err := parquet.Write(w, rec, [][2]int{{0, 1000}}, parquet.Options{Compression: "none"}, mem)
+		err := parquet.Write(w, rec, [][2]int{{0, 1000}}, parquet.Options{Compression: "none", RowGroupRows: 1000}, mem)
 		rec.Release()
 		if failAt == 0 {
 			// After a failed flush pqarrow's FileWriter.Close returns early

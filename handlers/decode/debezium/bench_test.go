@@ -4,9 +4,10 @@ import (
 	"path/filepath"
 	"testing"
 
+	unwrapper "github.com/cdclake/cdclake/handlers/unwrap"
+
 	"github.com/cdclake/cdclake/handlers/change"
 	"github.com/cdclake/cdclake/handlers/decode/debezium"
-	"github.com/valyala/fastjson"
 )
 
 // BenchmarkDecode measures Decode alone (the payload is parsed once) and
@@ -24,14 +25,12 @@ func BenchmarkDecode(b *testing.B) {
 	}
 	for _, tc := range cases {
 		b.Run(tc.name+"/decode", func(b *testing.B) {
-			d := debezium.New(debezium.Options{})
-			var p fastjson.Parser
-			v, err := p.ParseBytes(tc.msg)
+			d, err := debezium.New(debezium.Options{})
 			if err != nil {
 				b.Fatal(err)
 			}
 			var c change.Change
-			payload, _ := unwrap(v, &c)
+			payload := unwrap(b, tc.msg, &c)
 			envelope, key := c.Schema, c.SchemaKey
 			b.ReportAllocs()
 			b.SetBytes(int64(len(tc.msg)))
@@ -43,19 +42,22 @@ func BenchmarkDecode(b *testing.B) {
 				}
 			}
 		})
-		b.Run(tc.name+"/parse+decode", func(b *testing.B) {
-			d := debezium.New(debezium.Options{})
-			var p fastjson.Parser
+		b.Run(tc.name+"/unwrap+decode", func(b *testing.B) {
+			d, err := debezium.New(debezium.Options{})
+			if err != nil {
+				b.Fatal(err)
+			}
+			var u unwrapper.Unwrapper
+			var a unwrapper.Arena
 			var c change.Change
 			b.ReportAllocs()
 			b.SetBytes(int64(len(tc.msg)))
 			for b.Loop() {
-				v, err := p.ParseBytes(tc.msg)
+				c.Reset()
+				payload, err := u.Unwrap(&a, tc.msg, &c)
 				if err != nil {
 					b.Fatal(err)
 				}
-				c.Reset()
-				payload, _ := unwrap(v, &c)
 				if err := d.Decode(payload, &c); err != nil {
 					b.Fatal(err)
 				}
@@ -69,14 +71,12 @@ func BenchmarkDecode(b *testing.B) {
 func TestDecodeDoesNotAllocate(t *testing.T) {
 	for _, file := range []string{"mysql.ndjson", "postgresql.ndjson", "sqlserver.ndjson", "oracle.ndjson"} {
 		for i, line := range readLines(t, filepath.Join(fixtureDir, file)) {
-			d := debezium.New(debezium.Options{})
-			var p fastjson.Parser
-			v, err := p.ParseBytes(line)
+			d, err := debezium.New(debezium.Options{})
 			if err != nil {
 				t.Fatal(err)
 			}
 			var c change.Change
-			payload, _ := unwrap(v, &c)
+			payload := unwrap(t, line, &c)
 			envelope, key := c.Schema, c.SchemaKey
 			run := func() {
 				c.Reset()

@@ -6,6 +6,7 @@ import (
 
 	"github.com/cdclake/cdclake/handlers/change"
 	"github.com/cdclake/cdclake/handlers/decode"
+	"github.com/cdclake/cdclake/handlers/schema"
 	"github.com/valyala/fastjson"
 )
 
@@ -27,23 +28,46 @@ type Decoder struct {
 	tables decode.Interner
 	xid    decode.Recent
 	pos    decode.Recent
+	stmt   decode.Recent
 	slab   decode.Slab
 
 	buf  []byte   // scratch: table and position text
 	dels []string // image keys to delete (unavailable values)
 }
 
-var _ decode.Decoder = (*Decoder)(nil)
+// Format is the format name of the Decoder.
+const Format = "debezium"
 
-// New returns a Decoder. It panics when opts do not validate: check
-// configured options with Options.Validate first.
-func New(opts Options) *Decoder {
+var (
+	_ decode.Decoder       = (*Decoder)(nil)
+	_ decode.Detector      = (*Decoder)(nil)
+	_ decode.SchemaColumns = (*Decoder)(nil)
+)
+
+// New returns a Decoder, or an error naming the option that is invalid.
+func New(opts Options) (*Decoder, error) {
 	opts.setDefaults()
 	raw, err := placeholderBytes(opts.UnavailableValuePlaceholder)
 	if err != nil {
-		panic(err)
+		return nil, err
 	}
-	return &Decoder{opts: opts, ph: newPlaceholder(raw)}
+	return &Decoder{opts: opts, ph: newPlaceholder(raw)}, nil
+}
+
+// Format returns Format.
+func (d *Decoder) Format() string { return Format }
+
+// Detect reports whether v looks like a Debezium payload; see the package
+// function Detect. A Kafka Connect envelope (c.Schema set) relaxes the
+// rules.
+func (d *Decoder) Detect(v *fastjson.Value, c *change.Change) bool {
+	return Detect(v, c.Schema != nil)
+}
+
+// Columns maps the row schema the decoder put in Change.Schema to columns;
+// see the package function Columns.
+func (d *Decoder) Columns(rowSchema *fastjson.Value) ([]schema.Column, error) {
+	return Columns(rowSchema)
 }
 
 // envelope holds the recognised top-level fields of a payload.
@@ -96,7 +120,7 @@ func (e *envelope) visit(k []byte, v *fastjson.Value) {
 // Decode classifies one Debezium payload and fills c (see the package
 // documentation). It may delete unavailable-value columns from v's images.
 func (d *Decoder) Decode(v *fastjson.Value, c *change.Change) error {
-	c.Format = change.FormatDebezium
+	c.Format = Format
 	if v == nil || v.Type() != fastjson.TypeObject {
 		return decode.Malformed("debezium: payload is not a JSON object")
 	}
@@ -334,6 +358,9 @@ func (d *Decoder) decodeSchemaChange(v *fastjson.Value, c *change.Change) error 
 	}
 	c.Kind = change.KindSchemaChange
 	c.Raw = v
+	if st, ok := stringBytes(e.ddl); ok {
+		c.Statement = d.stmt.Get(st, &d.slab)
+	}
 	if e.source != nil && e.source.Type() == fastjson.TypeObject {
 		if err := d.readSource(c); err != nil {
 			return err

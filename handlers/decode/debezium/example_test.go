@@ -11,7 +11,11 @@ import (
 // A PostgreSQL update whose TOASTed column was not sent: the placeholder
 // column is removed from the after image.
 func ExampleDecoder_Decode() {
-	d := debezium.New(debezium.Options{})
+	d, err := debezium.New(debezium.Options{})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
 	var p fastjson.Parser
 	v, _ := p.Parse(`{"before":null,
 		"after":{"id":7,"title":"v2","body":"__debezium_unavailable_value"},

@@ -90,12 +90,10 @@ func TestHexPlaceholder(t *testing.T) {
 	if err := (Options{}).Validate(); err != nil {
 		t.Fatal(err)
 	}
-	defer func() {
-		if recover() == nil {
-			t.Error("New with invalid options did not panic")
-		}
-	}()
-	d := New(Options{UnavailableValuePlaceholder: "hex:4e2f41"}) // "N/A"
+	d, err := New(Options{UnavailableValuePlaceholder: "hex:4e2f41"}) // "N/A"
+	if err != nil {
+		t.Fatal(err)
+	}
 	if d.ph.str != "N/A" || d.ph.b64 != "Ti9B" {
 		t.Fatalf("placeholder %+v", d.ph)
 	}
@@ -107,11 +105,13 @@ func TestHexPlaceholder(t *testing.T) {
 	if got := string(c.After.Obj.MarshalTo(nil)); got != `{"id":1,"c":"__debezium_unavailable_value"}` {
 		t.Fatalf("after %s", got)
 	}
-	New(Options{UnavailableValuePlaceholder: "hex:0"})
+	if _, err := New(Options{UnavailableValuePlaceholder: "hex:0"}); err == nil {
+		t.Error("New with an invalid placeholder succeeded")
+	}
 }
 
 func TestKeepUnavailable(t *testing.T) {
-	d := New(Options{KeepUnavailable: true})
+	d, _ := New(Options{KeepUnavailable: true})
 	v := fastjson.MustParse(`{"op":"u","after":{"id":1,"a":"__debezium_unavailable_value"},"source":{"db":"d","table":"t"}}`)
 	var c change.Change
 	if err := d.Decode(v, &c); err != nil {
@@ -123,7 +123,7 @@ func TestKeepUnavailable(t *testing.T) {
 }
 
 func TestDecodeKeepsEnvelopeExtrasAndFallsBackToBefore(t *testing.T) {
-	d := New(Options{})
+	d, _ := New(Options{})
 	env := fastjson.MustParse(`{"type":"struct","name":"x.Envelope","fields":[
 		{"type":"struct","field":"before","optional":true,"name":"x.Value","fields":[{"type":"int32","field":"id"}]},
 		{"type":"struct","field":"source","fields":[{"type":"string","field":"db"}]},

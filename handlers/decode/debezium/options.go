@@ -46,6 +46,17 @@ func (o Options) Validate() error {
 	return nil
 }
 
+// Set sets the option whose configuration key is key:
+// unavailable_value_placeholder.
+func (o *Options) Set(key, value string) error {
+	switch key {
+	case "unavailable_value_placeholder":
+		o.UnavailableValuePlaceholder = value
+		return nil
+	}
+	return fmt.Errorf("unknown key %q (known: unavailable_value_placeholder)", key)
+}
+
 func placeholderBytes(s string) ([]byte, error) {
 	h, ok := strings.CutPrefix(s, "hex:")
 	if !ok {

@@ -19,7 +19,7 @@ var benchLines = []string{
 // and parse plus Decode, as the classify stage runs them.
 func BenchmarkDataStreamsDecode(b *testing.B) {
 	b.Run("decode", func(b *testing.B) {
-		dec := NewDataStreams(Options{})
+		dec := mustDataStreams(b, Options{})
 		vals := make([]*fastjson.Value, len(benchLines))
 		for i, l := range benchLines {
 			vals[i] = fastjson.MustParse(l)
@@ -36,7 +36,7 @@ func BenchmarkDataStreamsDecode(b *testing.B) {
 		b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "events/s")
 	})
 	b.Run("parse+decode", func(b *testing.B) {
-		dec := NewDataStreams(Options{})
+		dec := mustDataStreams(b, Options{})
 		var p fastjson.Parser
 		var c change.Change
 		var bytes int64
@@ -62,7 +62,7 @@ func BenchmarkDataStreamsDecode(b *testing.B) {
 
 func BenchmarkBigDataDecode(b *testing.B) {
 	lines := readLines(b, "bigdata")[:3]
-	dec := NewBigData(BigDataOptions{})
+	dec := mustBigData(b, BigDataOptions{})
 	var p fastjson.Parser
 	var c change.Change
 	b.ReportAllocs()

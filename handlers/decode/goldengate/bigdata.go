@@ -19,20 +19,36 @@ type BigData struct {
 	meta    metaBuilder
 }
 
-var _ decode.Decoder = (*BigData)(nil)
+// FormatBigData is the format name of BigData.
+const FormatBigData = "goldengate-bigdata"
+
+var (
+	_ decode.Decoder  = (*BigData)(nil)
+	_ decode.Detector = (*BigData)(nil)
+)
 
 // NewBigData returns a decoder for messages written with opts. Empty fields
-// of opts take their defaults. It panics if opts are invalid: check
-// configuration with BigDataOptions.Validate when loading it.
-func NewBigData(opts BigDataOptions) *BigData {
+// of opts take their defaults; invalid options are an error naming their
+// keys.
+func NewBigData(opts BigDataOptions) (*BigData, error) {
 	opts.SetDefaults()
 	if err := opts.Validate(); err != nil {
-		panic(err)
+		return nil, err
 	}
 	return &BigData{
 		opts:   opts,
 		opList: opts.InsertOp + ", " + opts.UpdateOp + ", " + opts.DeleteOp + ", " + opts.TruncateOp + ", INSERT, UPDATE, DELETE or TRUNCATE",
-	}
+	}, nil
+}
+
+// Format returns FormatBigData.
+func (d *BigData) Format() string { return FormatBigData }
+
+// Detect reports whether v looks like a Big Data JSON formatter message
+// with the default field names (see Detection in the package
+// documentation).
+func (d *BigData) Detect(v *fastjson.Value, _ *change.Change) bool {
+	return detect(v) == FormatBigData
 }
 
 type bdFields struct {
@@ -47,7 +63,7 @@ func (d *BigData) Decode(v *fastjson.Value, c *change.Change) error {
 	if err != nil {
 		return err
 	}
-	c.Format = change.FormatGoldenGateBigData
+	c.Format = FormatBigData
 	var f bdFields
 	d.collect(o, &f)
 	if f.dup != "" {

@@ -1,6 +1,8 @@
 package goldengate
 
 import (
+	"bytes"
+
 	"github.com/cdclake/cdclake/handlers/change"
 	"github.com/cdclake/cdclake/handlers/decode"
 	"github.com/cdclake/cdclake/handlers/schema"
@@ -15,25 +17,49 @@ type DataStreams struct {
 
 	tables  decode.Interner
 	xid     decode.Recent
+	stmt    decode.Recent
 	slab    decode.Slab
 	scratch []byte
 	meta    metaBuilder
 }
 
-var _ decode.Decoder = (*DataStreams)(nil)
+// FormatDataStreams is the format name of DataStreams.
+const FormatDataStreams = "goldengate"
+
+var (
+	_ decode.Decoder         = (*DataStreams)(nil)
+	_ decode.Detector        = (*DataStreams)(nil)
+	_ decode.MetadataColumns = (*DataStreams)(nil)
+)
 
 // NewDataStreams returns a decoder for records written with opts. Empty
-// fields of opts take their defaults. It panics if opts are invalid: check
-// configuration with Options.Validate when loading it.
-func NewDataStreams(opts Options) *DataStreams {
+// fields of opts take their defaults; invalid options are an error naming
+// their keys.
+func NewDataStreams(opts Options) (*DataStreams, error) {
 	opts.SetDefaults()
 	if err := opts.Validate(); err != nil {
-		panic(err)
+		return nil, err
 	}
 	return &DataStreams{
 		opts:   opts,
 		opList: opts.InsertOp + ", " + opts.UpdateOp + ", " + opts.DeleteOp + ", " + opts.UpsertOp + ", " + opDDL + ", " + opStreamMetadata + " or " + opObjectMetadata,
-	}
+	}, nil
+}
+
+// Format returns FormatDataStreams.
+func (d *DataStreams) Format() string { return FormatDataStreams }
+
+// Detect reports whether v looks like a Data Streams record with the
+// default field names (see Detection in the package
+// documentation).
+func (d *DataStreams) Detect(v *fastjson.Value, _ *change.Change) bool {
+	return detect(v) == FormatDataStreams
+}
+
+// MetadataColumns maps an OBJECT_METADATA record and the table's JSON
+// Schema record (nil when none was sent) to columns; see ObjectColumns.
+func (d *DataStreams) MetadataColumns(meta, jsonSchema *fastjson.Value, numbers schema.Type) ([]schema.Column, error) {
+	return ObjectColumns(meta, jsonSchema, numbers)
 }
 
 // dsFields holds the recognised top-level fields of one record.
@@ -52,7 +78,7 @@ func (d *DataStreams) Decode(v *fastjson.Value, c *change.Change) error {
 	if err != nil {
 		return err
 	}
-	c.Format = change.FormatGoldenGate
+	c.Format = FormatDataStreams
 	var f dsFields
 	d.collect(o, &f)
 	if f.dup != "" {
@@ -155,9 +181,24 @@ func (d *DataStreams) schemaRecord(o *fastjson.Object, v *fastjson.Value, c *cha
 	}
 	s, _ := id.StringBytes()
 	c.Kind = change.KindSchemaRecord
-	c.Table = d.tables.Get(s)
+	c.Table = d.tables.Get(SchemaTable(s))
 	c.Raw = v
 	return nil
+}
+
+// SchemaTable returns the object a JSON Schema record's id names: the id
+// without a trailing ".json" and without everything up to its last '/'
+// ("SALES.ORDERS", ".../schemas/SALES.ORDERS.json" and
+// "ogg:schema/SALES.ORDERS" all name SALES.ORDERS). Ids of schema types
+// (ogg:objectMetadata) come back unchanged.
+func SchemaTable(id []byte) []byte {
+	if t, ok := bytes.CutSuffix(id, []byte(".json")); ok && len(t) > 0 {
+		id = t
+	}
+	if i := bytes.LastIndexByte(id, '/'); i >= 0 && i+1 < len(id) {
+		id = id[i+1:]
+	}
+	return id
 }
 
 // table returns the qualified table name in v, which must be a non-empty
@@ -249,6 +290,10 @@ func (d *DataStreams) ddl(o *fastjson.Object, v *fastjson.Value, f *dsFields, c 
 	}
 	c.Kind = change.KindDDL
 	c.Raw = v
+	if st := f.ddl.Get("statement"); st != nil && st.Type() == fastjson.TypeString {
+		b, _ := st.StringBytes()
+		c.Statement = d.stmt.Get(b, &d.slab)
+	}
 	if err := d.ddlTable(f, c); err != nil {
 		return err
 	}

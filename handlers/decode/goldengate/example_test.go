@@ -10,7 +10,10 @@ import (
 )
 
 func ExampleDataStreams_Decode() {
-	dec := goldengate.NewDataStreams(goldengate.Options{})
+	dec, err := goldengate.NewDataStreams(goldengate.Options{})
+	if err != nil {
+		panic(err)
+	}
 	var p fastjson.Parser
 	v, err := p.Parse(`{"qual_table":"SALES.ORDERS","op_type":"UPDATE","op_ts":"2026-07-13T04:02:12.654321Z",` +
 		`"xid":"example-transaction-1002","pos":"G-R0hJSktMTU5PUFFSU1RVVldYWVo=1002","csn":"48151623421",` +
@@ -35,7 +38,10 @@ func ExampleDataStreams_Decode() {
 }
 
 func ExampleBigData_Decode() {
-	dec := goldengate.NewBigData(goldengate.BigDataOptions{})
+	dec, err := goldengate.NewBigData(goldengate.BigDataOptions{})
+	if err != nil {
+		panic(err)
+	}
 	v := fastjson.MustParse(`{"table":"QASOURCE.TCUSTORD","op_type":"T","op_ts":"2015-11-05 18:45:39.000000",` +
 		`"current_ts":"2016-10-05T10:15:51.312000","pos":"00000000000000005480"}`)
 	var c change.Change
@@ -47,19 +53,23 @@ func ExampleBigData_Decode() {
 	// dml TRUNCATE QASOURCE.TCUSTORD 00000000000000005480 false false
 }
 
-func ExampleDetect() {
+// Each decoder recognises its own format with the default field names.
+func ExampleDataStreams_Detect() {
+	ds, _ := goldengate.NewDataStreams(goldengate.Options{})
+	bd, _ := goldengate.NewBigData(goldengate.BigDataOptions{})
+	var c change.Change
 	for _, s := range []string{
 		`{"qual_table":"SALES.ORDERS","op_type":"INSERT","after":{}}`,
 		`{"table":"QASOURCE.TCUSTORD","op_type":"I","after":{}}`,
 		`{"payload":{"op":"c"}}`,
 	} {
-		f, ok := goldengate.Detect(fastjson.MustParse(s))
-		fmt.Println(f, ok)
+		v := fastjson.MustParse(s)
+		fmt.Println(ds.Detect(v, &c), bd.Detect(v, &c))
 	}
 	// Output:
-	// goldengate true
-	// goldengate-bigdata true
-	// auto false
+	// true false
+	// false true
+	// false false
 }
 
 func ExampleObjectColumns() {

@@ -1,13 +1,26 @@
 // Package goldengate decodes Oracle GoldenGate JSON records into typed
 // changes: records of GoldenGate Data Streams (DataStreams) and messages of
-// the GoldenGate for Big Data JSON formatter (BigData). It also tells the two
-// apart (Detect) and maps a Data Streams table definition to columns
-// (ObjectColumns).
+// the GoldenGate for Big Data JSON formatter (BigData), and maps a Data
+// Streams table definition to columns (ObjectColumns).
 //
-// Both decoders implement decode.Decoder. They are called once per message
-// from one goroutine and keep reusable buffers, so one decoder must not be
-// shared between goroutines. A decoded Change points into the caller's
-// parse arena (images, Raw); see package change for its lifetime.
+// Both decoders implement decode.Decoder and decode.Detector, DataStreams
+// also decode.MetadataColumns. They are called once per message from one
+// goroutine and keep reusable buffers, so one decoder must not be shared
+// between goroutines. A decoded Change points into the caller's parse arena
+// (images, Raw); see package change for its lifetime.
+//
+// # Detection
+//
+// Detection looks only at the default field names; streams with renamed
+// fields or custom operation strings are not recognised and need their
+// format configured. A record is
+//
+//   - Data Streams when it has a qual_table field; else
+//   - Big Data when op_type is I, U, D, T, INSERT, UPDATE, DELETE or
+//     TRUNCATE and it has a table field; else
+//   - Data Streams when op_type is INSERT, UPDATE, DELETE, UPSERT, DDL,
+//     STREAM_METADATA or OBJECT_METADATA, or when it has no op_type but
+//     $schema or all of id, properties and type (a JSON Schema record).
 //
 // # Data Streams records
 //
@@ -15,13 +28,15 @@
 // defaults; Options renames them):
 //
 //   - no op_type (or a null one), and either $schema or all of id,
-//     properties and type: a JSON Schema record. Kind KindSchemaRecord, Table = id, Raw = record.
+//     properties and type: a JSON Schema record. Kind KindSchemaRecord,
+//     Table = the object its id names (SchemaTable), Raw = record.
 //   - op_type STREAM_METADATA: Kind KindStreamMetadata, Raw = record.
 //   - op_type OBJECT_METADATA: Kind KindObjectMetadata, Table = qual_table,
 //     Raw = record; columns must be an object.
 //   - op_type INSERT, UPDATE, DELETE or UPSERT (or the configured operation
 //     strings): Kind KindDML.
-//   - op_type DDL with a ddl object: Kind KindDDL, Raw = record.
+//   - op_type DDL with a ddl object: Kind KindDDL, Raw = record,
+//     Statement = ddl.statement when it is a string.
 //
 // Anything else is malformed (decode.ErrMalformed), as is a record that
 // repeats a recognised field.
@@ -105,22 +120,11 @@ const (
 	ExtraPrimaryKeys = "_gg_primary_keys"
 )
 
-// Detect tells whether v looks like a Data Streams record or a Big Data JSON
-// formatter message, looking only at the default field names:
-//
-//   - a qual_table field: FormatGoldenGate;
-//   - op_type I, U, D, T, INSERT, UPDATE, DELETE or TRUNCATE with a table
-//     field: FormatGoldenGateBigData;
-//   - op_type INSERT, UPDATE, DELETE, UPSERT, DDL, STREAM_METADATA or
-//     OBJECT_METADATA: FormatGoldenGate;
-//   - no op_type, with $schema or all of id, properties and type (a JSON
-//     Schema record): FormatGoldenGate.
-//
-// Otherwise ok is false. Streams with renamed fields or custom operation
-// strings are not recognised: configure their format explicitly.
-func Detect(v *fastjson.Value) (format change.Format, ok bool) {
+// detect returns the format v looks like (see Detection in the package
+// documentation), or "".
+func detect(v *fastjson.Value) string {
 	if v == nil || v.Type() != fastjson.TypeObject {
-		return change.FormatAuto, false
+		return ""
 	}
 	o, _ := v.Object()
 	var op, qual, table, dollarSchema, id, props, typ *fastjson.Value
@@ -143,29 +147,29 @@ func Detect(v *fastjson.Value) (format change.Format, ok bool) {
 		}
 	})
 	if qual != nil {
-		return change.FormatGoldenGate, true
+		return FormatDataStreams
 	}
 	if op == nil {
 		if dollarSchema != nil || (id != nil && props != nil && typ != nil) {
-			return change.FormatGoldenGate, true
+			return FormatDataStreams
 		}
-		return change.FormatAuto, false
+		return ""
 	}
 	s, err := op.StringBytes()
 	if err != nil {
-		return change.FormatAuto, false
+		return ""
 	}
 	if table != nil {
 		switch string(s) {
 		case "I", "U", "D", "T", "INSERT", "UPDATE", "DELETE", "TRUNCATE":
-			return change.FormatGoldenGateBigData, true
+			return FormatBigData
 		}
 	}
 	switch string(s) {
 	case "INSERT", "UPDATE", "DELETE", "UPSERT", opDDL, opStreamMetadata, opObjectMetadata:
-		return change.FormatGoldenGate, true
+		return FormatDataStreams
 	}
-	return change.FormatAuto, false
+	return ""
 }
 
 // eq reports whether k spells s; it does not allocate.

@@ -3,6 +3,7 @@ package goldengate
 import (
 	"errors"
 	"fmt"
+	"strings"
 )
 
 // Options configures a DataStreams decoder: the field names and operation
@@ -13,30 +14,30 @@ import (
 type Options struct {
 	// QualifiedTable names the qualified table field (metaFields.qualifiedTable),
 	// default "qual_table".
-	QualifiedTable string `json:"qualifiedTable" yaml:"qualifiedTable"`
+	QualifiedTable string
 	// OpType names the operation field, default "op_type".
-	OpType string `json:"opType" yaml:"opType"`
+	OpType string
 	// OpTimestamp names the operation time field, default "op_ts".
-	OpTimestamp string `json:"opTimestamp" yaml:"opTimestamp"`
+	OpTimestamp string
 	// TransactionID names the transaction identifier field, default "xid".
-	TransactionID string `json:"transactionId" yaml:"transactionId"`
+	TransactionID string
 	// Position names the recovery position field, default "pos".
-	Position string `json:"position" yaml:"position"`
+	Position string
 	// CSN names the commit sequence number field, default "csn".
-	CSN string `json:"csn" yaml:"csn"`
+	CSN string
 	// Tokens names the tokens field, default "tokens".
-	Tokens string `json:"tokens" yaml:"tokens"`
+	Tokens string
 	// BeforeImage names the before image (beforeImageName), default "before".
-	BeforeImage string `json:"beforeImageName" yaml:"beforeImageName"`
+	BeforeImage string
 	// AfterImage names the after image (afterImageName), default "after".
-	AfterImage string `json:"afterImageName" yaml:"afterImageName"`
+	AfterImage string
 
 	// InsertOp, UpdateOp, DeleteOp and UpsertOp are the op_type values of
 	// DML records, default INSERT, UPDATE, DELETE and UPSERT.
-	InsertOp string `json:"insertOp" yaml:"insertOp"`
-	UpdateOp string `json:"updateOp" yaml:"updateOp"`
-	DeleteOp string `json:"deleteOp" yaml:"deleteOp"`
-	UpsertOp string `json:"upsertOp" yaml:"upsertOp"`
+	InsertOp string
+	UpdateOp string
+	DeleteOp string
+	UpsertOp string
 }
 
 // SetDefaults fills empty fields with the Data Streams defaults.
@@ -61,12 +62,8 @@ func (o *Options) SetDefaults() {
 // reserved for non-DML records, or a field the decoder reads itself (ddl).
 // Call it after SetDefaults.
 func (o Options) Validate() error {
-	fields := []option{
-		{"qualifiedTable", o.QualifiedTable}, {"opType", o.OpType}, {"opTimestamp", o.OpTimestamp},
-		{"transactionId", o.TransactionID}, {"position", o.Position}, {"csn", o.CSN}, {"tokens", o.Tokens},
-		{"beforeImageName", o.BeforeImage}, {"afterImageName", o.AfterImage},
-	}
-	ops := []option{{"insertOp", o.InsertOp}, {"updateOp", o.UpdateOp}, {"deleteOp", o.DeleteOp}, {"upsertOp", o.UpsertOp}}
+	all := o.keys()
+	fields, ops := all[:9], all[9:]
 	var errs []error
 	errs = checkDistinct(errs, "field", fields, []string{"ddl"}, "is read from DDL records")
 	errs = checkDistinct(errs, "operation", ops, []string{opDDL, opStreamMetadata, opObjectMetadata}, "is reserved for non-DML records")
@@ -78,38 +75,38 @@ func (o Options) Validate() error {
 // defaults shown; names are matched exactly.
 type BigDataOptions struct {
 	// Table names the qualified table field, default "table".
-	Table string `json:"table" yaml:"table"`
+	Table string
 	// OpType names the operation field, default "op_type".
-	OpType string `json:"opType" yaml:"opType"`
+	OpType string
 	// OpTimestamp names the operation time field, default "op_ts".
-	OpTimestamp string `json:"opTimestamp" yaml:"opTimestamp"`
+	OpTimestamp string
 	// CurrentTimestamp names the formatting time field, default "current_ts".
-	CurrentTimestamp string `json:"currentTimestamp" yaml:"currentTimestamp"`
+	CurrentTimestamp string
 	// Position names the position field, default "pos".
-	Position string `json:"position" yaml:"position"`
+	Position string
 	// TransactionID names the transaction identifier field some formatter
 	// configurations add (metaColumnsTemplate), default "xid".
-	TransactionID string `json:"transactionId" yaml:"transactionId"`
+	TransactionID string
 	// CSN names the commit sequence number field some configurations add,
 	// default "csn".
-	CSN string `json:"csn" yaml:"csn"`
+	CSN string
 	// PrimaryKeys names the primary key list field, default "primary_keys".
-	PrimaryKeys string `json:"primaryKeys" yaml:"primaryKeys"`
+	PrimaryKeys string
 	// Tokens names the tokens field, default "tokens".
-	Tokens string `json:"tokens" yaml:"tokens"`
+	Tokens string
 	// BeforeImage names the before image, default "before".
-	BeforeImage string `json:"beforeObjectName" yaml:"beforeObjectName"`
+	BeforeImage string
 	// AfterImage names the after image, default "after".
-	AfterImage string `json:"afterObjectName" yaml:"afterObjectName"`
+	AfterImage string
 
 	// InsertOp, UpdateOp, DeleteOp and TruncateOp are the formatter's
 	// operation keys, default I, U, D and T. The long forms INSERT, UPDATE,
 	// DELETE and TRUNCATE are always accepted too; a configured key wins
 	// over a long form it equals.
-	InsertOp   string `json:"insertOpKey" yaml:"insertOpKey"`
-	UpdateOp   string `json:"updateOpKey" yaml:"updateOpKey"`
-	DeleteOp   string `json:"deleteOpKey" yaml:"deleteOpKey"`
-	TruncateOp string `json:"truncateOpKey" yaml:"truncateOpKey"`
+	InsertOp   string
+	UpdateOp   string
+	DeleteOp   string
+	TruncateOp string
 }
 
 // SetDefaults fills empty fields with the JSON formatter defaults.
@@ -135,20 +132,61 @@ func (o *BigDataOptions) SetDefaults() {
 // name, or two keys naming the same field or operation. Call it after
 // SetDefaults.
 func (o BigDataOptions) Validate() error {
-	fields := []option{
-		{"table", o.Table}, {"opType", o.OpType}, {"opTimestamp", o.OpTimestamp},
-		{"currentTimestamp", o.CurrentTimestamp}, {"position", o.Position}, {"transactionId", o.TransactionID},
-		{"csn", o.CSN}, {"primaryKeys", o.PrimaryKeys},
-		{"tokens", o.Tokens}, {"beforeObjectName", o.BeforeImage}, {"afterObjectName", o.AfterImage},
-	}
-	ops := []option{{"insertOpKey", o.InsertOp}, {"updateOpKey", o.UpdateOp}, {"deleteOpKey", o.DeleteOp}, {"truncateOpKey", o.TruncateOp}}
+	all := o.keys()
+	fields, ops := all[:11], all[11:]
 	var errs []error
 	errs = checkDistinct(errs, "field", fields, nil, "")
 	errs = checkDistinct(errs, "operation", ops, nil, "")
 	return errors.Join(errs...)
 }
 
-type option struct{ key, val string }
+// keys lists the options by their configuration key: the fields first,
+// then the operation strings.
+func (o *Options) keys() []option {
+	return []option{
+		{"qualifiedTable", &o.QualifiedTable}, {"opType", &o.OpType}, {"opTimestamp", &o.OpTimestamp},
+		{"transactionId", &o.TransactionID}, {"position", &o.Position}, {"csn", &o.CSN}, {"tokens", &o.Tokens},
+		{"beforeImageName", &o.BeforeImage}, {"afterImageName", &o.AfterImage},
+		{"insertOp", &o.InsertOp}, {"updateOp", &o.UpdateOp}, {"deleteOp", &o.DeleteOp}, {"upsertOp", &o.UpsertOp},
+	}
+}
+
+// Set sets the option whose configuration key is key (the Data Streams
+// property name: qualifiedTable, opType, …, upsertOp).
+func (o *Options) Set(key, value string) error { return set(o.keys(), key, value) }
+
+// keys lists the options by their configuration key: the fields first,
+// then the operation keys.
+func (o *BigDataOptions) keys() []option {
+	return []option{
+		{"table", &o.Table}, {"opType", &o.OpType}, {"opTimestamp", &o.OpTimestamp},
+		{"currentTimestamp", &o.CurrentTimestamp}, {"position", &o.Position}, {"transactionId", &o.TransactionID},
+		{"csn", &o.CSN}, {"primaryKeys", &o.PrimaryKeys},
+		{"tokens", &o.Tokens}, {"beforeObjectName", &o.BeforeImage}, {"afterObjectName", &o.AfterImage},
+		{"insertOpKey", &o.InsertOp}, {"updateOpKey", &o.UpdateOp}, {"deleteOpKey", &o.DeleteOp}, {"truncateOpKey", &o.TruncateOp},
+	}
+}
+
+// Set sets the option whose configuration key is key (the JSON formatter
+// property name: table, opType, …, truncateOpKey).
+func (o *BigDataOptions) Set(key, value string) error { return set(o.keys(), key, value) }
+
+type option struct {
+	key string
+	val *string
+}
+
+func set(opts []option, key, value string) error {
+	names := make([]string, len(opts))
+	for i, o := range opts {
+		if o.key == key {
+			*o.val = value
+			return nil
+		}
+		names[i] = o.key
+	}
+	return fmt.Errorf("unknown key %q (known: %s)", key, strings.Join(names, ", "))
+}
 
 func setDefault(p *string, def string) {
 	if *p == "" {
@@ -160,18 +198,18 @@ func setDefault(p *string, def string) {
 // two keys, and each value in reserved.
 func checkDistinct(errs []error, what string, opts []option, reserved []string, why string) []error {
 	for i, o := range opts {
-		if o.val == "" {
+		if *o.val == "" {
 			errs = append(errs, fmt.Errorf("goldengate: %s: is empty", o.key))
 			continue
 		}
 		for _, r := range reserved {
-			if o.val == r {
-				errs = append(errs, fmt.Errorf("goldengate: %s: %q %s", o.key, o.val, why))
+			if *o.val == r {
+				errs = append(errs, fmt.Errorf("goldengate: %s: %q %s", o.key, *o.val, why))
 			}
 		}
 		for _, p := range opts[:i] {
-			if p.val == o.val {
-				errs = append(errs, fmt.Errorf("goldengate: %s and %s: both name %s %q", p.key, o.key, what, o.val))
+			if *p.val == *o.val {
+				errs = append(errs, fmt.Errorf("goldengate: %s and %s: both name %s %q", p.key, o.key, what, *o.val))
 			}
 		}
 	}

@@ -99,24 +99,43 @@ func TestBigDataOptionsValidate(t *testing.T) {
 	}
 }
 
-func TestConstructorsPanicOnInvalidOptions(t *testing.T) {
-	expectPanic := func(name string, f func()) {
-		t.Helper()
-		defer func() {
-			if recover() == nil {
-				t.Errorf("%s did not panic", name)
-			}
-		}()
-		f()
+func TestConstructorsRejectInvalidOptions(t *testing.T) {
+	if _, err := NewDataStreams(Options{InsertOp: "X", UpdateOp: "X"}); err == nil ||
+		!strings.Contains(err.Error(), "insertOp and updateOp: both name operation") {
+		t.Errorf("NewDataStreams with two equal operations: %v", err)
 	}
-	expectPanic("NewDataStreams", func() { NewDataStreams(Options{InsertOp: "X", UpdateOp: "X"}) })
-	expectPanic("NewBigData", func() { NewBigData(BigDataOptions{BeforeImage: "x", AfterImage: "x"}) })
+	if _, err := NewBigData(BigDataOptions{BeforeImage: "x", AfterImage: "x"}); err == nil ||
+		!strings.Contains(err.Error(), "beforeObjectName and afterObjectName: both name field") {
+		t.Errorf("NewBigData with two equal fields: %v", err)
+	}
+}
+
+func TestSetOptionsByKey(t *testing.T) {
+	var o Options
+	for k, v := range map[string]string{"qualifiedTable": "table_name", "opType": "operation", "upsertOp": "M"} {
+		if err := o.Set(k, v); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if o.QualifiedTable != "table_name" || o.OpType != "operation" || o.UpsertOp != "M" {
+		t.Errorf("Set: %+v", o)
+	}
+	if err := o.Set("qual", "x"); err == nil || !strings.Contains(err.Error(), `unknown key "qual" (known: qualifiedTable, opType,`) {
+		t.Errorf("Set(qual): %v", err)
+	}
+	var b BigDataOptions
+	if err := b.Set("truncateOpKey", "TR"); err != nil || b.TruncateOp != "TR" {
+		t.Errorf("Set(truncateOpKey): %v, %+v", err, b)
+	}
+	if err := b.Set("qualifiedTable", "x"); err == nil {
+		t.Error("BigDataOptions accepted a Data Streams key")
+	}
 }
 
 // TestBigDataCustomOpKeys checks that configured keys win over long forms
 // and that long forms stay accepted.
 func TestBigDataCustomOpKeys(t *testing.T) {
-	dec := NewBigData(BigDataOptions{InsertOp: "INS", UpdateOp: "UPD", DeleteOp: "DELETE", TruncateOp: "TRUNC"})
+	dec := mustBigData(t, BigDataOptions{InsertOp: "INS", UpdateOp: "UPD", DeleteOp: "DELETE", TruncateOp: "TRUNC"})
 	cases := []struct {
 		op   string
 		want change.Op

@@ -1,0 +1,74 @@
+package batch
+
+import (
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/cdclake/cdclake/sinks"
+)
+
+// Template expands a directory template per row. Placeholders: {table}
+// (qualified name, '/' replaced), {date} (yyyy-mm-dd), {yyyy}, {mm}, {dd},
+// {hh}, all from the row's _cdc_ts in UTC (ingestion time when it has none).
+type Template struct {
+	text string
+	// one-entry cache: most consecutive rows share table and hour
+	lastTable string
+	lastHour  int64
+	lastDir   string
+}
+
+// ParseTemplate validates a directory template.
+func ParseTemplate(s string) (*Template, error) {
+	rest := s
+	for {
+		i := strings.IndexByte(rest, '{')
+		if i < 0 {
+			break
+		}
+		j := strings.IndexByte(rest[i:], '}')
+		if j < 0 {
+			return nil, fmt.Errorf("unclosed { in %q", s)
+		}
+		switch rest[i+1 : i+j] {
+		case "table", "date", "yyyy", "mm", "dd", "hh":
+		default:
+			return nil, fmt.Errorf("unknown placeholder %s in %q (known: {table} {date} {yyyy} {mm} {dd} {hh})", rest[i:i+j+1], s)
+		}
+		rest = rest[i+j+1:]
+	}
+	if strings.TrimSpace(s) == "" {
+		return nil, fmt.Errorf("path must not be empty")
+	}
+	if strings.HasPrefix(s, "/") || strings.Contains(s, "..") {
+		return nil, fmt.Errorf("path %q must be relative and must not contain ..", s)
+	}
+	return &Template{text: strings.TrimSuffix(s, "/"), lastHour: -1 << 62}, nil
+}
+
+// Expand returns the directory for a row of table at micros.
+func (t *Template) Expand(table string, micros int64) string {
+	hour := floorDiv(micros, 3600e6)
+	if hour == t.lastHour && table == t.lastTable {
+		return t.lastDir
+	}
+	ts := time.UnixMicro(micros).UTC()
+	r := strings.NewReplacer(
+		"{table}", sinks.Sanitize(table),
+		"{date}", ts.Format("2006-01-02"),
+		"{yyyy}", ts.Format("2006"),
+		"{mm}", ts.Format("01"),
+		"{dd}", ts.Format("02"),
+		"{hh}", ts.Format("15"))
+	t.lastTable, t.lastHour, t.lastDir = table, hour, r.Replace(t.text)
+	return t.lastDir
+}
+
+func floorDiv(a, b int64) int64 {
+	q := a / b
+	if a%b != 0 && (a < 0) != (b < 0) {
+		q--
+	}
+	return q
+}

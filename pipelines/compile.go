@@ -1,0 +1,188 @@
+package pipelines
+
+import (
+	"errors"
+	"fmt"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/cdclake/cdclake/config"
+	"github.com/cdclake/cdclake/handlers/batch"
+	"github.com/cdclake/cdclake/handlers/classify"
+	"github.com/cdclake/cdclake/handlers/resolve"
+	"github.com/cdclake/cdclake/handlers/schema"
+	"github.com/cdclake/cdclake/sinks"
+	"github.com/cdclake/cdclake/sinks/parquet"
+)
+
+// Plan is a config compiled into the typed settings the stages take: the
+// decoders' options (checked by building the decoders once), the format,
+// and per table the settings of its route. Compile is where config values
+// are parsed; "cdclake run" and "cdclake validate" both call it, so
+// validate rejects everything run would.
+//
+// A Plan is safe for concurrent use.
+type Plan struct {
+	cfg    *config.Config
+	routes []*route // cfg.Routes in order, then the defaults
+	tables sync.Map // table name → *tableRoute
+	allow  sync.Map // table name → bool
+}
+
+type route struct {
+	match   string
+	resolve *resolve.TableOptions
+	batch   batch.TableConfig // Path is per table, see tableRoute
+	path    string
+}
+
+type tableRoute struct {
+	resolve *resolve.TableOptions
+	batch   *batch.TableConfig
+}
+
+// Compile checks cfg (config.Validate) and parses every value the stages
+// define. The error lists every problem, each with its key.
+func Compile(cfg *config.Config) (*Plan, error) {
+	errs := []error{cfg.Validate()}
+	if _, err := newDecoders(&cfg.Source); err != nil {
+		errs = append(errs, err)
+	}
+	if decs, err := newDecoders(&config.Default.Source); err == nil {
+		if _, err := classify.New(decs, cfg.Source.Format); err != nil {
+			errs = append(errs, fmt.Errorf("source.format: %w", err))
+		}
+	}
+	p := &Plan{cfg: cfg}
+	for i := range cfg.Routes {
+		r, err := compileRoute(fmt.Sprintf("routes[%d]", i), &cfg.Routes[i])
+		errs = append(errs, err)
+		p.routes = append(p.routes, r)
+	}
+	def, err := compileRoute("defaults", &cfg.Defaults)
+	errs = append(errs, err)
+	p.routes = append(p.routes, def)
+	if err := errors.Join(errs...); err != nil {
+		return nil, err
+	}
+	return p, nil
+}
+
+func compileRoute(key string, r *config.Route) (*route, error) {
+	var errs []error
+	bad := func(k string, err error) { errs = append(errs, fmt.Errorf("%s.%s: %w", key, k, err)) }
+	out := &route{match: r.Match, path: r.Path, resolve: &resolve.TableOptions{Overrides: map[string]schema.Type{}},
+		batch: batch.TableConfig{MaxRows: r.MaxRows, MaxBytes: int64(r.MaxBytes), MaxAge: time.Duration(r.MaxAge),
+			Write: sinks.WriteOptions{Compression: r.Compression, RowGroupRows: r.RowGroup}}}
+	if _, err := batch.ParseTemplate(r.Path); err != nil {
+		bad("path", err)
+	}
+	layout, ok := schema.ParseLayout(r.Layout)
+	if !ok {
+		bad("layout", fmt.Errorf("unknown layout %q (images, flat)", r.Layout))
+	}
+	out.resolve.Layout = layout
+	if _, err := parquet.Codec(r.Compression); err != nil {
+		bad("compression", err)
+	}
+	if t, err := schema.ParseType(r.Numbers); err != nil {
+		bad("numbers", err)
+	} else if !numeric(t.Kind) {
+		bad("numbers", fmt.Errorf("must be a numeric type, got %q", r.Numbers))
+	} else {
+		out.resolve.Numbers = t
+	}
+	cols := make([]string, 0, len(r.Types))
+	for col := range r.Types {
+		cols = append(cols, col)
+	}
+	sort.Strings(cols)
+	for _, col := range cols {
+		t, err := schema.ParseType(r.Types[col])
+		if err != nil {
+			bad("types."+col, err)
+			continue
+		}
+		out.resolve.Overrides[col] = t
+	}
+	if len(r.Columns.Include) > 0 || len(r.Columns.Exclude) > 0 {
+		out.resolve.Ignore = newColumnFilter(r.Columns).ignored
+	}
+	return out, errors.Join(errs...)
+}
+
+func numeric(k schema.Kind) bool {
+	switch k {
+	case schema.DecimalText, schema.Decimal, schema.Int64, schema.Int32, schema.Float64, schema.Float32:
+		return true
+	}
+	return false
+}
+
+// Config returns the config the plan was compiled from.
+func (p *Plan) Config() *config.Config { return p.cfg }
+
+// newClassifier returns a classifier over new decoders, for one worker.
+func (p *Plan) newClassifier() (*classify.Classifier, error) {
+	decs, err := newDecoders(&p.cfg.Source)
+	if err != nil {
+		return nil, err
+	}
+	return classify.New(decs, p.cfg.Source.Format)
+}
+
+// route returns a table's settings: those of the first route whose match
+// it matches, else the defaults.
+func (p *Plan) route(table string) *tableRoute {
+	if v, ok := p.tables.Load(table); ok {
+		return v.(*tableRoute)
+	}
+	r := p.routes[len(p.routes)-1]
+	for _, c := range p.routes[:len(p.routes)-1] {
+		if config.Match(c.match, table) {
+			r = c
+			break
+		}
+	}
+	// Each table gets its own template: it caches the last directory.
+	tmpl, _ := batch.ParseTemplate(r.path) // checked by Compile
+	bc := r.batch
+	bc.Path = tmpl
+	v, _ := p.tables.LoadOrStore(table, &tableRoute{resolve: r.resolve, batch: &bc})
+	return v.(*tableRoute)
+}
+
+// TableOptions returns the resolve settings of a table's route.
+func (p *Plan) TableOptions(table string) *resolve.TableOptions { return p.route(table).resolve }
+
+// BatchConfig returns the batch settings of a table's route.
+func (p *Plan) BatchConfig(table string) *batch.TableConfig { return p.route(table).batch }
+
+// Allowed applies tables.include and tables.exclude to a table name.
+func (p *Plan) Allowed(table string) bool {
+	if v, ok := p.allow.Load(table); ok {
+		return v.(bool)
+	}
+	ok := p.cfg.Tables.Allowed(table)
+	p.allow.Store(table, ok)
+	return ok
+}
+
+// columnFilter remembers a route's column filter's answer per name: the
+// same columns recur in every row.
+type columnFilter struct {
+	f    config.Filter
+	memo sync.Map
+}
+
+func newColumnFilter(f config.Filter) *columnFilter { return &columnFilter{f: f} }
+
+func (c *columnFilter) ignored(col string) bool {
+	if v, ok := c.memo.Load(col); ok {
+		return v.(bool)
+	}
+	ignored := !c.f.Allowed(col)
+	c.memo.Store(col, ignored)
+	return ignored
+}

@@ -1,0 +1,323 @@
+package source
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/url"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"sync"
+	"sync/atomic"
+
+	"github.com/ThreeDotsLabs/watermill/message"
+)
+
+// MaxLine bounds one message value (one line) of a file source.
+const MaxLine = 256 << 20
+
+// Files is a Source reading NDJSON: one message value per line. A record's
+// position is (file name, partition 0, line number); each file is its own
+// partition. Files are read one after the other in name order, a block at
+// a time: the next block is delivered only after the previous one was
+// acked. The subscription channel closes at the end of input.
+//
+// Its URL (OpenFiles) is file:///path or a plain path — a file, a directory
+// whose *.ndjson and *.jsonl files are read, or a glob — or "-" for
+// standard input.
+type Files struct {
+	files      []string
+	blockLines int
+	blockBytes int
+	total      int64
+	read       atomic.Int64
+	stdin      io.Reader
+	stdinName  string
+
+	mu      sync.Mutex
+	closed  bool
+	err     error
+	cancel  context.CancelFunc
+	done    chan struct{}
+	drained chan struct{}
+}
+
+var _ Source = (*Files)(nil)
+
+// OpenFiles resolves a source URL into the files to read. A block holds at
+// most blockLines lines and, unless a single line is longer, blockBytes
+// bytes.
+func OpenFiles(raw string, blockLines, blockBytes int) (*Files, error) {
+	if blockLines < 1 || blockBytes < 1 {
+		return nil, fmt.Errorf("source %q: block bounds must be at least 1", raw)
+	}
+	s := newFiles(blockLines, blockBytes)
+	if raw == "-" {
+		s.stdin, s.stdinName = os.Stdin, "stdin"
+		return s, nil
+	}
+	p := raw
+	if strings.HasPrefix(raw, "file://") {
+		u, err := url.Parse(raw)
+		if err != nil {
+			return nil, fmt.Errorf("source %q: %w", raw, err)
+		}
+		p = u.Path
+		if u.Host != "" && u.Host != "localhost" {
+			p = u.Host + u.Path // file://relative/path
+		}
+	} else if strings.Contains(raw, "://") {
+		return nil, fmt.Errorf("source %q: unsupported scheme (file:// or -)", raw)
+	}
+	var files []string
+	if st, err := os.Stat(p); err == nil && st.IsDir() {
+		entries, err := os.ReadDir(p)
+		if err != nil {
+			return nil, err
+		}
+		for _, e := range entries {
+			if !e.IsDir() && !strings.HasPrefix(e.Name(), ".") &&
+				(strings.HasSuffix(e.Name(), ".ndjson") || strings.HasSuffix(e.Name(), ".jsonl")) {
+				files = append(files, filepath.Join(p, e.Name()))
+			}
+		}
+	} else if err == nil {
+		files = []string{p}
+	} else {
+		matches, gerr := filepath.Glob(p)
+		if gerr != nil || len(matches) == 0 {
+			return nil, fmt.Errorf("source %q: no such file, directory or glob match", raw)
+		}
+		files = matches
+	}
+	sort.Strings(files)
+	if len(files) == 0 {
+		return nil, fmt.Errorf("source %q: no files", raw)
+	}
+	for _, f := range files {
+		st, err := os.Stat(f)
+		if err != nil {
+			return nil, err
+		}
+		s.total += st.Size()
+	}
+	s.files = files
+	return s, nil
+}
+
+// NewReader returns a source reading one stream of NDJSON records named
+// name (its positions' source) from r.
+func NewReader(name string, r io.Reader, blockLines, blockBytes int) *Files {
+	s := newFiles(max(blockLines, 1), max(blockBytes, 1))
+	s.stdin, s.stdinName = r, name
+	return s
+}
+
+func newFiles(blockLines, blockBytes int) *Files {
+	return &Files{blockLines: blockLines, blockBytes: blockBytes,
+		done: make(chan struct{}), drained: make(chan struct{})}
+}
+
+// Backlog returns the bytes not yet read, or -1 when unknown (a stream).
+func (s *Files) Backlog() int64 {
+	if s.stdin != nil {
+		return -1
+	}
+	return s.total - s.read.Load()
+}
+
+// Drained is closed when the input ended and every block was acked, or
+// reading failed (see Err).
+func (s *Files) Drained() <-chan struct{} { return s.drained }
+
+// Err returns the error that stopped reading, if any.
+func (s *Files) Err() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.err
+}
+
+// Subscribe starts reading. The topic is ignored. The channel is closed
+// when the source is closed or ctx ends.
+func (s *Files) Subscribe(ctx context.Context, _ string) (<-chan *message.Message, error) {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return nil, errors.New("file source closed")
+	}
+	ctx, s.cancel = context.WithCancel(ctx)
+	s.mu.Unlock()
+	out := make(chan *message.Message)
+	// The reader may block in a read that cannot be interrupted (a pipe);
+	// the forwarder owns the subscription channel and closes it as soon as
+	// the subscription ends, so the router never waits for a read.
+	blocks := make(chan *message.Message)
+	go func() {
+		err := s.run(ctx, blocks)
+		if err != nil && !errors.Is(err, context.Canceled) {
+			s.mu.Lock()
+			s.err = err
+			s.mu.Unlock()
+		}
+		// Every block was acked (or reading failed).
+		close(s.drained)
+	}()
+	go func() {
+		defer close(s.done)
+		defer close(out)
+		for {
+			select {
+			case msg := <-blocks:
+				select {
+				case out <- msg:
+				case <-ctx.Done():
+					return
+				}
+			case <-ctx.Done():
+				return
+			}
+		}
+	}()
+	return out, nil
+}
+
+func (s *Files) run(ctx context.Context, out chan<- *message.Message) error {
+	if s.stdin != nil {
+		return s.readOne(ctx, s.stdinName, s.stdin, out)
+	}
+	for _, f := range s.files {
+		fh, err := os.Open(f)
+		if err != nil {
+			return err
+		}
+		err = s.readOne(ctx, filepath.Base(f), fh, out)
+		fh.Close()
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// blockBuilder accumulates the lines of one block in one buffer.
+type blockBuilder struct {
+	buf  []byte
+	ends []int
+	offs []int64
+}
+
+func (b *blockBuilder) reset() {
+	b.buf, b.ends, b.offs = b.buf[:0], b.ends[:0], b.offs[:0]
+}
+
+// build returns a block holding a copy of the lines: the block outlives
+// the builder's buffer, which is reused.
+func (b *blockBuilder) build(name string) *Block {
+	data := bytes.Clone(b.buf)
+	blk := &Block{Source: name, Records: make([]Record, len(b.ends))}
+	start := 0
+	for i, end := range b.ends {
+		blk.Records[i] = Record{Offset: b.offs[i], Value: data[start:end:end]}
+		start = end
+	}
+	return blk
+}
+
+func (s *Files) readOne(ctx context.Context, name string, r io.Reader, out chan<- *message.Message) error {
+	br := bufio.NewReaderSize(r, 1<<20)
+	line := int64(0)
+	var bb blockBuilder
+	send := func() error {
+		if len(bb.ends) == 0 {
+			return nil
+		}
+		blk := bb.build(name)
+		msg := NewMessage(ctx, blk)
+		select {
+		case out <- msg:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+		select {
+		case <-msg.Acked():
+			bb.reset()
+			return nil
+		case <-msg.Nacked():
+			return fmt.Errorf("%s: block at line %d was not processed", name, blk.Records[0].Offset)
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	var long []byte // a line longer than the read buffer, being assembled
+	for {
+		b, err := br.ReadSlice('\n')
+		if errors.Is(err, bufio.ErrBufferFull) {
+			if len(long)+len(b) > MaxLine {
+				return fmt.Errorf("%s line %d: longer than %d bytes", name, line+1, MaxLine)
+			}
+			long = append(long, b...)
+			continue
+		}
+		if long != nil {
+			b = append(long, b...)
+			long = nil
+			if len(b) > MaxLine+1 {
+				return fmt.Errorf("%s line %d: longer than %d bytes", name, line+1, MaxLine)
+			}
+		}
+		if len(b) > 0 || err == nil {
+			line++
+			s.read.Add(int64(len(b)))
+			b = bytes.TrimSuffix(b, []byte{'\n'})
+			b = bytes.TrimSuffix(b, []byte{'\r'})
+			// A block is cut before a line that would take it past its
+			// byte bound; a longer line travels alone.
+			if len(bb.ends) > 0 && len(bb.buf)+len(b) > s.blockBytes {
+				if err := send(); err != nil {
+					return err
+				}
+			}
+			bb.buf = append(bb.buf, b...)
+			bb.ends = append(bb.ends, len(bb.buf))
+			bb.offs = append(bb.offs, line)
+			// A full block goes now; so does a partial one when no more
+			// input is at hand (a pipe or a slow producer), so records
+			// never wait for the next ones.
+			if len(bb.ends) >= s.blockLines || br.Buffered() == 0 {
+				if err := send(); err != nil {
+					return err
+				}
+			}
+		}
+		if errors.Is(err, io.EOF) {
+			return send()
+		}
+		if err != nil {
+			return fmt.Errorf("%s line %d: %w", name, line+1, err)
+		}
+	}
+}
+
+// Close stops reading and waits until no block is delivered any more. A
+// read blocked on a pipe (standard input) cannot be interrupted; it is
+// abandoned, not waited for.
+func (s *Files) Close() error {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return nil
+	}
+	s.closed = true
+	cancel := s.cancel
+	s.mu.Unlock()
+	if cancel != nil {
+		cancel()
+		<-s.done
+	}
+	return nil
+}

@@ -1,0 +1,331 @@
+package pipelines
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+
+	"github.com/ThreeDotsLabs/watermill/message"
+	"github.com/cdclake/cdclake/handlers/batch"
+	"github.com/cdclake/cdclake/handlers/change"
+	"github.com/cdclake/cdclake/handlers/classify"
+	"github.com/cdclake/cdclake/handlers/decode"
+	"github.com/cdclake/cdclake/handlers/schema"
+	"github.com/cdclake/cdclake/handlers/unwrap"
+	"github.com/cdclake/cdclake/pipelines/source"
+	"github.com/cdclake/cdclake/sinks"
+	"github.com/cdclake/cdclake/sinks/deadletter"
+	"github.com/valyala/fastjson"
+)
+
+// worker is the state the stages reuse from block to block. One block at a
+// time uses it; it is never shared.
+//
+// The stages pass over a block a window of records at a time: every stage
+// handles the window's records before the next stage starts, and the
+// window stays small enough for its decoded records to stay in the CPU's
+// cache between stages.
+type worker struct {
+	unwrapper  unwrap.Unwrapper
+	classifier *classify.Classifier
+	dead       *deadletter.Queue
+	block      *source.Block
+	// base is the index in the block of the window's first record;
+	// slots[i] carries record base+i through the stages, each with its own
+	// parse arena so the window stays decoded between stages.
+	base  int
+	slots []slot
+	// hold keeps the block's dead letters from counting as durable until
+	// they are written.
+	hold   *sinks.Position
+	counts counts
+}
+
+// windowRecords is the number of records in a window: enough to make the
+// per-window cost of the middleware chain negligible, few enough for their
+// decoded values to stay in a core's cache.
+const windowRecords = 64
+
+// slot is one record on its way through the stages.
+type slot struct {
+	arena unwrap.Arena
+	c     change.Change
+	v     *fastjson.Value
+	dec   decode.Decoder
+	table *schema.Table
+	act   action
+	// stage and err say why a dead record failed.
+	stage string
+	err   error
+}
+
+// action is what the batch stage does with a record; the stages before it
+// decide.
+type action uint8
+
+const (
+	actPending action = iota // no stage has decided yet
+	actSkip                  // needs no landing
+	actDead                  // dead letter: stage and err say why
+	actMeta                  // a schema record: observed, not landed
+	actRow                   // a row change
+	actEvent                 // a row of an event dataset
+	actDDL                   // an event row that first closes its table's files
+)
+
+// counts are a block's counters, added to the pipeline's once per block.
+type counts struct {
+	messages, bytes, rows, events, tombstones, heartbeats, skipped, schemas, filtered, dead int64
+}
+
+func (c *counts) addTo(s *Stats) {
+	for _, x := range [...]struct {
+		n *int64
+		a *atomic.Int64
+	}{{&c.messages, &s.Messages}, {&c.bytes, &s.Bytes}, {&c.rows, &s.Rows}, {&c.events, &s.Events},
+		{&c.tombstones, &s.Tombstones}, {&c.heartbeats, &s.Heartbeats}, {&c.skipped, &s.Skipped},
+		{&c.schemas, &s.Schemas}, {&c.filtered, &s.Filtered}, {&c.dead, &s.DeadLetters}} {
+		if *x.n != 0 {
+			x.a.Add(*x.n)
+			*x.n = 0
+		}
+	}
+}
+
+func (p *Pipeline) newWorker() (*worker, error) {
+	cl, err := p.plan.newClassifier()
+	if err != nil {
+		return nil, err
+	}
+	return &worker{classifier: cl, dead: deadletter.New(p.sink)}, nil
+}
+
+// start prepares w for block b.
+func (w *worker) start(b *source.Block) {
+	w.block, w.hold = b, nil
+	w.dead.Reset()
+}
+
+// window prepares w for the records [lo, hi) of its block.
+func (w *worker) window(lo, hi int) {
+	w.base = lo
+	if cap(w.slots) < hi-lo {
+		w.slots = make([]slot, hi-lo)
+	}
+	w.slots = w.slots[:hi-lo]
+	for i := range w.slots {
+		s := &w.slots[i]
+		s.c.Reset()
+		s.v, s.dec, s.table, s.act, s.stage, s.err = nil, nil, nil, actPending, "", nil
+	}
+}
+
+func (s *slot) die(stage string, err error) {
+	s.act, s.stage, s.err = actDead, stage, err
+}
+
+type workerKey struct{}
+
+func workerOf(msg *message.Message) *worker {
+	return msg.Context().Value(workerKey{}).(*worker)
+}
+
+// partition is the outermost stage middleware: it takes the block's
+// partition lock and a free worker, runs the block through the stages a
+// window at a time, and ends the block: its dead letters are written and
+// files past their age are closed.
+func (p *Pipeline) partition(next message.HandlerFunc) message.HandlerFunc {
+	return func(msg *message.Message) ([]*message.Message, error) {
+		b, err := source.BlockOf(msg)
+		if err != nil {
+			return nil, err
+		}
+		v, _ := p.parts.LoadOrStore(partKey{b.Source, b.Partition}, &sync.Mutex{})
+		lock := v.(*sync.Mutex)
+		lock.Lock()
+		defer lock.Unlock()
+		var w *worker
+		select {
+		case w = <-p.idle:
+		case <-msg.Context().Done():
+			return nil, errNoWorker
+		}
+		defer func() {
+			w.block = nil
+			p.idle <- w
+		}()
+		w.start(b)
+		defer w.counts.addTo(&p.stats)
+		msg.SetContext(context.WithValue(msg.Context(), workerKey{}, w))
+		for lo := 0; lo < len(b.Records); lo += windowRecords {
+			w.window(lo, min(lo+windowRecords, len(b.Records)))
+			if _, err := next(msg); err != nil {
+				return nil, err
+			}
+		}
+		return nil, p.endBlock(msg.Context(), w)
+	}
+}
+
+// endBlock writes the block's dead letters, after which they count as
+// durable, and closes files past their age.
+func (p *Pipeline) endBlock(ctx context.Context, w *worker) error {
+	if err := w.dead.Flush(ctx); err != nil {
+		return p.fail(err)
+	}
+	if w.hold != nil {
+		p.batcher.Release(w.block.Source, w.block.Partition, w.hold)
+	}
+	if err := p.batcher.FlushExpired(ctx); err != nil {
+		return p.fail(err)
+	}
+	return nil
+}
+
+// stage makes a middleware that runs one stage over every record of the
+// window that no earlier stage settled.
+func (p *Pipeline) stage(run func(w *worker, i int)) message.HandlerMiddleware {
+	return func(next message.HandlerFunc) message.HandlerFunc {
+		return func(msg *message.Message) ([]*message.Message, error) {
+			w := workerOf(msg)
+			for i := range w.slots {
+				if a := w.slots[i].act; a != actSkip && a != actDead {
+					run(w, i)
+				}
+			}
+			return next(msg)
+		}
+	}
+}
+
+// unwrap parses a record and removes its envelopes.
+func (p *Pipeline) unwrap(w *worker, i int) {
+	s, raw := &w.slots[i], w.block.Records[w.base+i].Value
+	w.counts.messages++
+	w.counts.bytes += int64(len(raw))
+	v, err := w.unwrapper.Unwrap(&s.arena, raw, &s.c)
+	switch {
+	case err != nil:
+		s.die("unwrap", err)
+	case s.c.Kind == change.KindTombstone:
+		s.act = actSkip
+		w.counts.tombstones++
+	default:
+		s.v = v
+	}
+}
+
+// classify decodes a record and decides what becomes of it.
+func (p *Pipeline) classify(w *worker, i int) {
+	s := &w.slots[i]
+	dec, err := w.classifier.Decode(s.v, &s.c)
+	if err != nil {
+		s.die("decode", err)
+		return
+	}
+	s.dec = dec
+	c := &s.c
+	if c.Table != "" && c.Kind != change.KindSchemaRecord && !p.plan.Allowed(c.Table) {
+		s.act = actSkip
+		w.counts.filtered++
+		return
+	}
+	switch c.Kind {
+	case change.KindSchemaRecord:
+		s.act = actMeta
+		w.counts.schemas++
+	case change.KindHeartbeat:
+		s.act = actSkip
+		w.counts.heartbeats++
+	case change.KindMessage:
+		s.act = actSkip
+		w.counts.skipped++
+	case change.KindObjectMetadata, change.KindStreamMetadata, change.KindTransaction:
+		s.act = actEvent
+	case change.KindDDL, change.KindSchemaChange:
+		s.act = actDDL
+	case change.KindDML:
+		s.act = actRow
+	default:
+		s.die("classify", fmt.Errorf("unhandled record class %s", c.Kind))
+	}
+}
+
+// resolve gives a record the table version it lands in, after the
+// resolver saw every schema-bearing record before it.
+func (p *Pipeline) resolve(w *worker, i int) {
+	s := &w.slots[i]
+	c := &s.c
+	switch s.act {
+	case actMeta:
+		p.resolver.Observe(c)
+		s.act = actSkip
+	case actRow:
+		t, err := p.resolver.Resolve(c, s.dec)
+		if err != nil {
+			s.die("schema", err)
+			return
+		}
+		s.table = t
+	case actEvent, actDDL:
+		p.resolver.Observe(c)
+		s.table = p.resolver.Event(eventDataset(c.Kind), c)
+	}
+}
+
+func eventDataset(k change.Kind) string {
+	switch k {
+	case change.KindDDL, change.KindSchemaChange:
+		return schema.TableDDL
+	case change.KindTransaction:
+		return schema.TableTransactions
+	}
+	return schema.TableStreamMetadata
+}
+
+// batchStage is the handler: it hands the window's records to the batcher
+// in order and queues its dead letters. Only storage failures are errors.
+func (p *Pipeline) batchStage(msg *message.Message) error {
+	w := workerOf(msg)
+	ctx := msg.Context()
+	b := w.block
+	for i := range w.slots {
+		s := &w.slots[i]
+		j := w.base + i
+		at := b.Position(j)
+		switch s.act {
+		case actSkip:
+			p.batcher.Skip(at)
+		case actDDL:
+			if err := p.batcher.CloseTable(ctx, s.c.Table); err != nil {
+				return p.fail(err)
+			}
+			fallthrough
+		case actRow, actEvent:
+			err := p.batcher.Add(ctx, &s.c, s.table, at, len(b.Records[j].Value))
+			var rowErr *batch.RowError
+			switch {
+			case err == nil && s.act == actRow:
+				w.counts.rows++
+			case err == nil:
+				w.counts.events++
+			case errors.As(err, &rowErr):
+				s.die("convert", rowErr.Err)
+			default:
+				return p.fail(err)
+			}
+		}
+		if s.act == actDead {
+			w.counts.dead++
+			w.dead.Add(at, s.stage, s.err, b.Records[j].Value)
+			if w.hold == nil {
+				w.hold = &at
+			}
+			p.batcher.Hold(at, w.hold)
+			p.log.Debug("dead letter", "source", at.Source, "offset", at.Offset, "stage", s.stage, "reason", s.err)
+		}
+	}
+	return nil
+}

@@ -1,0 +1,110 @@
+// Package sinks is the contract between the pipeline and storage: where a
+// message came from (Position), how objects are named (ObjectName), what a
+// data file handed to storage is (File) and who stores it (Sink).
+//
+// Sinks know nothing of how data was decoded or batched: the batching stage
+// imports this package, never the reverse.
+//
+// # Object names
+//
+// Every object the pipeline writes is named from the position of the first
+// message it holds:
+//
+//	{source}-p{partition}-o{offset, 20 digits}{ext}
+//
+// with the source made safe as one path segment (Sanitize). Names are a
+// function of the input, so a replay of the same input rewrites the same
+// objects, and within a partition they sort by offset.
+package sinks
+
+import (
+	"context"
+	"fmt"
+	"strings"
+
+	"github.com/apache/arrow-go/v18/arrow"
+)
+
+// Position identifies a message in its source: a Kafka topic, partition and
+// offset, or a file (partition 0) and line number.
+type Position struct {
+	Source    string
+	Partition int32
+	Offset    int64
+}
+
+// ObjectName is the name of an object whose first message is at pos, with
+// the extension ext (".parquet", ".ndjson").
+func ObjectName(pos Position, ext string) string {
+	return fmt.Sprintf("%s-p%d-o%020d%s", Sanitize(pos.Source), pos.Partition, pos.Offset, ext)
+}
+
+// Sanitize makes a name safe as one path segment in every object store and
+// file system: path separators, characters Windows and shells treat
+// specially, spaces and control characters become '_', and "", "." and ".."
+// become underscores.
+func Sanitize(s string) string {
+	if s == "." || s == ".." || s == "" {
+		return strings.Repeat("_", max(len(s), 1))
+	}
+	return strings.Map(func(r rune) rune {
+		switch r {
+		case '/', '\\', ':', '*', '?', '"', '<', '>', '|', ' ':
+			return '_'
+		}
+		if r < 32 {
+			return '_'
+		}
+		return r
+	}, s)
+}
+
+// WriteOptions are a file's format settings, from its table's route.
+type WriteOptions struct {
+	// Compression is a codec name the Parquet writer accepts
+	// (parquet.Compressions).
+	Compression string
+	// RowGroupRows bounds the rows of one row group; it must be ≥ 1.
+	RowGroupRows int
+}
+
+// File is a closed batch of rows on its way to storage: rows of one table
+// version, one partition directory and one source partition, in source
+// order.
+type File struct {
+	// Key is the object key relative to the lake root:
+	// {directory}/{ObjectName(First, ".parquet")}.
+	Key string
+	// Table and Version name the table version the rows belong to.
+	Table   string
+	Version int
+	// Record holds the rows. Only the [start, end) row ranges in Ranges
+	// are written; the rows between them were rejected (and dead-lettered).
+	Record arrow.RecordBatch
+	Ranges [][2]int
+	// Rows is the number of rows in Ranges.
+	Rows int
+	// First is the position of the first message in the file; LastOffset
+	// the offset of the last.
+	First      Position
+	LastOffset int64
+	Options    WriteOptions
+}
+
+// Sink stores files.
+//
+// Write is called with one file at a time and returns only when the file is
+// durably stored (nil error) or has failed; a failed or cancelled write
+// leaves no object under f.Key. It returns the number of bytes stored. The
+// caller keeps ownership of f.Record.
+type Sink interface {
+	Write(ctx context.Context, f *File) (int64, error)
+}
+
+// ObjectWriter stores small objects whole (dead letters, state).
+//
+// WriteObject returns nil only when the object is durably stored; a failed
+// write leaves no object under key.
+type ObjectWriter interface {
+	WriteObject(ctx context.Context, key string, data []byte, contentType string) error
+}
