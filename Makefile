@@ -34,19 +34,21 @@ vet:
 	$(GO) vet ./...
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || (gofmt -l $$(git ls-files '*.go'); echo "gofmt needed"; exit 1)
 
-# The test command: static checks, unit and golden tests, and the end-to-end
-# test that runs the binary and reads the lake back with DuckDB.
+# The test command: static checks, unit and golden tests under the race
+# detector, and the end-to-end tests that run the binary and read the lake
+# back with DuckDB.
 test: vet pyenv
-	CDCLAKE_PYTHON=$(CURDIR)/$(VPY) CDCLAKE_REQUIRE_DUCKDB=1 $(GO) test -count=1 ./...
+	CDCLAKE_PYTHON=$(CURDIR)/$(VPY) CDCLAKE_REQUIRE_DUCKDB=1 $(GO) test -race -count=1 ./...
 
-# Each decoder's fuzz target, and the decimal converters', for FUZZTIME.
+# Every fuzz target in the tree (each decoder's, the unwrap stage's, the
+# decimal converters'), each for FUZZTIME.
 fuzz:
-	$(GO) test -run '^$$' -fuzz '^FuzzDataStreams$$' -fuzztime $(FUZZTIME) ./handlers/decode/goldengate/
-	$(GO) test -run '^$$' -fuzz '^FuzzBigData$$' -fuzztime $(FUZZTIME) ./handlers/decode/goldengate/
-	$(GO) test -run '^$$' -fuzz '^FuzzDecode$$' -fuzztime $(FUZZTIME) ./handlers/decode/debezium/
-	$(GO) test -run '^$$' -fuzz '^FuzzUnwrap$$' -fuzztime $(FUZZTIME) ./handlers/unwrap/
-	$(GO) test -run '^$$' -fuzz '^FuzzFastDecimal$$' -fuzztime $(FUZZTIME) ./handlers/schema/
-	$(GO) test -run '^$$' -fuzz '^FuzzDecimalText$$' -fuzztime $(FUZZTIME) ./handlers/schema/
+	@set -e; for dir in $$(grep -l '^func Fuzz' $$(git ls-files '*_test.go') | xargs -n1 dirname | sort -u); do \
+		for target in $$(grep -ho '^func Fuzz[A-Za-z0-9_]*' $$dir/*_test.go | cut -c6-); do \
+			echo "fuzz $$target ./$$dir"; \
+			$(GO) test -run '^$$' -fuzz "^$$target\$$" -fuzztime $(FUZZTIME) ./$$dir; \
+		done; \
+	done
 
 # End to end on real services (CI runs it after test and fuzz): installs and
 # starts Kafka, Connect + Debezium, PostgreSQL and versitygw from nothing

@@ -113,6 +113,22 @@ step "install" "$INFRA_DIR/install.sh"
 step "stop and purge" "$INFRA_DIR/stop.sh" --purge
 mkdir -p "$E2E_DIR"
 step "start services" "$INFRA_DIR/start.sh"
+# The sink conformance suite (sinks/sinktest) against the S3 server.
+sink_conformance() {
+  local out
+  out=$(cd "$REPO_DIR" && CDCLAKE_TEST_S3_URL="$(s3_sink scratch)" AWS_ACCESS_KEY_ID=$S3_ACCESS_KEY \
+    AWS_SECRET_ACCESS_KEY=$S3_SECRET_KEY AWS_REGION=us-east-1 \
+    go test -count=1 -v -run '^TestConformanceS3$' ./sinks/lake/ 2>&1) || {
+    echo "$out" | tail -n 40 >&2
+    die "the sink conformance suite failed on S3"
+  }
+  grep -q -- '--- PASS: TestConformanceS3' <<<"$out" || {
+    echo "$out" | tail -n 20 >&2
+    die "the sink conformance suite did not run on S3"
+  }
+  log "sink conformance on S3: $(grep -c -- '--- PASS' <<<"$out") passed"
+}
+step "sink conformance (S3)" sink_conformance
 step "workload ($E2E_ROWS rows)" "$INFRA_DIR/workload.sh" all "$E2E_ROWS"
 step "capture topics" "$INFRA_DIR/capture.sh" "$E2E_DIR/capture"
 measure_memory

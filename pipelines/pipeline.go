@@ -26,7 +26,7 @@
 // of one partition (source.Source). Each block is handled by one worker at
 // a time; a worker owns everything a stage reuses between records (parse
 // arenas, decoders, the Kafka Connect schema cache, the reused changes),
-// and there are GOMAXPROCS workers. A partition's lock keeps its blocks in
+// and there are GOMAXPROCS workers unless WithWorkers says otherwise. A partition's lock keeps its blocks in
 // order even if a source broke that rule. Workers share only the Resolver
 // and the Batcher, both safe for concurrent use, and the counters.
 //
@@ -97,8 +97,26 @@ type Stats struct {
 	Bytes       atomic.Int64
 }
 
+// Option changes how a pipeline runs.
+type Option func(*options)
+
+type options struct {
+	workers int
+}
+
+// WithWorkers sets the number of workers, the most blocks handled at once
+// (default GOMAXPROCS). One worker handles every block in turn.
+func WithWorkers(n int) Option { return func(o *options) { o.workers = n } }
+
 // New builds a pipeline from a compiled plan, a source and an open bucket.
-func New(plan *Plan, src source.Source, bucket *blob.Bucket, log *slog.Logger) (*Pipeline, error) {
+func New(plan *Plan, src source.Source, bucket *blob.Bucket, log *slog.Logger, opts ...Option) (*Pipeline, error) {
+	o := options{workers: runtime.GOMAXPROCS(0)}
+	for _, opt := range opts {
+		opt(&o)
+	}
+	if o.workers < 1 {
+		return nil, fmt.Errorf("pipeline: %d workers, want at least 1", o.workers)
+	}
 	cfg := plan.Config()
 	mem := memory.NewGoAllocator()
 	p := &Pipeline{plan: plan, log: log, source: src, sink: lake.New(bucket, mem)}
@@ -109,9 +127,8 @@ func New(plan *Plan, src source.Source, bucket *blob.Bucket, log *slog.Logger) (
 		return nil, err
 	}
 	p.batcher = b
-	n := runtime.GOMAXPROCS(0)
-	p.idle = make(chan *worker, n)
-	for range n {
+	p.idle = make(chan *worker, o.workers)
+	for range o.workers {
 		w, err := p.newWorker()
 		if err != nil {
 			return nil, err
@@ -138,13 +155,7 @@ func (p *Pipeline) Run(ctx context.Context) error {
 		return err
 	}
 	router.AddMiddleware(middleware.Recoverer)
-	land := router.AddConsumerHandler("land", "records", p.source, p.batchStage)
-	land.AddMiddleware(
-		p.partition,
-		p.stage(p.unwrap),
-		p.stage(p.classify),
-		p.stage(p.resolve),
-	)
+	p.addHandler(router, p.unwrap, p.classify, p.resolve, p.batchStage)
 
 	runCtx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -179,6 +190,18 @@ func (p *Pipeline) Run(ctx context.Context) error {
 	}
 	p.batcher.Close()
 	return errors.Join(errs...)
+}
+
+// addHandler adds the "land" handler: the stages as middleware, in order,
+// inside the partition middleware, and the batch stage as the handler.
+func (p *Pipeline) addHandler(router *message.Router, unwrap, classify, resolve func(*worker, int), batch message.NoPublishHandlerFunc) {
+	land := router.AddConsumerHandler("land", "records", p.source, batch)
+	land.AddMiddleware(
+		p.partition,
+		p.stage(unwrap),
+		p.stage(classify),
+		p.stage(resolve),
+	)
 }
 
 func (p *Pipeline) fatalErr() error {

@@ -3,6 +3,7 @@ package pipelines_test
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"io"
 	"log/slog"
 	"os"
@@ -36,6 +37,13 @@ func land(t *testing.T, yaml, input string) (*blob.Bucket, *pipelines.Pipeline) 
 	if err != nil {
 		t.Fatal(err)
 	}
+	return landSource(t, cfg, source.NewReader("in", strings.NewReader(input), 2, 1<<20))
+}
+
+// landSource runs the pipeline over src with cfg into a mem:// bucket and
+// returns it.
+func landSource(t *testing.T, cfg *config.Config, src source.Source, opts ...pipelines.Option) (*blob.Bucket, *pipelines.Pipeline) {
+	t.Helper()
 	cfg.ProgressInterval = 0
 	plan, err := pipelines.Compile(cfg)
 	if err != nil {
@@ -47,8 +55,7 @@ func land(t *testing.T, yaml, input string) (*blob.Bucket, *pipelines.Pipeline) 
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { bucket.Close() })
-	src := source.NewReader("in", strings.NewReader(input), 2, 1<<20)
-	p, err := pipelines.New(plan, src, bucket, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	p, err := pipelines.New(plan, src, bucket, slog.New(slog.NewTextHandler(io.Discard, nil)), opts...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -257,6 +264,33 @@ func TestZonedTextSibling(t *testing.T) {
 	for i := 0; i < 3; i++ {
 		if got := absent.ValueStr(i); got != "[]" {
 			t.Errorf("row %d absent = %s, want none", i+2, got)
+		}
+	}
+}
+
+// TestLongLinesLand lands GoldenGate records of 1.5 MiB each, larger than
+// a block's byte bound.
+func TestLongLinesLand(t *testing.T) {
+	note := strings.Repeat("ü", 3<<19) // 1.5 MiB of text
+	var in strings.Builder
+	for i := range 12 {
+		fmt.Fprintf(&in, `{"qual_table":"S.BIG","op_type":"INSERT","op_ts":"2026-07-13T04:01:01Z","after":{"ID":%d,"NOTE":"%s"}}`+"\n", i, note)
+	}
+	b, p := land(t, "", in.String())
+	if p.Stats().Rows.Load() != 12 || p.Stats().DeadLetters.Load() != 0 {
+		t.Fatalf("rows %d, dead letters %d", p.Stats().Rows.Load(), p.Stats().DeadLetters.Load())
+	}
+	ks := keys(t, b)
+	if len(ks) != 1 {
+		t.Fatalf("objects %v", ks)
+	}
+	tbl := readTable(t, b, ks[0])
+	defer tbl.Release()
+	after := column(t, tbl, "after").(*array.Struct)
+	notes := after.Field(1).(*array.String)
+	for i := range notes.Len() {
+		if notes.Value(i) != note {
+			t.Fatalf("row %d: NOTE of %d bytes, want %d", i, len(notes.Value(i)), len(note))
 		}
 	}
 }

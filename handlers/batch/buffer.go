@@ -27,7 +27,8 @@ type buffer struct {
 	// invalid holds rows that failed conversion; they are skipped on write.
 	invalid []int
 
-	rb *array.RecordBuilder
+	rb   *array.RecordBuilder
+	conv *schema.Converters
 	// built is the record of a buffer whose write failed, kept for a retry.
 	built arrow.RecordBatch
 	// metadata builders
@@ -60,7 +61,7 @@ type eventBuilders struct {
 
 func newBuffer(mem memory.Allocator, key bufKey, t *schema.Table, dir string, src sinks.Position, now int64) *buffer {
 	b := &buffer{key: key, table: t, dir: dir, src: src, last: src.Offset, born: now,
-		rb: array.NewRecordBuilder(mem, t.Arrow)}
+		rb: array.NewRecordBuilder(mem, t.Arrow), conv: schema.NewConverters(mem)}
 	f := b.rb.Fields()
 	b.op = f[0].(*array.StringBuilder)
 	b.tbl = f[1].(*array.StringBuilder)
@@ -86,7 +87,7 @@ func newBuffer(mem memory.Allocator, key bufKey, t *schema.Table, dir string, sr
 			if structs > 0 {
 				ib.st = rest[i].(*array.StructBuilder)
 				for j, c := range t.Columns {
-					ib.app = append(ib.app, schema.Compile(c.Name, c.Type, ib.st.FieldBuilder(j)))
+					ib.app = append(ib.app, b.conv.Compile(c.Name, c.Type, ib.st.FieldBuilder(j)))
 				}
 			}
 			b.images[i] = ib
@@ -95,7 +96,7 @@ func newBuffer(mem memory.Allocator, key bufKey, t *schema.Table, dir string, sr
 		ib := &imageBuilder{absent: rest[len(t.Columns)].(*array.ListBuilder), seen: make([]bool, len(t.Columns))}
 		ib.absentV = ib.absent.ValueBuilder().(*array.StringBuilder)
 		for j, c := range t.Columns {
-			ib.app = append(ib.app, schema.Compile(c.Name, c.Type, rest[j]))
+			ib.app = append(ib.app, b.conv.Compile(c.Name, c.Type, rest[j]))
 		}
 		b.flat = ib
 	case schema.LayoutEvents:
@@ -302,4 +303,5 @@ func (b *buffer) release() {
 		b.built = nil
 	}
 	b.rb.Release()
+	b.conv.Release()
 }

@@ -39,7 +39,7 @@ func BenchmarkAppendColumn(b *testing.B) {
 			v := row.Get(c.Name)
 			bl := array.NewBuilder(memory.NewGoAllocator(), c.Type.Arrow())
 			defer bl.Release()
-			app := Compile(c.Name, c.Type, bl)
+			app := NewConverters(memory.NewGoAllocator()).Compile(c.Name, c.Type, bl)
 			b.ReportAllocs()
 			for i := range b.N {
 				if err := app(v); err != nil {
@@ -69,10 +69,12 @@ func BenchmarkCompileAppendRow(b *testing.B) {
 	mem := memory.NewGoAllocator()
 	builders := make([]array.Builder, len(cols))
 	apps := make([]Appender, len(cols))
+	conv := NewConverters(mem)
+	defer conv.Release()
 	for i, c := range cols {
 		builders[i] = array.NewBuilder(mem, c.Type.Arrow())
 		defer builders[i].Release()
-		apps[i] = Compile(c.Name, c.Type, builders[i])
+		apps[i] = conv.Compile(c.Name, c.Type, builders[i])
 	}
 	b.ReportAllocs()
 	b.ResetTimer()

@@ -45,9 +45,33 @@ func convErr(col string, t Type, v *fastjson.Value, reason string) error {
 
 func isNull(v *fastjson.Value) bool { return v == nil || v.Type() == fastjson.TypeNull }
 
+// Converters compiles the Appenders of one record builder's columns and
+// owns the scratch builders some of them need (the key check of maps),
+// allocated from mem. Release frees those once the Appenders are no longer
+// used. Converters and their Appenders are not safe for concurrent use.
+type Converters struct {
+	mem     memory.Allocator
+	scratch []array.Builder
+}
+
+// NewConverters returns Converters allocating from mem.
+func NewConverters(mem memory.Allocator) *Converters { return &Converters{mem: mem} }
+
+// Release frees the scratch builders.
+func (c *Converters) Release() {
+	for _, b := range c.scratch {
+		b.Release()
+	}
+	c.scratch = nil
+}
+
+// failFunc appends NULL and returns the error for a value that does not
+// fit.
+type failFunc func(v *fastjson.Value, reason string) error
+
 // Compile returns an Appender writing values of type t into b, which must be
 // a builder of t.Arrow(). name is used in error messages.
-func Compile(name string, t Type, b array.Builder) Appender {
+func (c *Converters) Compile(name string, t Type, b array.Builder) Appender {
 	fail := func(v *fastjson.Value, reason string) error {
 		b.AppendNull()
 		return convErr(name, t, v, reason)
@@ -62,289 +86,330 @@ func Compile(name string, t Type, b array.Builder) Appender {
 			return fail(v, "column has no known type")
 		}
 	case Bool:
-		bb := b.(*array.BooleanBuilder)
-		return func(v *fastjson.Value) error {
-			if isNull(v) {
-				bb.AppendNull()
-				return nil
-			}
-			switch v.Type() {
-			case fastjson.TypeTrue:
-				bb.Append(true)
-			case fastjson.TypeFalse:
-				bb.Append(false)
-			default:
-				return fail(v, "not a boolean")
-			}
-			return nil
-		}
+		return compileBool(b, fail)
 	case Int8, Int16, Int32, Int64:
 		return compileInt(name, t, b, fail)
 	case Float32, Float64:
 		return compileFloat(t, b, fail)
 	case String, DecimalText:
-		sb := b.(*array.StringBuilder)
-		var scratch []byte
-		return func(v *fastjson.Value) error {
-			if isNull(v) {
-				sb.AppendNull()
-				return nil
-			}
-			var err error
-			scratch, err = textValue(scratch[:0], t, v)
-			if err != nil {
-				return fail(v, err.Error())
-			}
-			sb.BinaryBuilder.Append(scratch)
-			return nil
-		}
+		return compileText(t, b, fail)
 	case JSON:
-		sb := b.(*array.ExtensionBuilder).StorageBuilder().(*array.StringBuilder)
-		var scratch []byte
-		return func(v *fastjson.Value) error {
-			if isNull(v) {
-				b.AppendNull()
-				return nil
-			}
-			if v.Type() == fastjson.TypeString {
-				s, _ := v.StringBytes()
-				if !utf8.Valid(s) {
-					return fail(v, "invalid UTF-8")
-				}
-				sb.BinaryBuilder.Append(s)
-				return nil
-			}
-			scratch = v.MarshalTo(scratch[:0])
-			sb.BinaryBuilder.Append(scratch)
-			return nil
-		}
+		return compileJSON(b, fail)
 	case Binary:
-		bb := b.(*array.BinaryBuilder)
-		var scratch []byte
-		return func(v *fastjson.Value) error {
-			if isNull(v) {
-				bb.AppendNull()
-				return nil
-			}
-			s, err := v.StringBytes()
-			if err != nil {
-				return fail(v, "binary must be a JSON string")
-			}
-			if t.Enc == EncHex {
-				scratch = append(scratch[:0], make([]byte, hex.DecodedLen(len(s)))...)
-				n, err := hex.Decode(scratch, s)
-				if err != nil {
-					return fail(v, "invalid hexadecimal")
-				}
-				bb.Append(scratch[:n])
-				return nil
-			}
-			scratch = append(scratch[:0], make([]byte, base64.StdEncoding.DecodedLen(len(s)))...)
-			n, err := base64.StdEncoding.Decode(scratch, s)
-			if err != nil {
-				return fail(v, "invalid base64")
-			}
-			bb.Append(scratch[:n])
-			return nil
-		}
+		return compileBinary(t, b, fail)
 	case Decimal:
-		db := b.(*array.Decimal128Builder)
-		var scratch []byte
-		return func(v *fastjson.Value) error {
-			if isNull(v) {
-				db.AppendNull()
-				return nil
-			}
-			n, err := decimalValue(t, v, &scratch)
-			if err != nil {
-				return fail(v, err.Error())
-			}
-			db.Append(n)
-			return nil
-		}
+		return compileDecimal(t, b, fail)
 	case Date:
-		db := b.(*array.Date32Builder)
-		return func(v *fastjson.Value) error {
-			if isNull(v) {
-				db.AppendNull()
-				return nil
-			}
-			if t.Enc == EncEpochDays {
-				d, err := v.Int64()
-				if err != nil || d < math.MinInt32 || d > math.MaxInt32 {
-					return fail(v, "not an integer day count")
-				}
-				db.Append(arrow.Date32(d))
-				return nil
-			}
-			s, err := v.StringBytes()
-			if err != nil {
-				return fail(v, "date must be text")
-			}
-			d, err := ParseDate(s)
-			if err != nil {
-				return fail(v, err.Error())
-			}
-			db.Append(arrow.Date32(d))
-			return nil
-		}
+		return compileDate(t, b, fail)
 	case Time:
 		return compileTime(t, b, fail)
 	case Timestamp:
-		tb := b.(*array.TimestampBuilder)
-		return func(v *fastjson.Value) error {
-			if isNull(v) {
-				tb.AppendNull()
-				return nil
-			}
-			if t.Enc == EncEpochUnit {
-				n, err := v.Int64()
-				if err != nil {
-					return fail(v, "not an integer timestamp")
-				}
-				tb.Append(arrow.Timestamp(n))
-				return nil
-			}
-			s, err := v.StringBytes()
-			if err != nil {
-				return fail(v, "timestamp must be text")
-			}
-			n, err := ParseTimestamp(s, t.Unit, t.UTC || t.Enc == EncZoned)
-			if err != nil {
-				return fail(v, err.Error())
-			}
-			tb.Append(arrow.Timestamp(n))
-			return nil
-		}
+		return compileTimestamp(t, b, fail)
 	case Struct:
-		sb := b.(*array.StructBuilder)
-		fields := make([]Appender, len(t.Fields))
-		for i, f := range t.Fields {
-			fields[i] = Compile(name+"."+f.Name, f.Type, sb.FieldBuilder(i))
-		}
-		return func(v *fastjson.Value) error {
-			if isNull(v) {
-				sb.AppendNull()
-				return nil
-			}
-			o, err := v.Object()
-			if err != nil {
-				return fail(v, "not an object")
-			}
-			sb.Append(true)
-			var first error
-			for i, f := range t.Fields {
-				if err := fields[i](o.Get(f.Name)); err != nil && first == nil {
-					first = err
-				}
-			}
-			return first
-		}
+		return c.compileStruct(name, t, b, fail)
 	case List:
-		lb := b.(*array.ListBuilder)
-		elem := Compile(name+"[]", *t.Elem, lb.ValueBuilder())
-		return func(v *fastjson.Value) error {
-			if isNull(v) {
-				lb.AppendNull()
-				return nil
-			}
-			arr, err := v.Array()
-			if err != nil {
-				return fail(v, "not an array")
-			}
-			lb.Append(true)
-			var first error
-			for _, e := range arr {
-				if err := elem(e); err != nil && first == nil {
-					first = err
-				}
-			}
-			return first
-		}
+		return c.compileList(name, t, b, fail)
 	case Map:
-		mb := b.(*array.MapBuilder)
-		key := Compile(name+".key", *t.Key, mb.KeyBuilder())
-		val := Compile(name+".value", *t.Value, mb.ItemBuilder())
-		// A map array cannot be built with a NULL key, not even in a row
-		// that is discarded, so every key is first tried on a scratch
-		// builder and a map with a bad key appends only its NULL.
-		probe := array.NewBuilder(memory.NewGoAllocator(), t.Key.Arrow())
-		tryKey := Compile(name+".key", *t.Key, probe)
-		checkKey := func(k *fastjson.Value) error {
-			if isNull(k) {
-				return convErr(name+".key", *t.Key, k, "map key is null")
-			}
-			err := tryKey(k)
-			if probe.Len() >= 1024 {
-				probe.NewArray().Release()
-			}
-			return err
-		}
-		keyArena := &fastjson.Arena{}
-		var keys []*fastjson.Value
-		return func(v *fastjson.Value) error {
-			if isNull(v) {
-				mb.AppendNull()
-				return nil
-			}
-			var first error
-			note := func(err error) {
-				if err != nil && first == nil {
-					first = err
-				}
-			}
-			switch v.Type() {
-			case fastjson.TypeObject:
-				// Kafka Connect's JSON converter writes maps with string keys
-				// as objects.
-				keyArena.Reset()
-				o, _ := v.Object()
-				keys = keys[:0]
-				o.Visit(func(k []byte, _ *fastjson.Value) {
-					kv := keyArena.NewStringBytes(k)
-					keys = append(keys, kv)
-					note(checkKey(kv))
-				})
-				if first != nil {
-					b.AppendNull()
-					return first
-				}
-				mb.Append(true)
-				i := 0
-				o.Visit(func(_ []byte, e *fastjson.Value) {
-					note(key(keys[i]))
-					note(val(e))
-					i++
-				})
-			case fastjson.TypeArray:
-				// ... and other maps as arrays of [key, value] pairs.
-				arr, _ := v.Array()
-				for _, pair := range arr {
-					kv, err := pair.Array()
-					if err != nil || len(kv) != 2 {
-						return fail(v, "map entry is not a [key, value] pair")
-					}
-					if err := checkKey(kv[0]); err != nil {
-						b.AppendNull()
-						return err
-					}
-				}
-				mb.Append(true)
-				for _, pair := range arr {
-					kv, _ := pair.Array()
-					note(key(kv[0]))
-					note(val(kv[1]))
-				}
-			default:
-				return fail(v, "not a map")
-			}
-			return first
-		}
+		return c.compileMap(name, t, b, fail)
 	}
 	panic(fmt.Sprintf("schema: cannot compile kind %d", t.Kind))
 }
 
-func compileInt(name string, t Type, b array.Builder, fail func(*fastjson.Value, string) error) Appender {
+func compileBool(b array.Builder, fail failFunc) Appender {
+	bb := b.(*array.BooleanBuilder)
+	return func(v *fastjson.Value) error {
+		if isNull(v) {
+			bb.AppendNull()
+			return nil
+		}
+		switch v.Type() {
+		case fastjson.TypeTrue:
+			bb.Append(true)
+		case fastjson.TypeFalse:
+			bb.Append(false)
+		default:
+			return fail(v, "not a boolean")
+		}
+		return nil
+	}
+}
+
+func compileText(t Type, b array.Builder, fail failFunc) Appender {
+	sb := b.(*array.StringBuilder)
+	var scratch []byte
+	return func(v *fastjson.Value) error {
+		if isNull(v) {
+			sb.AppendNull()
+			return nil
+		}
+		var err error
+		scratch, err = textValue(scratch[:0], t, v)
+		if err != nil {
+			return fail(v, err.Error())
+		}
+		sb.BinaryBuilder.Append(scratch)
+		return nil
+	}
+}
+
+func compileJSON(b array.Builder, fail failFunc) Appender {
+	sb := b.(*array.ExtensionBuilder).StorageBuilder().(*array.StringBuilder)
+	var scratch []byte
+	return func(v *fastjson.Value) error {
+		if isNull(v) {
+			b.AppendNull()
+			return nil
+		}
+		if v.Type() == fastjson.TypeString {
+			s, _ := v.StringBytes()
+			if !utf8.Valid(s) {
+				return fail(v, "invalid UTF-8")
+			}
+			sb.BinaryBuilder.Append(s)
+			return nil
+		}
+		scratch = v.MarshalTo(scratch[:0])
+		sb.BinaryBuilder.Append(scratch)
+		return nil
+	}
+}
+
+func compileBinary(t Type, b array.Builder, fail failFunc) Appender {
+	bb := b.(*array.BinaryBuilder)
+	var scratch []byte
+	return func(v *fastjson.Value) error {
+		if isNull(v) {
+			bb.AppendNull()
+			return nil
+		}
+		s, err := v.StringBytes()
+		if err != nil {
+			return fail(v, "binary must be a JSON string")
+		}
+		if t.Enc == EncHex {
+			scratch = append(scratch[:0], make([]byte, hex.DecodedLen(len(s)))...)
+			n, err := hex.Decode(scratch, s)
+			if err != nil {
+				return fail(v, "invalid hexadecimal")
+			}
+			bb.Append(scratch[:n])
+			return nil
+		}
+		scratch = append(scratch[:0], make([]byte, base64.StdEncoding.DecodedLen(len(s)))...)
+		n, err := base64.StdEncoding.Decode(scratch, s)
+		if err != nil {
+			return fail(v, "invalid base64")
+		}
+		bb.Append(scratch[:n])
+		return nil
+	}
+}
+
+func compileDecimal(t Type, b array.Builder, fail failFunc) Appender {
+	db := b.(*array.Decimal128Builder)
+	var scratch []byte
+	return func(v *fastjson.Value) error {
+		if isNull(v) {
+			db.AppendNull()
+			return nil
+		}
+		n, err := decimalValue(t, v, &scratch)
+		if err != nil {
+			return fail(v, err.Error())
+		}
+		db.Append(n)
+		return nil
+	}
+}
+
+func compileDate(t Type, b array.Builder, fail failFunc) Appender {
+	db := b.(*array.Date32Builder)
+	return func(v *fastjson.Value) error {
+		if isNull(v) {
+			db.AppendNull()
+			return nil
+		}
+		if t.Enc == EncEpochDays {
+			d, err := v.Int64()
+			if err != nil || d < math.MinInt32 || d > math.MaxInt32 {
+				return fail(v, "not an integer day count")
+			}
+			db.Append(arrow.Date32(d))
+			return nil
+		}
+		s, err := v.StringBytes()
+		if err != nil {
+			return fail(v, "date must be text")
+		}
+		d, err := ParseDate(s)
+		if err != nil {
+			return fail(v, err.Error())
+		}
+		db.Append(arrow.Date32(d))
+		return nil
+	}
+}
+
+func compileTimestamp(t Type, b array.Builder, fail failFunc) Appender {
+	tb := b.(*array.TimestampBuilder)
+	return func(v *fastjson.Value) error {
+		if isNull(v) {
+			tb.AppendNull()
+			return nil
+		}
+		if t.Enc == EncEpochUnit {
+			n, err := v.Int64()
+			if err != nil {
+				return fail(v, "not an integer timestamp")
+			}
+			tb.Append(arrow.Timestamp(n))
+			return nil
+		}
+		s, err := v.StringBytes()
+		if err != nil {
+			return fail(v, "timestamp must be text")
+		}
+		n, err := ParseTimestamp(s, t.Unit, t.UTC || t.Enc == EncZoned)
+		if err != nil {
+			return fail(v, err.Error())
+		}
+		tb.Append(arrow.Timestamp(n))
+		return nil
+	}
+}
+
+func (c *Converters) compileStruct(name string, t Type, b array.Builder, fail failFunc) Appender {
+	sb := b.(*array.StructBuilder)
+	fields := make([]Appender, len(t.Fields))
+	for i, f := range t.Fields {
+		fields[i] = c.Compile(name+"."+f.Name, f.Type, sb.FieldBuilder(i))
+	}
+	return func(v *fastjson.Value) error {
+		if isNull(v) {
+			sb.AppendNull()
+			return nil
+		}
+		o, err := v.Object()
+		if err != nil {
+			return fail(v, "not an object")
+		}
+		sb.Append(true)
+		var first error
+		for i, f := range t.Fields {
+			if err := fields[i](o.Get(f.Name)); err != nil && first == nil {
+				first = err
+			}
+		}
+		return first
+	}
+}
+
+func (c *Converters) compileList(name string, t Type, b array.Builder, fail failFunc) Appender {
+	lb := b.(*array.ListBuilder)
+	elem := c.Compile(name+"[]", *t.Elem, lb.ValueBuilder())
+	return func(v *fastjson.Value) error {
+		if isNull(v) {
+			lb.AppendNull()
+			return nil
+		}
+		arr, err := v.Array()
+		if err != nil {
+			return fail(v, "not an array")
+		}
+		lb.Append(true)
+		var first error
+		for _, e := range arr {
+			if err := elem(e); err != nil && first == nil {
+				first = err
+			}
+		}
+		return first
+	}
+}
+
+func (c *Converters) compileMap(name string, t Type, b array.Builder, fail failFunc) Appender {
+	mb := b.(*array.MapBuilder)
+	key := c.Compile(name+".key", *t.Key, mb.KeyBuilder())
+	val := c.Compile(name+".value", *t.Value, mb.ItemBuilder())
+	// A map array cannot be built with a NULL key, not even in a row
+	// that is discarded, so every key is first tried on a scratch
+	// builder and a map with a bad key appends only its NULL.
+	probe := array.NewBuilder(c.mem, t.Key.Arrow())
+	c.scratch = append(c.scratch, probe)
+	tryKey := c.Compile(name+".key", *t.Key, probe)
+	checkKey := func(k *fastjson.Value) error {
+		if isNull(k) {
+			return convErr(name+".key", *t.Key, k, "map key is null")
+		}
+		err := tryKey(k)
+		if probe.Len() >= 1024 {
+			probe.NewArray().Release()
+		}
+		return err
+	}
+	keyArena := &fastjson.Arena{}
+	var keys []*fastjson.Value
+	return func(v *fastjson.Value) error {
+		if isNull(v) {
+			mb.AppendNull()
+			return nil
+		}
+		var first error
+		note := func(err error) {
+			if err != nil && first == nil {
+				first = err
+			}
+		}
+		switch v.Type() {
+		case fastjson.TypeObject:
+			// Kafka Connect's JSON converter writes maps with string keys
+			// as objects.
+			keyArena.Reset()
+			o, _ := v.Object()
+			keys = keys[:0]
+			o.Visit(func(k []byte, _ *fastjson.Value) {
+				kv := keyArena.NewStringBytes(k)
+				keys = append(keys, kv)
+				note(checkKey(kv))
+			})
+			if first != nil {
+				b.AppendNull()
+				return first
+			}
+			mb.Append(true)
+			i := 0
+			o.Visit(func(_ []byte, e *fastjson.Value) {
+				note(key(keys[i]))
+				note(val(e))
+				i++
+			})
+		case fastjson.TypeArray:
+			// ... and other maps as arrays of [key, value] pairs.
+			arr, _ := v.Array()
+			for _, pair := range arr {
+				kv, err := pair.Array()
+				if err != nil || len(kv) != 2 {
+					return fail(v, "map entry is not a [key, value] pair")
+				}
+				if err := checkKey(kv[0]); err != nil {
+					b.AppendNull()
+					return err
+				}
+			}
+			mb.Append(true)
+			for _, pair := range arr {
+				kv, _ := pair.Array()
+				note(key(kv[0]))
+				note(val(kv[1]))
+			}
+		default:
+			return fail(v, "not a map")
+		}
+		return first
+	}
+}
+
+func compileInt(name string, t Type, b array.Builder, fail failFunc) Appender {
 	lo, hi := int64(math.MinInt64), int64(math.MaxInt64)
 	var app func(int64)
 	switch bb := b.(type) {
@@ -408,7 +473,7 @@ func integralDecimal(raw []byte) (int64, error) {
 	return num.Int64(), nil
 }
 
-func compileFloat(t Type, b array.Builder, fail func(*fastjson.Value, string) error) Appender {
+func compileFloat(t Type, b array.Builder, fail failFunc) Appender {
 	bits := 64
 	var app func(float64)
 	switch bb := b.(type) {
@@ -459,7 +524,7 @@ func compileFloat(t Type, b array.Builder, fail func(*fastjson.Value, string) er
 	}
 }
 
-func compileTime(t Type, b array.Builder, fail func(*fastjson.Value, string) error) Appender {
+func compileTime(t Type, b array.Builder, fail failFunc) Appender {
 	var app func(int64)
 	switch bb := b.(type) {
 	case *array.Time32Builder:

@@ -31,7 +31,9 @@ func convert(t *testing.T, typ Type, inputs ...string) (arrow.Array, []error) {
 	t.Cleanup(func() { mem.AssertSize(t, 0) })
 	b := array.NewBuilder(mem, typ.Arrow())
 	defer b.Release()
-	app := Compile(col, typ, b)
+	conv := NewConverters(mem)
+	defer conv.Release()
+	app := conv.Compile(col, typ, b)
 	errs := make([]error, len(inputs))
 	for i, in := range inputs {
 		var v *fastjson.Value

@@ -34,6 +34,7 @@ type Files struct {
 	files      []string
 	blockLines int
 	blockBytes int
+	maxLine    int
 	total      int64
 	read       atomic.Int64
 	stdin      io.Reader
@@ -119,7 +120,7 @@ func NewReader(name string, r io.Reader, blockLines, blockBytes int) *Files {
 }
 
 func newFiles(blockLines, blockBytes int) *Files {
-	return &Files{blockLines: blockLines, blockBytes: blockBytes,
+	return &Files{blockLines: blockLines, blockBytes: blockBytes, maxLine: MaxLine,
 		done: make(chan struct{}), drained: make(chan struct{})}
 }
 
@@ -257,8 +258,8 @@ func (s *Files) readOne(ctx context.Context, name string, r io.Reader, out chan<
 	for {
 		b, err := br.ReadSlice('\n')
 		if errors.Is(err, bufio.ErrBufferFull) {
-			if len(long)+len(b) > MaxLine {
-				return fmt.Errorf("%s line %d: longer than %d bytes", name, line+1, MaxLine)
+			if len(long)+len(b) > s.maxLine {
+				return fmt.Errorf("%s line %d: longer than %d bytes", name, line+1, s.maxLine)
 			}
 			long = append(long, b...)
 			continue
@@ -266,8 +267,8 @@ func (s *Files) readOne(ctx context.Context, name string, r io.Reader, out chan<
 		if long != nil {
 			b = append(long, b...)
 			long = nil
-			if len(b) > MaxLine+1 {
-				return fmt.Errorf("%s line %d: longer than %d bytes", name, line+1, MaxLine)
+			if len(bytes.TrimSuffix(b, []byte{'\n'})) > s.maxLine {
+				return fmt.Errorf("%s line %d: longer than %d bytes", name, line+1, s.maxLine)
 			}
 		}
 		if len(b) > 0 || err == nil {

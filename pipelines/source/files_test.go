@@ -6,11 +6,35 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/ThreeDotsLabs/watermill/message"
 	"github.com/cdclake/cdclake/pipelines/source"
 )
+
+// drain subscribes to src and acks every block after handing it to f,
+// until src is drained.
+func drain(t *testing.T, src source.Source, f func(*source.Block)) {
+	t.Helper()
+	ch, err := src.Subscribe(context.Background(), "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for {
+		select {
+		case msg := <-ch:
+			b, err := source.BlockOf(msg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			f(b)
+			msg.Ack()
+		case <-src.Drained():
+			return
+		}
+	}
+}
 
 func TestFileSourceOrderAndPositions(t *testing.T) {
 	dir := t.TempDir()
@@ -27,31 +51,17 @@ func TestFileSourceOrderAndPositions(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ch, err := src.Subscribe(context.Background(), "")
-	if err != nil {
-		t.Fatal(err)
-	}
 	// Expand blocks into (file, line, text); how reads cut blocks may vary,
 	// positions and contents may not.
 	var got []string
-	for done := false; !done; {
-		select {
-		case msg := <-ch:
-			b, err := source.BlockOf(msg)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if len(b.Records) > 2 {
-				t.Errorf("block of %d lines, block_lines is 2", len(b.Records))
-			}
-			for _, r := range b.Records {
-				got = append(got, fmt.Sprintf("%s:%d:%s", b.Source, r.Offset, r.Value))
-			}
-			msg.Ack()
-		case <-src.Drained():
-			done = true
+	drain(t, src, func(b *source.Block) {
+		if len(b.Records) > 2 {
+			t.Errorf("block of %d lines, block_lines is 2", len(b.Records))
 		}
-	}
+		for _, r := range b.Records {
+			got = append(got, fmt.Sprintf("%s:%d:%s", b.Source, r.Offset, r.Value))
+		}
+	})
 	if err := src.Close(); err != nil {
 		t.Fatal(err)
 	}
@@ -69,4 +79,115 @@ func TestFileSourceOrderAndPositions(t *testing.T) {
 		t.Error("unsupported scheme must fail")
 	}
 	var _ message.Subscriber = src
+}
+
+// TestLongLines reads lines longer than the read buffer and than a block's
+// byte bound: a block is cut before a line that would overflow it, a long
+// line travels alone, and only a line over the line limit is an error.
+func TestLongLines(t *testing.T) {
+	const mib = 1 << 20
+	line := func(i int) string { return fmt.Sprintf(`{"i":%d,"s":"%s"}`, i, strings.Repeat("x", 3*mib/2)) }
+	var in strings.Builder
+	for i := range 7 {
+		in.WriteString(line(i) + "\n")
+	}
+	in.WriteString(`{"short":true}` + "\n")
+	src := source.NewReader("big", strings.NewReader(in.String()), 100, 4*mib)
+	source.SetMaxLine(src, 2*mib)
+	var got []int
+	n := 0
+	drain(t, src, func(b *source.Block) {
+		if len(b.Records) > 1 && b.Bytes() > 4*mib {
+			t.Errorf("a block of %d records holds %d bytes, over its bound", len(b.Records), b.Bytes())
+		}
+		got = append(got, len(b.Records))
+		for _, r := range b.Records {
+			n++
+			if r.Offset != int64(n) {
+				t.Errorf("record %d at offset %d", n, r.Offset)
+			}
+			if n <= 7 && string(r.Value) != line(n-1) {
+				t.Errorf("line %d changed (%d bytes)", n, len(r.Value))
+			}
+		}
+	})
+	if err := src.Err(); err != nil || n != 8 {
+		t.Fatalf("read %d lines in blocks %v: %v", n, got, err)
+	}
+	src.Close()
+
+	// A line over the limit stops the source with a clear error.
+	src = source.NewReader("big", strings.NewReader(line(0)+"\n"+strings.Repeat("y", 3*mib)+"\n"), 100, 4*mib)
+	source.SetMaxLine(src, 2*mib)
+	drain(t, src, func(*source.Block) {})
+	if err := src.Err(); err == nil || !strings.Contains(err.Error(), "big line 2: longer than 2097152 bytes") {
+		t.Errorf("over-long line: %v", err)
+	}
+	src.Close()
+}
+
+// TestMemorySource: partitions are delivered concurrently, each in order,
+// never two blocks of one partition in flight.
+func TestMemorySource(t *testing.T) {
+	var blocks []*source.Block
+	for p := range 3 {
+		for i := range 20 {
+			blocks = append(blocks, &source.Block{Source: "topic", Partition: int32(p),
+				Records: []source.Record{{Offset: int64(i * 10)}, {Offset: int64(i*10 + 5)}}})
+		}
+	}
+	src := source.NewMemory(blocks...)
+	if src.Backlog() != 120 {
+		t.Errorf("backlog %d, want 120 records", src.Backlog())
+	}
+	ch, err := src.Subscribe(context.Background(), "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Hold the first block of every partition unacked: the three must all
+	// arrive, and nothing else before they are acked.
+	var held []*message.Message
+	for range 3 {
+		held = append(held, <-ch)
+	}
+	select {
+	case msg := <-ch:
+		b, _ := source.BlockOf(msg)
+		t.Fatalf("a second block of partition %d arrived before the first was acked", b.Partition)
+	default:
+	}
+	next := map[int32]int64{}
+	for _, m := range held {
+		b, _ := source.BlockOf(m)
+		next[b.Partition] = b.Records[1].Offset + 5
+		m.Ack()
+	}
+	for done := false; !done; {
+		select {
+		case msg := <-ch:
+			b, _ := source.BlockOf(msg)
+			if b.Records[0].Offset != next[b.Partition] {
+				t.Errorf("partition %d: block at %d, want %d", b.Partition, b.Records[0].Offset, next[b.Partition])
+			}
+			next[b.Partition] = b.Records[1].Offset + 5
+			msg.Ack()
+		case <-src.Drained():
+			done = true
+		}
+	}
+	if src.Backlog() != 0 || src.Err() != nil {
+		t.Errorf("backlog %d, err %v", src.Backlog(), src.Err())
+	}
+	src.Close()
+
+	// A nacked block stops its partition with an error.
+	src = source.NewMemory(&source.Block{Source: "t", Records: []source.Record{{Offset: 1}}},
+		&source.Block{Source: "t", Records: []source.Record{{Offset: 2}}})
+	ch, _ = src.Subscribe(context.Background(), "")
+	(<-ch).Nack()
+	<-src.Drained()
+	if err := src.Err(); err == nil || !strings.Contains(err.Error(), "t partition 0: block was not processed") {
+		t.Errorf("after a nack: %v", err)
+	}
+	src.Close()
 }

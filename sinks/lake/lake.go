@@ -51,16 +51,17 @@ func NormalizeURL(raw string) (string, error) {
 	if err != nil {
 		return "", fmt.Errorf("sink URL %q: %w", raw, err)
 	}
-	if u.Scheme == "file" {
-		q := u.Query()
-		if q.Get("create_dir") == "" {
-			q.Set("create_dir", "true")
-		}
-		if q.Get("metadata") == "" {
-			q.Set("metadata", "skip")
-		}
-		u.RawQuery = q.Encode()
+	if u.Scheme != "file" {
+		return raw, nil
 	}
+	q := u.Query()
+	if q.Get("create_dir") == "" {
+		q.Set("create_dir", "true")
+	}
+	if q.Get("metadata") == "" {
+		q.Set("metadata", "skip")
+	}
+	u.RawQuery = q.Encode()
 	return u.String(), nil
 }
 
@@ -99,7 +100,11 @@ func (s *Sink) Write(ctx context.Context, f *sinks.File) (int64, error) {
 		return 0, err
 	}
 	cw := &countingWriter{w: w}
-	if err := parquet.Write(cw, f.Record, f.Ranges, parquet.Options{Compression: f.Options.Compression, RowGroupRows: f.Options.RowGroupRows}, s.mem); err != nil {
+	err = parquet.Write(cw, f.Record, f.Ranges, parquet.Options{Compression: f.Options.Compression, RowGroupRows: f.Options.RowGroupRows}, s.mem)
+	if cw.err != nil {
+		err = cw.err
+	}
+	if err != nil {
 		cancel()
 		_ = w.Close()
 		return 0, err
@@ -115,13 +120,24 @@ func (s *Sink) WriteObject(ctx context.Context, key string, data []byte, content
 	return s.bucket.WriteAll(ctx, key, data, &blob.WriterOptions{ContentType: contentType})
 }
 
+// countingWriter counts the bytes written. After the first failed write
+// it keeps the error and discards the rest, so that the Parquet writer
+// finishes its file (and releases what it holds) instead of stopping in
+// the middle of a column; the caller then reports the error.
 type countingWriter struct {
-	w io.Writer
-	n int64
+	w   io.Writer
+	n   int64
+	err error
 }
 
 func (c *countingWriter) Write(p []byte) (int, error) {
+	if c.err != nil {
+		return len(p), nil
+	}
 	n, err := c.w.Write(p)
 	c.n += int64(n)
-	return n, err
+	if err != nil {
+		c.err = err
+	}
+	return len(p), nil
 }

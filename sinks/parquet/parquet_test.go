@@ -72,8 +72,10 @@ func record(t *testing.T, mem memory.Allocator, cols []column) arrow.RecordBatch
 	}
 	rb := array.NewRecordBuilder(mem, arrow.NewSchema(schema.Fields(sc), nil))
 	defer rb.Release()
+	conv := schema.NewConverters(mem)
+	defer conv.Release()
 	for i, c := range cols {
-		app := schema.Compile(c.name, c.typ, rb.Field(i))
+		app := conv.Compile(c.name, c.typ, rb.Field(i))
 		for _, r := range c.rows {
 			if err := app(fastjson.MustParse(r)); err != nil {
 				t.Fatalf("column %s: %v", c.name, err)

@@ -89,7 +89,7 @@ func schemaErr(path, format string, args ...any) error {
 //
 // Every column and nested field of a named schema has Logical set to the
 // name. Nullable comes from optional (absent means required). Key is left
-// false: see KeyColumns.
+// false: a value schema does not say which columns form the key.
 //
 // Errors (wrapping ErrSchema) are returned for a schema that is not a
 // struct, fields without a name or given twice, unknown types, structs
@@ -373,30 +373,4 @@ func intParam(s *fastjson.Value, key string) (int64, bool) {
 		return 0, false
 	}
 	return n, err == nil
-}
-
-// KeyColumns returns the field names of a Kafka Connect key schema (the
-// schema of a Debezium message key: a struct of the primary key columns,
-// or of message.key.columns), in key order.
-func KeyColumns(keySchema *fastjson.Value) ([]string, error) {
-	if keySchema == nil || keySchema.Type() != fastjson.TypeObject {
-		return nil, schemaErr("", "key schema is not a JSON object")
-	}
-	if t, _ := stringBytes(keySchema.Get("type")); string(t) != "struct" {
-		return nil, schemaErr("", "key schema is of type %q, not struct", t)
-	}
-	fv := keySchema.Get("fields")
-	if fv == nil || fv.Type() != fastjson.TypeArray {
-		return nil, schemaErr("", "key schema has no fields array")
-	}
-	arr, _ := fv.Array()
-	names := make([]string, 0, len(arr))
-	for i, f := range arr {
-		nb, ok := stringBytes(f.Get("field"))
-		if !ok || len(nb) == 0 {
-			return nil, schemaErr("", "key fields[%d] has no field name", i)
-		}
-		names = append(names, string(nb))
-	}
-	return names, nil
 }

@@ -219,16 +219,3 @@ func TestColumnsErrors(t *testing.T) {
 		t.Errorf("nil schema: %v", err)
 	}
 }
-
-func TestKeyColumns(t *testing.T) {
-	v := fastjson.MustParse(`{"type":"struct","fields":[{"type":"int32","optional":false,"field":"id"},{"type":"string","optional":false,"field":"region"}],"optional":false,"name":"server1.dbo.customers.Key"}`)
-	got, err := debezium.KeyColumns(v)
-	if err != nil || strings.Join(got, ",") != "id,region" {
-		t.Fatalf("got %q, %v", got, err)
-	}
-	for _, bad := range []string{`null`, `{"type":"string"}`, `{"type":"struct"}`, `{"type":"struct","fields":[{"type":"int32"}]}`} {
-		if _, err := debezium.KeyColumns(fastjson.MustParse(bad)); !errors.Is(err, debezium.ErrSchema) {
-			t.Errorf("%s: error %v", bad, err)
-		}
-	}
-}

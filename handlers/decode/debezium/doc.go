@@ -4,7 +4,8 @@
 // (Columns), and tells Debezium-shaped payloads apart from other formats
 // (Detect).
 //
-// The Decoder implements decode.Decoder. It is called once per message from
+// The Decoder implements decode.Decoder, decode.Detector and
+// decode.SchemaColumns. It is called once per message from
 // one goroutine and keeps reusable buffers, so one decoder must not be
 // shared between goroutines. A decoded Change points into the caller's
 // parse arena (images, Raw); see package change for its lifetime. In steady
@@ -33,8 +34,9 @@
 //   - status BEGIN or END with an id: a transaction boundary
 //     (KindTransaction), Xid = id, TS from ts_ms, Raw = payload.
 //   - databaseName with ddl or tableChanges: a schema change
-//     (KindSchemaChange), Raw = payload, Table from tableChanges[0].id (see
-//     below) or else databaseName, TS and Pos from the source block.
+//     (KindSchemaChange), Raw = payload, Statement = ddl, Table from
+//     tableChanges[0].id (see below) or else databaseName, TS and Pos from
+//     the source block.
 //     SQL Server sends ddl null; that is fine.
 //   - ts_ms as the only field, or an Envelope schema whose name ends with
 //     Heartbeat (io.debezium.connector.common.Heartbeat): a heartbeat

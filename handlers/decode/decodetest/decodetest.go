@@ -335,7 +335,9 @@ func Render(t testing.TB, r Result, c *change.Change, mem memory.Allocator) stri
 func Convert(mem memory.Allocator, col schema.Column, v *fastjson.Value) string {
 	b := array.NewBuilder(mem, col.Type.Arrow())
 	defer b.Release()
-	app := schema.Compile(col.Name, col.Type, b)
+	conv := schema.NewConverters(mem)
+	defer conv.Release()
+	app := conv.Compile(col.Name, col.Type, b)
 	if err := app(v); err != nil {
 		return "ERROR " + err.Error()
 	}

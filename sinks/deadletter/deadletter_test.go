@@ -1,0 +1,102 @@
+package deadletter_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"testing"
+
+	"github.com/cdclake/cdclake/sinks"
+	"github.com/cdclake/cdclake/sinks/deadletter"
+)
+
+// store keeps written objects, or fails.
+type store struct {
+	objects map[string][]byte
+	fail    error
+}
+
+func (s *store) WriteObject(_ context.Context, key string, data []byte, contentType string) error {
+	if s.fail != nil {
+		return s.fail
+	}
+	if contentType != "application/x-ndjson" {
+		return errors.New("content type " + contentType)
+	}
+	s.objects[key] = bytes.Clone(data)
+	return nil
+}
+
+func TestQueue(t *testing.T) {
+	st := &store{objects: map[string][]byte{}}
+	q := deadletter.New(st)
+	at := func(off int64) sinks.Position {
+		return sinks.Position{Source: "orders/topic", Partition: 3, Offset: off}
+	}
+	q.Add(at(17), "decode", errors.New("malformed message: no op"), []byte(`{"x":1}`))
+	q.Add(at(19), "convert", errors.New("column \"A\": not a number"), []byte{0xff, 'a', 0})
+	if q.Pending() != 2 {
+		t.Fatalf("pending %d", q.Pending())
+	}
+	if err := q.Flush(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if q.Pending() != 0 || q.Total() != 2 {
+		t.Errorf("pending %d total %d after flush", q.Pending(), q.Total())
+	}
+	// Named from the first dead letter's position, like data files.
+	data, ok := st.objects["_dead_letter/orders_topic-p3-o00000000000000000017.ndjson"]
+	if !ok || len(st.objects) != 1 {
+		t.Fatalf("objects %v", st.objects)
+	}
+	lines := bytes.Split(bytes.TrimSuffix(data, []byte("\n")), []byte("\n"))
+	if len(lines) != 2 {
+		t.Fatalf("%d lines: %s", len(lines), data)
+	}
+	var e0, e1 deadletter.Entry
+	if err := json.Unmarshal(lines[0], &e0); err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(lines[1], &e1); err != nil {
+		t.Fatal(err)
+	}
+	if e0.Source != "orders/topic" || e0.Partition != 3 || e0.Offset != 17 || e0.Stage != "decode" ||
+		e0.Reason != "malformed message: no op" || e0.Value == nil || *e0.Value != `{"x":1}` {
+		t.Errorf("entry 0 = %+v", e0)
+	}
+	// Invalid UTF-8 has no text value; the base64 value is exact.
+	raw, err := base64.StdEncoding.DecodeString(e1.ValueBase64)
+	if e1.Value != nil || err != nil || !bytes.Equal(raw, []byte{0xff, 'a', 0}) || e1.Offset != 19 {
+		t.Errorf("entry 1 = %+v (%v)", e1, err)
+	}
+	// Nothing pending: nothing written.
+	if err := q.Flush(context.Background()); err != nil || len(st.objects) != 1 {
+		t.Errorf("empty flush: %v, %d objects", err, len(st.objects))
+	}
+}
+
+func TestQueueKeepsEntriesWhenTheStoreFails(t *testing.T) {
+	st := &store{objects: map[string][]byte{}, fail: errors.New("store down")}
+	q := deadletter.New(st)
+	q.Add(sinks.Position{Source: "s", Offset: 5}, "unwrap", errors.New("not JSON"), []byte("{"))
+	if err := q.Flush(context.Background()); err == nil {
+		t.Fatal("flush into a failing store succeeded")
+	}
+	if q.Pending() != 1 || q.Total() != 0 {
+		t.Fatalf("pending %d total %d after a failed flush", q.Pending(), q.Total())
+	}
+	st.fail = nil
+	if err := q.Flush(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := st.objects["_dead_letter/s-p0-o00000000000000000005.ndjson"]; !ok || q.Total() != 1 {
+		t.Errorf("retry wrote %v", st.objects)
+	}
+	q.Add(sinks.Position{Source: "s", Offset: 9}, "unwrap", errors.New("x"), []byte("{"))
+	q.Reset()
+	if q.Pending() != 0 {
+		t.Error("Reset kept entries")
+	}
+}

@@ -1,0 +1,111 @@
+package lake_test
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/apache/arrow-go/v18/arrow/memory"
+	"github.com/cdclake/cdclake/sinks/lake"
+	"github.com/cdclake/cdclake/sinks/sinktest"
+	"gocloud.dev/blob"
+	"gocloud.dev/blob/memblob"
+)
+
+func open(t *testing.T, url string) (sinktest.Sink, *blob.Bucket) {
+	t.Helper()
+	b, err := lake.OpenBucket(context.Background(), url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { b.Close() })
+	return lake.New(b, memory.NewGoAllocator()), b
+}
+
+func TestConformanceMem(t *testing.T) {
+	sinktest.Run(t, func(t *testing.T) (sinktest.Sink, *blob.Bucket) { return open(t, "mem://") })
+}
+
+// TestConformanceFile runs the suite on a folder given as a plain path, as
+// users do, and checks that nothing else is left in the folder.
+func TestConformanceFile(t *testing.T) {
+	var dirs []string
+	sinktest.Run(t, func(t *testing.T) (sinktest.Sink, *blob.Bucket) {
+		dir := filepath.Join(t.TempDir(), "lake")
+		dirs = append(dirs, dir)
+		return open(t, dir)
+	})
+	for _, dir := range dirs {
+		_ = filepath.WalkDir(dir, func(path string, d os.DirEntry, err error) error {
+			if err == nil && !d.IsDir() && !strings.HasSuffix(path, ".parquet") && !strings.HasSuffix(path, ".ndjson") {
+				t.Errorf("left in the lake folder: %s", path)
+			}
+			return nil
+		})
+	}
+}
+
+// TestConformanceS3 runs the suite against the S3 server of infra/ when
+// CDCLAKE_TEST_S3_URL names a bucket URL there (make e2e sets it).
+func TestConformanceS3(t *testing.T) {
+	url := os.Getenv("CDCLAKE_TEST_S3_URL")
+	if url == "" {
+		t.Skip("CDCLAKE_TEST_S3_URL is not set (make e2e sets it)")
+	}
+	n := 0
+	sinktest.Run(t, func(t *testing.T) (sinktest.Sink, *blob.Bucket) {
+		// Each run writes under a prefix of its own in the bucket.
+		n++
+		sep := "?"
+		if strings.Contains(url, "?") {
+			sep = "&"
+		}
+		s, b := open(t, url+sep+"prefix=sinktest/"+t.Name()+"/"+string(rune('a'+n))+"/")
+		t.Cleanup(func() { removeAll(t, b) })
+		return s, b
+	})
+}
+
+func removeAll(t *testing.T, b *blob.Bucket) {
+	it := b.List(nil)
+	for {
+		obj, err := it.Next(context.Background())
+		if err != nil {
+			return
+		}
+		if err := b.Delete(context.Background(), obj.Key); err != nil {
+			t.Errorf("cleaning up %s: %v", obj.Key, err)
+		}
+	}
+}
+
+func TestFaults(t *testing.T) {
+	sinktest.RunFaults(t, func(t *testing.T) (sinktest.Sink, *sinktest.FaultControl, *blob.Bucket) {
+		store := memblob.OpenBucket(nil)
+		t.Cleanup(func() { store.Close() })
+		faulty, ctl := sinktest.Faulty(store, sinktest.Faults{})
+		t.Cleanup(func() { faulty.Close() })
+		return lake.New(faulty, memory.NewGoAllocator()), ctl, store
+	})
+}
+
+func TestNormalizeURL(t *testing.T) {
+	abs, _ := filepath.Abs("lake")
+	for in, want := range map[string]string{
+		"lake":                           "file://" + abs + "?create_dir=true&metadata=skip",
+		"file:///data/lake":              "file:///data/lake?create_dir=true&metadata=skip",
+		"file:///data/lake?metadata=foo": "file:///data/lake?create_dir=true&metadata=foo",
+		"mem://":                         "mem://",
+		"s3://b?region=x&prefix=p/":      "s3://b?region=x&prefix=p/",
+	} {
+		if got, err := lake.NormalizeURL(in); err != nil || got != want {
+			t.Errorf("NormalizeURL(%q) = %q, %v; want %q", in, got, err, want)
+		}
+	}
+	if _, err := lake.OpenBucket(context.Background(), "nosuch://bucket"); err == nil ||
+		!strings.Contains(err.Error(), "opening sink nosuch://bucket") {
+		t.Errorf("unknown scheme: %v", err)
+	}
+}
