@@ -74,7 +74,7 @@ type Resolver struct {
 	schemaRecords map[string][]byte
 	objectMeta    map[string][]byte
 	tables        map[string]*tableState
-	events        map[string]*schema.Table
+	events        map[string]map[uint64]*schema.Table // by fingerprint
 	parser        fastjson.Parser
 	parser2       fastjson.Parser
 }
@@ -97,7 +97,7 @@ type tableState struct {
 func New(options func(table string) *TableOptions, log *slog.Logger) *Resolver {
 	return &Resolver{options: options, log: log,
 		schemaRecords: map[string][]byte{}, objectMeta: map[string][]byte{},
-		tables: map[string]*tableState{}, events: map[string]*schema.Table{}}
+		tables: map[string]*tableState{}, events: map[string]map[uint64]*schema.Table{}}
 }
 
 // Observe records what a non-row message says about schemas: schema
@@ -208,31 +208,27 @@ func (r *Resolver) Resolve(c *change.Change, dec decode.Decoder) (*schema.Table,
 }
 
 // Event returns the version of an event dataset (_ddl, _transactions,
-// _stream_metadata) that holds c: a new version only when c carries an
-// extra the current one lacks.
+// _stream_metadata) that holds c: the version whose extra columns are
+// exactly c's. The shape depends on the event alone, so which file an
+// event lands in does not depend on what other partitions sent before it.
 func (r *Resolver) Event(name string, c *change.Change) *schema.Table {
+	extras := make([]schema.ExtraColumn, 0, len(c.Extras))
+	for _, e := range c.Extras {
+		extras = append(extras, schema.ExtraColumn{Name: e.Name, Kind: e.Kind})
+	}
+	t := schema.NewTable(name, 0, schema.LayoutEvents, nil, extras, true, nil)
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	t := r.events[name]
-	if t != nil && !slices.ContainsFunc(c.Extras, func(e change.Extra) bool {
-		_, ok := t.ExtraIndex(e.Name)
-		return !ok
-	}) {
-		return t
+	st := r.events[name]
+	if st == nil {
+		st = map[uint64]*schema.Table{}
+		r.events[name] = st
 	}
-	var extras []schema.ExtraColumn
-	version := 1
-	if t != nil {
-		extras = append(extras, t.Extras...)
-		version = t.Version + 1
+	if old, ok := st[t.Fingerprint]; ok {
+		return old
 	}
-	for _, e := range c.Extras {
-		if !slices.ContainsFunc(extras, func(x schema.ExtraColumn) bool { return x.Name == e.Name }) {
-			extras = append(extras, schema.ExtraColumn{Name: e.Name, Kind: e.Kind})
-		}
-	}
-	t = schema.NewTable(name, version, schema.LayoutEvents, nil, extras, true, nil)
-	r.events[name] = t
+	t = schema.NewTable(name, len(st)+1, schema.LayoutEvents, nil, extras, true, nil)
+	st[t.Fingerprint] = t
 	return t
 }
 

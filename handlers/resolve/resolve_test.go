@@ -216,8 +216,11 @@ func TestEventDatasets(t *testing.T) {
 	if e2.Version != 2 || len(e2.Extras) != 1 {
 		t.Errorf("a new extra: version %d, %d extras", e2.Version, len(e2.Extras))
 	}
-	if r.Event(schema.TableDDL, plain) != e2 || r.Event(schema.TableDDL, withCSN) != e2 {
-		t.Error("a change with known extras made a new version")
+	if other := r.Event(schema.TableTransactions, withCSN); other.Version != 1 || other.Name != schema.TableTransactions {
+		t.Errorf("datasets share versions: %s version %d", other.Name, other.Version)
+	}
+	if r.Event(schema.TableDDL, plain) != e1 || r.Event(schema.TableDDL, withCSN) != e2 {
+		t.Error("an event of a known shape made a new version")
 	}
 }
 
