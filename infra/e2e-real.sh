@@ -129,6 +129,22 @@ sink_conformance() {
   log "sink conformance on S3: $(grep -c -- '--- PASS' <<<"$out") passed"
 }
 step "sink conformance (S3)" sink_conformance
+# The Kafka source against the broker: until-caught-up and resume, stop and
+# restart, a second member joining mid-stream; every row once.
+kafka_source_tests() {
+  local out
+  out=$(cd "$REPO_DIR" && CDCLAKE_TEST_KAFKA_BROKERS=$KAFKA_BOOTSTRAP \
+    go test -count=1 -race -timeout 15m -v ./pipelines/source/kafka/ 2>&1) || {
+    echo "$out" | grep -v '^time=' | tail -n 40 >&2
+    die "the Kafka source tests failed"
+  }
+  local t
+  for t in TestUntilCaughtUpAndResume TestStopAndRestart TestRebalance; do
+    grep -q -- "--- PASS: $t " <<<"$out" || die "the Kafka source test $t did not run"
+  done
+  log "kafka source: $(grep -c -- '--- PASS' <<<"$out") tests passed against $KAFKA_BOOTSTRAP"
+}
+step "kafka source tests" kafka_source_tests
 step "workload ($E2E_ROWS rows)" "$INFRA_DIR/workload.sh" all "$E2E_ROWS"
 step "capture topics" "$INFRA_DIR/capture.sh" "$E2E_DIR/capture"
 measure_memory

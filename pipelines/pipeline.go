@@ -127,6 +127,9 @@ func New(plan *Plan, src source.Source, bucket *blob.Bucket, log *slog.Logger, o
 		return nil, err
 	}
 	p.batcher = b
+	if h, ok := src.(source.Handover); ok {
+		h.Bind(source.Hooks{Durable: b.Durable, Flush: b.FlushPartition, Drop: b.DropPartition})
+	}
 	p.idle = make(chan *worker, o.workers)
 	for range o.workers {
 		w, err := p.newWorker()
@@ -187,6 +190,11 @@ func (p *Pipeline) Run(ctx context.Context) error {
 	errs := []error{p.fatalErr(), runErr, p.source.Err()}
 	if p.fatalErr() == nil {
 		errs = append(errs, p.batcher.FlushAll(flushCtx))
+	}
+	// Whatever was written is durable and may be recorded, even after a
+	// failure.
+	if h, ok := p.source.(source.Handover); ok {
+		errs = append(errs, h.Finish(flushCtx))
 	}
 	p.batcher.Close()
 	return errors.Join(errs...)

@@ -16,6 +16,7 @@ import (
 	"os/signal"
 	"runtime/pprof"
 	"sort"
+	"strings"
 	"syscall"
 	"text/tabwriter"
 	"time"
@@ -23,14 +24,16 @@ import (
 	"github.com/cdclake/cdclake/config"
 	"github.com/cdclake/cdclake/pipelines"
 	"github.com/cdclake/cdclake/pipelines/source"
+	"github.com/cdclake/cdclake/pipelines/source/kafka"
 	"github.com/cdclake/cdclake/sinks/lake"
 )
 
 const usage = `usage:
-  cdclake run --source URL --sink URL [--config FILE] [--log-level LEVEL]
+  cdclake run --source URL --sink URL [--config FILE] [--log-level LEVEL] [--until-caught-up]
   cdclake validate --config FILE
 
-source URLs: file:///path/file.ndjson, a directory or glob of NDJSON files, - (stdin)
+source URLs: file:///path/file.ndjson, a directory or glob of NDJSON files, - (stdin),
+             kafka://host:9092,host2:9092/topicA,topicB?group=NAME (see the README)
 sink URLs:   ./dir, file:///dir, mem://, s3://bucket?endpoint=…&region=…&use_path_style=true, gs://bucket, azblob://container
 `
 
@@ -87,6 +90,7 @@ func runCmd(args []string, stdout, stderr io.Writer) int {
 	file := fs.String("config", "", "config file")
 	level := fs.String("log-level", "info", "debug, info, warn or error")
 	cpuprofile := fs.String("cpuprofile", "", "write a CPU profile to this file")
+	untilCaughtUp := fs.Bool("until-caught-up", false, "Kafka: land up to the end offsets seen at start, commit and exit")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
@@ -132,7 +136,7 @@ func runCmd(args []string, stdout, stderr io.Writer) int {
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	src, err := source.OpenFiles(cfg.Source.URL, cfg.Source.BlockLines, int(cfg.Source.BlockBytes))
+	src, err := openSource(cfg, *untilCaughtUp, log)
 	if err != nil {
 		log.Error("opening source", "err", err)
 		return 1
@@ -160,6 +164,23 @@ func runCmd(args []string, stdout, stderr io.Writer) int {
 		log.Info("stopped by signal after flushing")
 	}
 	return 0
+}
+
+// openSource opens the source a URL names: kafka://… or files.
+func openSource(cfg *config.Config, untilCaughtUp bool, log *slog.Logger) (source.Source, error) {
+	if strings.HasPrefix(cfg.Source.URL, "kafka://") {
+		kc, err := kafka.ParseURL(cfg.Source.URL)
+		if err != nil {
+			return nil, err
+		}
+		kc.BlockRecords, kc.BlockBytes = cfg.Source.BlockLines, int(cfg.Source.BlockBytes)
+		kc.UntilCaughtUp = untilCaughtUp
+		return kafka.New(kc, log)
+	}
+	if untilCaughtUp {
+		return nil, errors.New("--until-caught-up is for Kafka sources; a file source always ends at the end of its input")
+	}
+	return source.OpenFiles(cfg.Source.URL, cfg.Source.BlockLines, int(cfg.Source.BlockBytes))
 }
 
 func printSummary(w io.Writer, p *pipelines.Pipeline, elapsed time.Duration, interrupted bool) {

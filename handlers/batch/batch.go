@@ -192,6 +192,37 @@ func (b *Batcher) CloseTable(ctx context.Context, table string) error {
 	return nil
 }
 
+// FlushPartition writes every open file of a source partition (before the
+// partition moves to another consumer).
+func (b *Batcher) FlushPartition(ctx context.Context, source string, part int32) error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	for _, buf := range b.sorted() {
+		if buf.src.Source == source && buf.src.Partition == part {
+			if err := b.flush(ctx, buf); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// DropPartition forgets a source partition without writing its open files
+// (the partition was lost to another consumer, which will read those
+// messages again): its buffers are released and its positions reset.
+func (b *Batcher) DropPartition(source string, part int32) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	for k, buf := range b.open {
+		if buf.src.Source == source && buf.src.Partition == part {
+			b.held -= buf.bytes
+			buf.release()
+			delete(b.open, k)
+		}
+	}
+	b.tracker.forget(source, part)
+}
+
 // FlushExpired writes files older than their table's max age.
 func (b *Batcher) FlushExpired(ctx context.Context) error {
 	b.mu.Lock()

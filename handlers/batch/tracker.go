@@ -51,6 +51,11 @@ func (t *Tracker) close(source string, part int32, holder any) {
 	delete(t.state(source, part).pending, holder)
 }
 
+// forget drops what is known of a source partition.
+func (t *Tracker) forget(source string, part int32) {
+	delete(t.parts, partKey{source, part})
+}
+
 // Durable returns the offset below which every message of a source
 // partition is durable, and false when nothing was seen there.
 func (t *Tracker) Durable(source string, part int32) (int64, bool) {

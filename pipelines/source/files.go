@@ -249,6 +249,9 @@ func (s *Files) readOne(ctx context.Context, name string, r io.Reader, out chan<
 			bb.reset()
 			return nil
 		case <-msg.Nacked():
+			if ctx.Err() != nil {
+				return ctx.Err() // stopped before the block could be handled
+			}
 			return fmt.Errorf("%s: block at line %d was not processed", name, blk.Records[0].Offset)
 		case <-ctx.Done():
 			return ctx.Err()

@@ -118,6 +118,9 @@ func (m *Memory) deliver(ctx context.Context, blocks []*Block, out chan<- *messa
 			m.left -= int64(len(b.Records))
 			m.mu.Unlock()
 		case <-msg.Nacked():
+			if ctx.Err() != nil {
+				return // stopped before the block could be handled
+			}
 			m.mu.Lock()
 			if m.err == nil {
 				m.err = fmt.Errorf("%s partition %d: block was not processed", b.Source, b.Partition)

@@ -46,6 +46,31 @@ type Source interface {
 	Drained() <-chan struct{}
 }
 
+// Handover is implemented by sources whose partitions can move to another
+// consumer and that record progress outside the lake (Kafka consumer
+// groups). The pipeline binds its hooks before Subscribe and calls Finish
+// once after its last flush.
+type Handover interface {
+	Bind(Hooks)
+	// Finish records the final durable positions and releases the
+	// source's partitions. Close must have been called.
+	Finish(ctx context.Context) error
+}
+
+// Hooks are what a Handover source needs from the pipeline. They are safe
+// for concurrent use.
+type Hooks struct {
+	// Durable returns the offset below which every message of a partition
+	// is durably landed or dead-lettered, false when none was seen.
+	Durable func(source string, partition int32) (int64, bool)
+	// Flush writes the partition's open files. The source calls it for a
+	// partition it gives up, once no block of it is in flight.
+	Flush func(ctx context.Context, source string, partition int32) error
+	// Drop forgets the partition's open files unwritten, for a partition
+	// taken away before it could be flushed.
+	Drop func(source string, partition int32)
+}
+
 // Record is one message of a source partition.
 type Record struct {
 	// Offset is the record's position in its partition: a Kafka offset or
@@ -56,6 +81,14 @@ type Record struct {
 	Value []byte
 	// Key is the message key, nil when the source has none.
 	Key []byte
+	// Headers are the message headers (Kafka), in order.
+	Headers []Header
+}
+
+// Header is a message header.
+type Header struct {
+	Key   string
+	Value []byte
 }
 
 // Block is a run of records of one source partition, in offset order.

@@ -1,0 +1,278 @@
+package kafka
+
+import (
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"net/url"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/sasl"
+	"github.com/twmb/franz-go/pkg/sasl/plain"
+	"github.com/twmb/franz-go/pkg/sasl/scram"
+)
+
+// Config configures a Source.
+type Config struct {
+	// Brokers are the seed brokers, host:port.
+	Brokers []string
+	// Topics are topic names, or regular expressions when Regex is set.
+	Topics []string
+	Regex  bool
+	// Group is the consumer group.
+	Group string
+	// Start is where a partition without a committed offset starts:
+	// "earliest" (default) or "latest".
+	Start string
+	// ClientID names the client to the brokers (default "cdclake").
+	ClientID string
+	// FetchMaxBytes and FetchMaxPartitionBytes bound one fetch (0: the
+	// client's defaults).
+	FetchMaxBytes          int32
+	FetchMaxPartitionBytes int32
+	// BlockRecords and BlockBytes bound a block.
+	BlockRecords int
+	BlockBytes   int
+	// CommitInterval is how often durable offsets are committed (default
+	// 5s).
+	CommitInterval time.Duration
+	// UntilCaughtUp ends the source once every assigned partition was
+	// read up to the end offset it had when the source started.
+	UntilCaughtUp bool
+	TLS           TLS
+	SASL          SASL
+}
+
+// TLS configures encryption. Files are PEM.
+type TLS struct {
+	Enabled bool
+	// CAFile verifies the brokers (default: the system's roots).
+	CAFile string
+	// CertFile and KeyFile are a client certificate.
+	CertFile, KeyFile string
+	// ServerName overrides the name the brokers' certificates are checked
+	// against.
+	ServerName string
+}
+
+// SASL configures authentication. The password is read from an environment
+// variable or a file, never from the URL, and never logged.
+type SASL struct {
+	// Mechanism is PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512; empty disables
+	// SASL.
+	Mechanism    string
+	User         string
+	PasswordEnv  string
+	PasswordFile string
+}
+
+// ParseURL reads a source URL:
+//
+//	kafka://host1:9092,host2:9092/topicA,topicB?group=cdclake&start=earliest
+//
+// Query parameters:
+//
+//	group                      consumer group (required)
+//	regex=true                 topics are regular expressions
+//	start=earliest|latest      start of a partition without a committed offset
+//	client_id                  client id (default cdclake)
+//	fetch_max_bytes, fetch_max_partition_bytes
+//	commit_interval            e.g. 5s
+//	tls=true                   TLS, with tls_ca, tls_cert, tls_key, tls_server_name (files: PEM)
+//	sasl=PLAIN|SCRAM-SHA-256|SCRAM-SHA-512
+//	sasl_user, sasl_password_env (a variable name) or sasl_password_file
+//
+// A password in the URL is refused.
+func ParseURL(raw string) (Config, error) {
+	fail := func(format string, args ...any) (Config, error) {
+		return Config{}, fmt.Errorf("kafka source: "+format, args...)
+	}
+	u, err := url.Parse(raw)
+	if err != nil {
+		return fail("%v", redact(err))
+	}
+	if u.Scheme != "kafka" {
+		return fail("scheme %q, want kafka://", u.Scheme)
+	}
+	if u.User != nil {
+		return fail("credentials do not belong in the URL: use sasl_user with sasl_password_env or sasl_password_file")
+	}
+	cfg := Config{ClientID: "cdclake", Start: "earliest", CommitInterval: 5 * time.Second}
+	for _, b := range strings.Split(u.Host, ",") {
+		if b = strings.TrimSpace(b); b != "" {
+			cfg.Brokers = append(cfg.Brokers, b)
+		}
+	}
+	if len(cfg.Brokers) == 0 {
+		return fail("no brokers in %q", raw)
+	}
+	for _, t := range strings.Split(strings.Trim(u.Path, "/"), ",") {
+		if t = strings.TrimSpace(t); t != "" {
+			cfg.Topics = append(cfg.Topics, t)
+		}
+	}
+	if len(cfg.Topics) == 0 {
+		return fail("no topics: kafka://brokers/topicA,topicB")
+	}
+	q := u.Query()
+	var errs []error
+	known := map[string]bool{}
+	str := func(key string, dst *string) {
+		known[key] = true
+		if v := q.Get(key); v != "" {
+			*dst = v
+		}
+	}
+	boolean := func(key string, dst *bool) {
+		known[key] = true
+		if v := q.Get(key); v != "" {
+			b, err := strconv.ParseBool(v)
+			if err != nil {
+				errs = append(errs, fmt.Errorf("%s: %q is not true or false", key, v))
+			}
+			*dst = b
+		}
+	}
+	int32v := func(key string, dst *int32) {
+		known[key] = true
+		if v := q.Get(key); v != "" {
+			n, err := strconv.ParseInt(v, 10, 32)
+			if err != nil || n < 1 {
+				errs = append(errs, fmt.Errorf("%s: %q is not a positive number", key, v))
+			}
+			*dst = int32(n)
+		}
+	}
+	str("group", &cfg.Group)
+	boolean("regex", &cfg.Regex)
+	str("start", &cfg.Start)
+	str("client_id", &cfg.ClientID)
+	int32v("fetch_max_bytes", &cfg.FetchMaxBytes)
+	int32v("fetch_max_partition_bytes", &cfg.FetchMaxPartitionBytes)
+	known["commit_interval"] = true
+	if v := q.Get("commit_interval"); v != "" {
+		d, err := time.ParseDuration(v)
+		if err != nil || d <= 0 {
+			errs = append(errs, fmt.Errorf("commit_interval: %q is not a positive duration", v))
+		}
+		cfg.CommitInterval = d
+	}
+	boolean("tls", &cfg.TLS.Enabled)
+	str("tls_ca", &cfg.TLS.CAFile)
+	str("tls_cert", &cfg.TLS.CertFile)
+	str("tls_key", &cfg.TLS.KeyFile)
+	str("tls_server_name", &cfg.TLS.ServerName)
+	str("sasl", &cfg.SASL.Mechanism)
+	str("sasl_user", &cfg.SASL.User)
+	str("sasl_password_env", &cfg.SASL.PasswordEnv)
+	str("sasl_password_file", &cfg.SASL.PasswordFile)
+	for k := range q {
+		if !known[k] {
+			if strings.Contains(k, "password") || strings.Contains(k, "secret") {
+				errs = append(errs, fmt.Errorf("%s: a secret does not belong in the URL (sasl_password_env, sasl_password_file)", k))
+				continue
+			}
+			errs = append(errs, fmt.Errorf("unknown parameter %q", k))
+		}
+	}
+	if err := errors.Join(append(errs, cfg.check())...); err != nil {
+		return Config{}, fmt.Errorf("kafka source: %w", err)
+	}
+	return cfg, nil
+}
+
+// redact removes a URL's user information from an error message.
+func redact(err error) error {
+	var ue *url.Error
+	if errors.As(err, &ue) {
+		return errors.New(ue.Err.Error())
+	}
+	return err
+}
+
+func (c *Config) check() error {
+	var errs []error
+	if c.Group == "" {
+		errs = append(errs, errors.New("group is required (?group=name)"))
+	}
+	if c.Start != "earliest" && c.Start != "latest" {
+		errs = append(errs, fmt.Errorf("start: %q, want earliest or latest", c.Start))
+	}
+	if (c.TLS.CertFile == "") != (c.TLS.KeyFile == "") {
+		errs = append(errs, errors.New("tls_cert and tls_key go together"))
+	}
+	switch c.SASL.Mechanism {
+	case "":
+	case "PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512":
+		if c.SASL.User == "" {
+			errs = append(errs, errors.New("sasl_user is required with sasl"))
+		}
+		if (c.SASL.PasswordEnv == "") == (c.SASL.PasswordFile == "") {
+			errs = append(errs, errors.New("give exactly one of sasl_password_env and sasl_password_file"))
+		}
+	default:
+		errs = append(errs, fmt.Errorf("sasl: %q, want PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512", c.SASL.Mechanism))
+	}
+	return errors.Join(errs...)
+}
+
+// tlsConfig builds the TLS configuration, nil when TLS is off.
+func (t TLS) tlsConfig() (*tls.Config, error) {
+	if !t.Enabled && t.CAFile == "" && t.CertFile == "" {
+		return nil, nil
+	}
+	cfg := &tls.Config{MinVersion: tls.VersionTLS12, ServerName: t.ServerName}
+	if t.CAFile != "" {
+		pem, err := os.ReadFile(t.CAFile)
+		if err != nil {
+			return nil, fmt.Errorf("tls_ca: %w", err)
+		}
+		pool := x509.NewCertPool()
+		if !pool.AppendCertsFromPEM(pem) {
+			return nil, fmt.Errorf("tls_ca: %s holds no PEM certificate", t.CAFile)
+		}
+		cfg.RootCAs = pool
+	}
+	if t.CertFile != "" {
+		cert, err := tls.LoadX509KeyPair(t.CertFile, t.KeyFile)
+		if err != nil {
+			return nil, fmt.Errorf("tls_cert/tls_key: %w", err)
+		}
+		cfg.Certificates = []tls.Certificate{cert}
+	}
+	return cfg, nil
+}
+
+// mechanism builds the SASL mechanism, nil when SASL is off. The password
+// is read now, from the environment or a file.
+func (s SASL) mechanism() (sasl.Mechanism, error) {
+	if s.Mechanism == "" {
+		return nil, nil
+	}
+	var pass string
+	if s.PasswordEnv != "" {
+		v, ok := os.LookupEnv(s.PasswordEnv)
+		if !ok {
+			return nil, fmt.Errorf("sasl_password_env: the variable %s is not set", s.PasswordEnv)
+		}
+		pass = v
+	} else {
+		b, err := os.ReadFile(s.PasswordFile)
+		if err != nil {
+			return nil, fmt.Errorf("sasl_password_file: %w", err)
+		}
+		pass = strings.TrimRight(string(b), "\r\n")
+	}
+	switch s.Mechanism {
+	case "PLAIN":
+		return plain.Auth{User: s.User, Pass: pass}.AsMechanism(), nil
+	case "SCRAM-SHA-256":
+		return scram.Auth{User: s.User, Pass: pass}.AsSha256Mechanism(), nil
+	default:
+		return scram.Auth{User: s.User, Pass: pass}.AsSha512Mechanism(), nil
+	}
+}

@@ -1,0 +1,682 @@
+// Package kafka is a source.Source that reads Kafka topics as a member of
+// a consumer group, with franz-go.
+//
+// # Delivery
+//
+// One goroutine polls the brokers and queues each assigned partition's
+// records; one goroutine per partition cuts its queue into blocks and
+// hands them to the pipeline, the next only after the previous one was
+// acked, so partitions are landed concurrently and each in order. A
+// partition whose queue outgrows four blocks is paused at the brokers until
+// it drains (backpressure), so memory stays bounded whatever the lag.
+//
+// # Offsets
+//
+// Nothing is committed on acknowledgement. Every CommitInterval, and when
+// partitions are revoked or the source finishes, the group's offsets are
+// set to what the pipeline reports durable (source.Hooks.Durable): every
+// message below it is in a written file or a written dead letter. A
+// restarted consumer therefore starts at or before the first message not
+// yet landed: nothing is lost. Messages between the committed offset and
+// what was written before a crash are read again and rewritten under the
+// same object names when the files are cut at the same offsets.
+//
+// # Rebalances
+//
+// A revoked partition stops delivering, its in-flight block finishes, its
+// open files are written (Hooks.Flush) and its durable offset is committed
+// before the group moves it: the next owner starts where this one ended. A
+// lost partition (the member was fenced out of the group) is dropped
+// unwritten; its next owner reads it again from the committed offset.
+package kafka
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"regexp"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/ThreeDotsLabs/watermill/message"
+	"github.com/cdclake/cdclake/pipelines/source"
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+type tp struct {
+	topic string
+	part  int32
+}
+
+// Source reads Kafka topics; see the package documentation.
+type Source struct {
+	cfg   Config
+	log   *slog.Logger
+	cl    *kgo.Client
+	hooks source.Hooks
+
+	ctx    context.Context
+	cancel context.CancelFunc
+	out    chan *message.Message
+	wg     sync.WaitGroup
+
+	mu        sync.Mutex
+	parts     map[tp]*partition
+	committed map[tp]int64
+	// targets are the end offsets at start (UntilCaughtUp), starts the
+	// offsets consumption begins at.
+	targets  map[tp]int64
+	starts   map[tp]int64
+	// groupDone marks target partitions the group committed up to their
+	// target: landed by this member or another.
+	groupDone map[tp]bool
+	assigned bool
+	err      error
+	closed   bool
+	// stopping is set once the subscription ended: no deliverer starts
+	// after it, and out is closed once those running have returned.
+	stopping bool
+	stopped  chan struct{}
+	drained  chan struct{}
+	drainOne sync.Once
+	lastErr  string // the last fetch or commit error logged
+}
+
+// partition is an assigned partition's queue and deliverer.
+type partition struct {
+	tp
+	queue  []*kgo.Record
+	bytes  int
+	paused bool
+	hwm    int64 // high watermark seen in the last fetch
+	next   int64 // offset after the last acked record, -1 before any
+	wake   chan struct{}
+	stop   chan struct{}
+	done   chan struct{}
+}
+
+var (
+	_ source.Source   = (*Source)(nil)
+	_ source.Handover = (*Source)(nil)
+)
+
+// New returns a source for cfg; it connects when the pipeline subscribes.
+func New(cfg Config, log *slog.Logger) (*Source, error) {
+	if err := cfg.check(); err != nil {
+		return nil, fmt.Errorf("kafka source: %w", err)
+	}
+	if cfg.BlockRecords < 1 {
+		cfg.BlockRecords = 1024
+	}
+	if cfg.BlockBytes < 1 {
+		cfg.BlockBytes = 16 << 20
+	}
+	if cfg.CommitInterval <= 0 {
+		cfg.CommitInterval = 5 * time.Second
+	}
+	return &Source{cfg: cfg, log: log.With("component", "kafka"), parts: map[tp]*partition{},
+		committed: map[tp]int64{}, targets: map[tp]int64{}, starts: map[tp]int64{}, groupDone: map[tp]bool{},
+		drained: make(chan struct{}), stopped: make(chan struct{})}, nil
+}
+
+// Bind sets the pipeline's hooks; call it before Subscribe.
+func (s *Source) Bind(h source.Hooks) { s.hooks = h }
+
+// Subscribe joins the group and starts delivering blocks. The topic
+// argument is ignored: the topics are the config's.
+func (s *Source) Subscribe(ctx context.Context, _ string) (<-chan *message.Message, error) {
+	if s.hooks.Durable == nil {
+		return nil, errors.New("kafka source: not bound to a pipeline")
+	}
+	opts, err := s.options()
+	if err != nil {
+		return nil, fmt.Errorf("kafka source: %w", err)
+	}
+	cl, err := kgo.NewClient(opts...)
+	if err != nil {
+		return nil, fmt.Errorf("kafka source: %w", err)
+	}
+	s.cl = cl
+	s.ctx, s.cancel = context.WithCancel(ctx)
+	s.out = make(chan *message.Message)
+	if s.cfg.UntilCaughtUp {
+		if err := s.loadTargets(s.ctx); err != nil {
+			cl.Close()
+			return nil, fmt.Errorf("kafka source: reading the end offsets: %w", err)
+		}
+	}
+	s.wg.Add(2)
+	go s.poll()
+	go s.commitLoop()
+	// The subscription ends with its context (a closed router) or Close:
+	// then out is closed, once nothing sends on it any more.
+	go func() {
+		<-s.ctx.Done()
+		s.mu.Lock()
+		s.stopping = true
+		s.mu.Unlock()
+		s.wg.Wait()
+		close(s.out)
+		close(s.stopped)
+	}()
+	return s.out, nil
+}
+
+func (s *Source) options() ([]kgo.Opt, error) {
+	opts := []kgo.Opt{
+		kgo.SeedBrokers(s.cfg.Brokers...),
+		kgo.ClientID(s.cfg.ClientID),
+		kgo.ConsumerGroup(s.cfg.Group),
+		kgo.ConsumeTopics(s.cfg.Topics...),
+		kgo.DisableAutoCommit(),
+		kgo.BlockRebalanceOnPoll(),
+		kgo.Balancers(kgo.CooperativeStickyBalancer()),
+		kgo.OnPartitionsAssigned(s.onAssigned),
+		kgo.OnPartitionsRevoked(s.onRevoked),
+		kgo.OnPartitionsLost(s.onLost),
+	}
+	if s.cfg.Regex {
+		opts = append(opts, kgo.ConsumeRegex())
+	}
+	if s.cfg.Start == "latest" {
+		opts = append(opts, kgo.ConsumeResetOffset(kgo.NewOffset().AtEnd()))
+	} else {
+		opts = append(opts, kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+	}
+	if s.cfg.FetchMaxBytes > 0 {
+		opts = append(opts, kgo.FetchMaxBytes(s.cfg.FetchMaxBytes))
+	}
+	if s.cfg.FetchMaxPartitionBytes > 0 {
+		opts = append(opts, kgo.FetchMaxPartitionBytes(s.cfg.FetchMaxPartitionBytes))
+	}
+	tlsCfg, err := s.cfg.TLS.tlsConfig()
+	if err != nil {
+		return nil, err
+	}
+	if tlsCfg != nil {
+		opts = append(opts, kgo.DialTLSConfig(tlsCfg))
+	}
+	mech, err := s.cfg.SASL.mechanism()
+	if err != nil {
+		return nil, err
+	}
+	if mech != nil {
+		opts = append(opts, kgo.SASL(mech))
+	}
+	return opts, nil
+}
+
+// loadTargets records, for UntilCaughtUp, each partition's end offset and
+// where the group starts reading it.
+func (s *Source) loadTargets(ctx context.Context) error {
+	adm := kadm.NewClient(s.cl)
+	topics := s.cfg.Topics
+	if s.cfg.Regex {
+		all, err := adm.ListTopics(ctx)
+		if err != nil {
+			return err
+		}
+		topics = nil
+		for _, name := range all.Names() {
+			for _, expr := range s.cfg.Topics {
+				if ok, _ := regexp.MatchString("^(?:"+expr+")$", name); ok {
+					topics = append(topics, name)
+					break
+				}
+			}
+		}
+	}
+	if len(topics) == 0 {
+		return nil
+	}
+	ends, err := adm.ListEndOffsets(ctx, topics...)
+	if err != nil {
+		return err
+	}
+	if err := ends.Error(); err != nil {
+		return err
+	}
+	startAt := ends
+	if s.cfg.Start == "earliest" {
+		if startAt, err = adm.ListStartOffsets(ctx, topics...); err != nil {
+			return err
+		}
+	}
+	committed, err := adm.FetchOffsets(ctx, s.cfg.Group)
+	if err != nil {
+		return err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	ends.Each(func(o kadm.ListedOffset) {
+		k := tp{o.Topic, o.Partition}
+		s.targets[k] = o.Offset
+		if c, ok := committed.Lookup(o.Topic, o.Partition); ok && c.Err == nil && c.At >= 0 {
+			s.starts[k] = c.At
+		} else if so, ok := startAt.Lookup(o.Topic, o.Partition); ok && so.Err == nil {
+			s.starts[k] = so.Offset
+		}
+	})
+	return nil
+}
+
+// poll fetches records and queues them per partition.
+func (s *Source) poll() {
+	defer s.wg.Done()
+	for {
+		fetches := s.cl.PollRecords(s.ctx, 4*s.cfg.BlockRecords)
+		if fetches.IsClientClosed() || s.ctx.Err() != nil {
+			s.cl.AllowRebalance()
+			return
+		}
+		fetches.EachError(func(topic string, part int32, err error) {
+			if errors.Is(err, context.Canceled) {
+				return
+			}
+			s.logOnce("fetch failed; retrying", "topic", topic, "partition", part, "err", err)
+		})
+		fetches.EachPartition(func(fp kgo.FetchTopicPartition) {
+			s.enqueue(fp)
+		})
+		s.cl.AllowRebalance()
+	}
+}
+
+// logOnce logs a failure once per distinct message, not per attempt.
+func (s *Source) logOnce(msg string, attrs ...any) {
+	key := fmt.Sprint(append([]any{msg}, attrs...)...)
+	s.mu.Lock()
+	same := key == s.lastErr
+	s.lastErr = key
+	s.mu.Unlock()
+	if !same {
+		s.log.Warn(msg, attrs...)
+	}
+}
+
+func (s *Source) enqueue(fp kgo.FetchTopicPartition) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	p := s.parts[tp{fp.Topic, fp.Partition}]
+	if p == nil {
+		return // not assigned (any more)
+	}
+	p.hwm = fp.HighWatermark
+	target, bounded := s.targets[p.tp]
+	for _, r := range fp.Records {
+		if s.cfg.UntilCaughtUp && (!bounded || r.Offset >= target) {
+			break // read next time
+		}
+		p.queue = append(p.queue, r)
+		p.bytes += len(r.Value) + len(r.Key)
+	}
+	if !p.paused && p.bytes > 4*s.cfg.BlockBytes {
+		p.paused = true
+		s.cl.PauseFetchPartitions(map[string][]int32{p.topic: {p.part}})
+	}
+	select {
+	case p.wake <- struct{}{}:
+	default:
+	}
+}
+
+// take cuts the next block from a partition's queue, nil when it is empty.
+func (s *Source) take(p *partition) *source.Block {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if len(p.queue) == 0 {
+		return nil
+	}
+	b := &source.Block{Source: p.topic, Partition: p.part}
+	n, size := 0, 0
+	for n < len(p.queue) && n < s.cfg.BlockRecords && (n == 0 || size+len(p.queue[n].Value) <= s.cfg.BlockBytes) {
+		r := p.queue[n]
+		rec := source.Record{Offset: r.Offset, Value: r.Value, Key: r.Key}
+		for _, h := range r.Headers {
+			rec.Headers = append(rec.Headers, source.Header{Key: h.Key, Value: h.Value})
+		}
+		b.Records = append(b.Records, rec)
+		size += len(r.Value)
+		p.bytes -= len(r.Value) + len(r.Key)
+		n++
+	}
+	clear(p.queue[:n])
+	p.queue = p.queue[n:]
+	if p.paused && p.bytes < s.cfg.BlockBytes {
+		p.paused = false
+		s.cl.ResumeFetchPartitions(map[string][]int32{p.topic: {p.part}})
+	}
+	return b
+}
+
+// deliver hands a partition's blocks to the pipeline, one at a time.
+func (s *Source) deliver(p *partition) {
+	defer s.wg.Done()
+	defer close(p.done)
+	for {
+		select {
+		case <-p.wake:
+		case <-p.stop:
+			return
+		case <-s.ctx.Done():
+			return
+		}
+		for {
+			b := s.take(p)
+			if b == nil {
+				break
+			}
+			msg := source.NewMessage(s.ctx, b)
+			select {
+			case s.out <- msg:
+			case <-p.stop:
+				return
+			case <-s.ctx.Done():
+				return
+			}
+			// Once handed over, a block is waited for even when the
+			// partition is revoked: its rows must be in the batcher
+			// before the partition's files are written.
+			select {
+			case <-msg.Acked():
+				s.acked(p, b.Records[len(b.Records)-1].Offset+1)
+			case <-msg.Nacked():
+				if s.ctx.Err() == nil {
+					s.fail(fmt.Errorf("%s partition %d: block at offset %d was not processed", p.topic, p.part, b.Records[0].Offset))
+				}
+				return
+			case <-s.ctx.Done():
+				return
+			}
+		}
+	}
+}
+
+func (s *Source) acked(p *partition, next int64) {
+	s.mu.Lock()
+	p.next = next
+	s.mu.Unlock()
+	s.checkCaughtUp()
+}
+
+func (s *Source) fail(err error) {
+	s.mu.Lock()
+	if s.err == nil {
+		s.err = err
+	}
+	s.mu.Unlock()
+	s.drainOne.Do(func() { close(s.drained) })
+}
+
+// checkCaughtUp closes Drained once, in UntilCaughtUp mode, every
+// partition that had something to read at start was read to its target:
+// by this member (an assigned partition acked up to it) or by the group (a
+// commit at or past it). A member alone in the group does it all; a member
+// whose partitions moved to another does not wait for them.
+func (s *Source) checkCaughtUp() {
+	if !s.cfg.UntilCaughtUp {
+		return
+	}
+	s.mu.Lock()
+	done := s.assigned
+	for k, target := range s.targets {
+		if s.starts[k] >= target || s.groupDone[k] {
+			continue
+		}
+		if p, ok := s.parts[k]; !ok || len(p.queue) > 0 || p.next < target {
+			done = false
+			break
+		}
+	}
+	s.mu.Unlock()
+	if done {
+		s.drainOne.Do(func() { close(s.drained) })
+	}
+}
+
+// refreshGroupDone reads the group's committed offsets into groupDone.
+func (s *Source) refreshGroupDone(ctx context.Context) error {
+	offs, err := kadm.NewClient(s.cl).FetchOffsets(ctx, s.cfg.Group)
+	if err != nil {
+		return err
+	}
+	s.mu.Lock()
+	for k, target := range s.targets {
+		if o, ok := offs.Lookup(k.topic, k.part); ok && o.Err == nil && o.At >= target {
+			s.groupDone[k] = true
+		}
+	}
+	s.mu.Unlock()
+	s.checkCaughtUp()
+	return nil
+}
+
+func (s *Source) onAssigned(_ context.Context, _ *kgo.Client, assigned map[string][]int32) {
+	s.mu.Lock()
+	var names []string
+	for topic, parts := range assigned {
+		for _, part := range parts {
+			k := tp{topic, part}
+			if _, ok := s.parts[k]; ok {
+				continue
+			}
+			p := &partition{tp: k, next: -1, wake: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{})}
+			s.parts[k] = p
+			if s.stopping {
+				close(p.done) // assigned after the end: nothing to deliver
+				continue
+			}
+			s.wg.Add(1)
+			go s.deliver(p)
+			names = append(names, fmt.Sprintf("%s/%d", topic, part))
+		}
+	}
+	s.assigned = true
+	s.mu.Unlock()
+	sort.Strings(names)
+	s.log.Info("partitions assigned", "partitions", names)
+	s.checkCaughtUp()
+}
+
+// release stops the deliverers of the given partitions, waits for their
+// in-flight blocks and forgets them; it returns what it released.
+func (s *Source) release(parts map[string][]int32) []tp {
+	s.mu.Lock()
+	var gone []*partition
+	for topic, ps := range parts {
+		for _, part := range ps {
+			k := tp{topic, part}
+			if p, ok := s.parts[k]; ok {
+				delete(s.parts, k)
+				close(p.stop)
+				gone = append(gone, p)
+			}
+		}
+	}
+	s.mu.Unlock()
+	out := make([]tp, 0, len(gone))
+	for _, p := range gone {
+		<-p.done
+		out = append(out, p.tp)
+	}
+	sort.Slice(out, func(i, j int) bool {
+		if out[i].topic != out[j].topic {
+			return out[i].topic < out[j].topic
+		}
+		return out[i].part < out[j].part
+	})
+	return out
+}
+
+// onRevoked hands revoked partitions over: their files are written and
+// their durable offsets committed before the group moves them.
+func (s *Source) onRevoked(ctx context.Context, _ *kgo.Client, revoked map[string][]int32) {
+	gone := s.release(revoked)
+	if len(gone) == 0 {
+		return
+	}
+	fctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+	defer cancel()
+	for _, k := range gone {
+		if err := s.hooks.Flush(fctx, k.topic, k.part); err != nil {
+			s.log.Error("writing a revoked partition's files failed; its next owner reads them again",
+				"topic", k.topic, "partition", k.part, "err", err)
+			s.hooks.Drop(k.topic, k.part)
+		}
+	}
+	if err := s.commit(fctx, gone); err != nil {
+		s.log.Warn("committing revoked partitions failed; their next owner rewrites from the last commit", "err", err)
+	}
+	for _, k := range gone {
+		s.hooks.Drop(k.topic, k.part)
+	}
+	s.log.Info("partitions revoked", "count", len(gone))
+}
+
+// onLost drops partitions taken away without a handover: nothing of them
+// is written or committed by this member any more.
+func (s *Source) onLost(_ context.Context, _ *kgo.Client, lost map[string][]int32) {
+	for _, k := range s.release(lost) {
+		s.hooks.Drop(k.topic, k.part)
+	}
+	s.log.Warn("partitions lost", "partitions", lost)
+}
+
+// commitLoop commits durable offsets every CommitInterval.
+func (s *Source) commitLoop() {
+	defer s.wg.Done()
+	t := time.NewTicker(s.cfg.CommitInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-s.ctx.Done():
+			return
+		case <-t.C:
+			if err := s.commit(s.ctx, nil); err != nil && s.ctx.Err() == nil {
+				s.logOnce("committing offsets failed; retrying", "err", err)
+			}
+			if s.cfg.UntilCaughtUp {
+				if err := s.refreshGroupDone(s.ctx); err != nil && s.ctx.Err() == nil {
+					s.logOnce("reading the group's offsets failed; retrying", "err", err)
+				}
+			}
+		}
+	}
+}
+
+// commit commits the durable offsets of the given partitions (nil: every
+// assigned one) that advanced since the last commit.
+func (s *Source) commit(ctx context.Context, only []tp) error {
+	if only == nil {
+		s.mu.Lock()
+		for k := range s.parts {
+			only = append(only, k)
+		}
+		s.mu.Unlock()
+	}
+	offsets := map[string]map[int32]kgo.EpochOffset{}
+	s.mu.Lock()
+	for _, k := range only {
+		off, ok := s.hooks.Durable(k.topic, k.part)
+		if !ok || off <= s.committed[k] {
+			continue
+		}
+		if offsets[k.topic] == nil {
+			offsets[k.topic] = map[int32]kgo.EpochOffset{}
+		}
+		offsets[k.topic][k.part] = kgo.EpochOffset{Epoch: -1, Offset: off}
+	}
+	s.mu.Unlock()
+	if len(offsets) == 0 {
+		return nil
+	}
+	var cerr error
+	s.cl.CommitOffsetsSync(ctx, offsets, func(_ *kgo.Client, _ *kmsg.OffsetCommitRequest, resp *kmsg.OffsetCommitResponse, err error) {
+		if err != nil {
+			cerr = err
+			return
+		}
+		cerr = commitError(resp)
+	})
+	if cerr != nil {
+		return cerr
+	}
+	s.mu.Lock()
+	for topic, ps := range offsets {
+		for part, o := range ps {
+			s.committed[tp{topic, part}] = o.Offset
+		}
+	}
+	s.mu.Unlock()
+	return nil
+}
+
+// commitError returns the first partition error of a commit response.
+func commitError(resp *kmsg.OffsetCommitResponse) error {
+	for _, t := range resp.Topics {
+		for _, p := range t.Partitions {
+			if err := kerr.ErrorForCode(p.ErrorCode); err != nil {
+				return fmt.Errorf("%s partition %d: %w", t.Topic, p.Partition, err)
+			}
+		}
+	}
+	return nil
+}
+
+// Backlog returns the records not yet landed in the assigned partitions,
+// as of the last fetches.
+func (s *Source) Backlog() int64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var n int64
+	for _, p := range s.parts {
+		if p.next >= 0 && p.hwm > p.next {
+			n += p.hwm - p.next
+		}
+	}
+	return n
+}
+
+// Err returns the error that stopped the source early.
+func (s *Source) Err() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.err
+}
+
+// Drained is closed, with UntilCaughtUp, once every assigned partition was
+// landed up to its end offset at start; otherwise only on failure.
+func (s *Source) Drained() <-chan struct{} { return s.drained }
+
+// Close stops fetching and delivering and waits for the goroutines; the
+// group membership is kept for Finish.
+func (s *Source) Close() error {
+	s.mu.Lock()
+	subscribed := s.cancel != nil
+	s.closed = true
+	s.mu.Unlock()
+	if subscribed {
+		s.cancel()
+		<-s.stopped
+	}
+	return nil
+}
+
+// Finish commits the final durable offsets and leaves the group. Leaving
+// revokes every partition; they were written by the pipeline's last flush.
+func (s *Source) Finish(ctx context.Context) error {
+	if s.cl == nil {
+		return nil
+	}
+	err := s.commit(ctx, nil)
+	if err != nil {
+		err = fmt.Errorf("kafka source: final commit: %w", err)
+	}
+	s.cl.Close()
+	return err
+}
