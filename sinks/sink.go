@@ -19,6 +19,7 @@ package sinks
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 
@@ -107,4 +108,19 @@ type Sink interface {
 // write leaves no object under key.
 type ObjectWriter interface {
 	WriteObject(ctx context.Context, key string, data []byte, contentType string) error
+}
+
+// ErrExists is returned by ObjectCreator.CreateObject for a key that
+// already holds an object.
+var ErrExists = errors.New("object already exists")
+
+// ObjectCreator creates small objects that must not replace another
+// (fencing: two writers can never both create the same key).
+//
+// CreateObject stores data under key only if no object is there, and
+// returns an error wrapping ErrExists if one is. The check and the write are
+// one atomic step in object stores with conditional writes (S3, GCS, Azure,
+// mem://); a local folder (file://) is atomic only within one process.
+type ObjectCreator interface {
+	CreateObject(ctx context.Context, key string, data []byte, contentType string) error
 }

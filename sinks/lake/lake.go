@@ -35,6 +35,7 @@ import (
 	_ "gocloud.dev/blob/gcsblob"   // gs://
 	_ "gocloud.dev/blob/memblob"   // mem://
 	_ "gocloud.dev/blob/s3blob"    // s3://
+	"gocloud.dev/gcerrors"
 )
 
 // NormalizeURL turns a plain path into a file:// URL and adds the fileblob
@@ -78,8 +79,8 @@ func OpenBucket(ctx context.Context, raw string) (*blob.Bucket, error) {
 	return b, nil
 }
 
-// Sink writes files as Parquet objects. It implements sinks.Sink and
-// sinks.ObjectWriter.
+// Sink writes files as Parquet objects. It implements sinks.Sink,
+// sinks.ObjectWriter and sinks.ObjectCreator.
 type Sink struct {
 	bucket *blob.Bucket
 	mem    memory.Allocator
@@ -113,6 +114,16 @@ func (s *Sink) Write(ctx context.Context, f *sinks.File) (int64, error) {
 		return 0, err
 	}
 	return cw.n, nil
+}
+
+// CreateObject stores a small object whole unless key already holds one;
+// then it returns an error wrapping sinks.ErrExists.
+func (s *Sink) CreateObject(ctx context.Context, key string, data []byte, contentType string) error {
+	err := s.bucket.WriteAll(ctx, key, data, &blob.WriterOptions{ContentType: contentType, IfNotExist: true})
+	if gcerrors.Code(err) == gcerrors.FailedPrecondition {
+		return fmt.Errorf("%s: %w", key, sinks.ErrExists)
+	}
+	return err
 }
 
 // WriteObject stores a small object whole (dead letters).

@@ -29,6 +29,7 @@ import (
 type Sink interface {
 	sinks.Sink
 	sinks.ObjectWriter
+	sinks.ObjectCreator
 }
 
 // Open returns the sink under test and the bucket it writes to, which the
@@ -73,6 +74,21 @@ func Run(t *testing.T, open Open) {
 		got, err := b.ReadAll(context.Background(), KeyDead)
 		if err != nil || !bytes.Equal(got, data) {
 			t.Errorf("read back %q, %v; want %q", got, err, data)
+		}
+	})
+	t.Run("CreateOnce", func(t *testing.T) {
+		s, b := open(t)
+		const key = "_cdclake/state/topic/p0/00000000000000000001.json"
+		ctx := context.Background()
+		if err := s.CreateObject(ctx, key, []byte(`{"seq":1,"owner":"a"}`), "application/json"); err != nil {
+			t.Fatalf("CreateObject: %v", err)
+		}
+		err := s.CreateObject(ctx, key, []byte(`{"seq":1,"owner":"b"}`), "application/json")
+		if !errors.Is(err, sinks.ErrExists) {
+			t.Fatalf("a second CreateObject of the same key: %v, want ErrExists", err)
+		}
+		if got, err := b.ReadAll(ctx, key); err != nil || string(got) != `{"seq":1,"owner":"a"}` {
+			t.Errorf("the first object was replaced: %s, %v", got, err)
 		}
 	})
 	t.Run("OverwriteReplaces", func(t *testing.T) {
