@@ -1,0 +1,167 @@
+// Package state keeps, in the lake next to the data, what cdclake knows of
+// each source partition: the offset below which everything landed, the
+// files written or about to be written above it (their cut points), and the
+// decoding state a new owner of the partition needs.
+//
+// # Objects
+//
+// A partition's states form a sequence of objects
+//
+//	_cdclake/state/{source}/p{partition}/{seq, 20 digits}.json
+//
+// each created once (sinks.ObjectCreator): two writers can never both
+// create the same sequence number, so a writer that finds its next number
+// taken knows another instance owns the partition now (it is fenced) and
+// stops writing for it. The newest state is the one with the highest
+// number. Engines skip the folder: its name starts with an underscore.
+package state
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"path"
+	"strconv"
+	"strings"
+
+	"github.com/cdclake/cdclake/sinks"
+	"gocloud.dev/blob"
+)
+
+// Dir is the folder of the lake that holds the states.
+const Dir = "_cdclake/state"
+
+// ErrFenced is returned by Append when another writer created the state's
+// sequence number first.
+var ErrFenced = errors.New("partition state fenced: another instance owns the partition")
+
+// Cut is a file's cut points: the object, the table version whose rows it
+// holds, and the offsets of its first and last row in the partition.
+type Cut struct {
+	Key         string `json:"key"`
+	Table       string `json:"table"`
+	Fingerprint uint64 `json:"fingerprint,string"`
+	First       int64  `json:"first"`
+	Last        int64  `json:"last"`
+	Rows        int    `json:"rows"`
+}
+
+// Dir returns the folder of the cut's object.
+func (c Cut) Dir() string { return path.Dir(c.Key) }
+
+// Partition is one state of a source partition.
+type Partition struct {
+	Seq       int64  `json:"seq"`
+	Owner     string `json:"owner"`
+	Source    string `json:"source"`
+	Partition int32  `json:"partition"`
+	// Committed is the offset below which every message is in a written
+	// file or a written dead letter, or needed no landing.
+	Committed int64 `json:"committed"`
+	// Written are files written whose last row is at or above Committed:
+	// their rows must not land again.
+	Written []Cut `json:"written,omitempty"`
+	// Pending are files about to be written when the state was created:
+	// they may or may not exist, and a replay writes them again with the
+	// same rows under the same names.
+	Pending []Cut `json:"pending,omitempty"`
+	// Catalog is the decoding state the partition's messages depend on.
+	Catalog json.RawMessage `json:"catalog,omitempty"`
+}
+
+// Store reads and appends partition states.
+type Store struct {
+	bucket  *blob.Bucket
+	creator sinks.ObjectCreator
+}
+
+// NewStore returns a store reading bucket and creating objects with c
+// (which writes into the same bucket).
+func NewStore(bucket *blob.Bucket, c sinks.ObjectCreator) *Store {
+	return &Store{bucket: bucket, creator: c}
+}
+
+func prefix(source string, part int32) string {
+	return fmt.Sprintf("%s/%s/p%d/", Dir, sinks.Sanitize(source), part)
+}
+
+// Key is the object key of a state.
+func Key(source string, part int32, seq int64) string {
+	return fmt.Sprintf("%s%020d.json", prefix(source, part), seq)
+}
+
+// Latest returns the newest state of a partition, nil when it has none.
+func (s *Store) Latest(ctx context.Context, source string, part int32) (*Partition, error) {
+	var last string
+	it := s.bucket.List(&blob.ListOptions{Prefix: prefix(source, part)})
+	for {
+		obj, err := it.Next(ctx)
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			return nil, fmt.Errorf("listing the state of %s partition %d: %w", source, part, err)
+		}
+		if strings.HasSuffix(obj.Key, ".json") && obj.Key > last {
+			last = obj.Key
+		}
+	}
+	if last == "" {
+		return nil, nil
+	}
+	data, err := s.bucket.ReadAll(ctx, last)
+	if err != nil {
+		return nil, fmt.Errorf("reading %s: %w", last, err)
+	}
+	var st Partition
+	if err := json.Unmarshal(data, &st); err != nil {
+		return nil, fmt.Errorf("%s: %w", last, err)
+	}
+	if seq, err := strconv.ParseInt(strings.TrimSuffix(path.Base(last), ".json"), 10, 64); err != nil || seq != st.Seq {
+		return nil, fmt.Errorf("%s holds sequence number %d", last, st.Seq)
+	}
+	return &st, nil
+}
+
+// Append creates st, whose Seq must follow the newest state's. It returns
+// an error wrapping ErrFenced when that number is taken.
+func (s *Store) Append(ctx context.Context, st *Partition) error {
+	data, err := json.Marshal(st)
+	if err != nil {
+		return err
+	}
+	key := Key(st.Source, st.Partition, st.Seq)
+	if err := s.creator.CreateObject(ctx, key, data, "application/json"); err != nil {
+		if errors.Is(err, sinks.ErrExists) {
+			return fmt.Errorf("%s partition %d state %d: %w", st.Source, st.Partition, st.Seq, ErrFenced)
+		}
+		return fmt.Errorf("writing %s: %w", key, err)
+	}
+	return nil
+}
+
+// Prune deletes a partition's states older than seq.
+func (s *Store) Prune(ctx context.Context, source string, part int32, seq int64) error {
+	keep := Key(source, part, seq)
+	it := s.bucket.List(&blob.ListOptions{Prefix: prefix(source, part)})
+	var old []string
+	for {
+		obj, err := it.Next(ctx)
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			return err
+		}
+		if obj.Key < keep {
+			old = append(old, obj.Key)
+		}
+	}
+	var errs []error
+	for _, k := range old {
+		errs = append(errs, s.bucket.Delete(ctx, k))
+	}
+	return errors.Join(errs...)
+}

@@ -1,0 +1,88 @@
+package state_test
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"testing"
+
+	"github.com/apache/arrow-go/v18/arrow/memory"
+	"github.com/cdclake/cdclake/sinks/lake"
+	"github.com/cdclake/cdclake/sinks/state"
+	"gocloud.dev/blob/memblob"
+)
+
+func TestAppendLatestPrune(t *testing.T) {
+	ctx := context.Background()
+	b := memblob.OpenBucket(nil)
+	defer b.Close()
+	st := state.NewStore(b, lake.New(b, memory.NewGoAllocator()))
+	if got, err := st.Latest(ctx, "orders/topic", 3); got != nil || err != nil {
+		t.Fatalf("empty store: %v, %v", got, err)
+	}
+	cut := state.Cut{Key: "db.t/date=2026-07-13/orders_topic-p3-o00000000000000000100.parquet", Table: "db.t",
+		Fingerprint: 1<<63 + 5, First: 100, Last: 180, Rows: 50}
+	for seq := int64(1); seq <= 12; seq++ {
+		p := &state.Partition{Seq: seq, Owner: "a", Source: "orders/topic", Partition: 3, Committed: seq * 10,
+			Pending: []state.Cut{cut}}
+		if err := st.Append(ctx, p); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got, err := st.Latest(ctx, "orders/topic", 3)
+	if err != nil || got.Seq != 12 || got.Committed != 120 || len(got.Pending) != 1 || got.Pending[0] != cut ||
+		got.Pending[0].Dir() != "db.t/date=2026-07-13" {
+		t.Fatalf("latest = %+v, %v", got, err)
+	}
+	// The next number is taken: the writer is fenced.
+	err = st.Append(ctx, &state.Partition{Seq: 12, Owner: "b", Source: "orders/topic", Partition: 3})
+	if !errors.Is(err, state.ErrFenced) {
+		t.Fatalf("appending a taken number: %v", err)
+	}
+	if err := st.Prune(ctx, "orders/topic", 3, 11); err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	it := b.List(nil)
+	for {
+		if _, err := it.Next(ctx); err != nil {
+			break
+		}
+		n++
+	}
+	if n != 2 {
+		t.Errorf("%d states after pruning below 11, want 2", n)
+	}
+	if got, _ := st.Latest(ctx, "orders/topic", 3); got.Seq != 12 || got.Owner != "a" {
+		t.Errorf("latest after pruning = %+v", got)
+	}
+}
+
+// TestOneWinnerPerNumber: instances racing for the same number: exactly
+// one creates it.
+func TestOneWinnerPerNumber(t *testing.T) {
+	ctx := context.Background()
+	b := memblob.OpenBucket(nil)
+	defer b.Close()
+	st := state.NewStore(b, lake.New(b, memory.NewGoAllocator()))
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	wins := 0
+	for i := range 8 {
+		wg.Go(func() {
+			err := st.Append(ctx, &state.Partition{Seq: 1, Owner: string(rune('a' + i)), Source: "s"})
+			mu.Lock()
+			defer mu.Unlock()
+			switch {
+			case err == nil:
+				wins++
+			case !errors.Is(err, state.ErrFenced):
+				t.Error(err)
+			}
+		})
+	}
+	wg.Wait()
+	if wins != 1 {
+		t.Errorf("%d writers created state 1", wins)
+	}
+}
