@@ -39,11 +39,14 @@
 package pipelines
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"log/slog"
+	"os"
 	"runtime"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -54,9 +57,13 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/memory"
 	"github.com/cdclake/cdclake/handlers/batch"
 	"github.com/cdclake/cdclake/handlers/resolve"
+	"github.com/cdclake/cdclake/handlers/schema"
 	"github.com/cdclake/cdclake/pipelines/source"
 	"github.com/cdclake/cdclake/sinks/lake"
+	"github.com/cdclake/cdclake/sinks/parquet"
+	"github.com/cdclake/cdclake/sinks/state"
 	"gocloud.dev/blob"
+	"gocloud.dev/gcerrors"
 )
 
 // Pipeline lands one source into one lake.
@@ -128,7 +135,32 @@ func New(plan *Plan, src source.Source, bucket *blob.Bucket, log *slog.Logger, o
 	}
 	p.batcher = b
 	if h, ok := src.(source.Handover); ok {
-		h.Bind(source.Hooks{Durable: b.Durable, Flush: b.FlushPartition, Drop: b.DropPartition})
+		// Sources whose partitions move between instances keep each
+		// partition's state in the lake (package state).
+		journal := state.NewJournal(state.NewStore(bucket, p.sink), instanceName())
+		b.SetJournal(journal)
+		h.Bind(source.Hooks{
+			Durable: b.Durable,
+			Flush:   b.FlushPartition,
+			Drop: func(src string, part int32) {
+				b.DropPartition(src, part)
+				journal.Release(src, part)
+			},
+			Claim: func(ctx context.Context, src string, part int32) (int64, bool, error) {
+				st, err := journal.Claim(ctx, src, part)
+				if err != nil {
+					return 0, false, err
+				}
+				landed, err := landedOffsets(ctx, bucket, st)
+				if err != nil {
+					return 0, false, err
+				}
+				b.Restore(src, part, landed)
+				log.Debug("partition claimed", "source", src, "partition", part, "state", st.Seq,
+					"committed", st.Committed, "landed", len(landed))
+				return st.Committed, st.Seq > 0, nil
+			},
+		})
 	}
 	p.idle = make(chan *worker, o.workers)
 	for range o.workers {
@@ -198,6 +230,38 @@ func (p *Pipeline) Run(ctx context.Context) error {
 	}
 	p.batcher.Close()
 	return errors.Join(errs...)
+}
+
+// landedOffsets reads which messages of a claimed partition the files its
+// state names hold: the lake, not the state, says what landed. A pending
+// file that is not there was not written.
+func landedOffsets(ctx context.Context, bucket *blob.Bucket, st *state.Partition) ([]int64, error) {
+	var landed []int64
+	for i, c := range append(slices.Clone(st.Written), st.Pending...) {
+		data, err := bucket.ReadAll(ctx, c.Key)
+		if gcerrors.Code(err) == gcerrors.NotFound && i >= len(st.Written) {
+			continue
+		}
+		if err != nil {
+			return nil, fmt.Errorf("reading %s: %w", c.Key, err)
+		}
+		offs, err := parquet.Int64Column(bytes.NewReader(data), schema.ColOffset, memory.DefaultAllocator)
+		if err != nil {
+			return nil, fmt.Errorf("reading the offsets of %s: %w", c.Key, err)
+		}
+		for _, o := range offs {
+			if o >= st.Committed {
+				landed = append(landed, o)
+			}
+		}
+	}
+	return landed, nil
+}
+
+// instanceName names this process in the partition states it writes.
+func instanceName() string {
+	host, _ := os.Hostname()
+	return fmt.Sprintf("%s/%d", host, os.Getpid())
 }
 
 // addHandler adds the "land" handler: the stages as middleware, in order,

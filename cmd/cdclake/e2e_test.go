@@ -165,17 +165,18 @@ func TestDeadLetters(t *testing.T) {
 	if !strings.Contains(stdout, "dead letters 3") || !strings.Contains(stdout, "rows 2,") {
 		t.Fatalf("want 2 rows and 3 dead letters:\n%s", stdout)
 	}
+	// One object per dead letter, named from its position.
 	files := listFiles(t, filepath.Join(lakeDir, "_dead_letter"))
-	if len(files) != 1 {
+	if len(files) != 3 {
 		t.Fatalf("dead letter files = %v", files)
 	}
-	data, err := os.ReadFile(filepath.Join(lakeDir, "_dead_letter", files[0]))
-	if err != nil {
-		t.Fatal(err)
-	}
-	got := strings.Split(strings.TrimSpace(string(data)), "\n")
-	if len(got) != 3 {
-		t.Fatalf("dead letters:\n%s", data)
+	var got []string
+	for _, f := range files {
+		data, err := os.ReadFile(filepath.Join(lakeDir, "_dead_letter", f))
+		if err != nil {
+			t.Fatal(err)
+		}
+		got = append(got, strings.TrimSpace(string(data)))
 	}
 	for i, want := range []string{`"offset":2,"stage":"unwrap"`, `"offset":3,"stage":"decode"`, `"offset":4,"stage":"decode"`} {
 		if !strings.Contains(got[i], want) || !strings.Contains(got[i], `"value_base64"`) {

@@ -33,6 +33,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sort"
 	"sync"
 	"time"
@@ -41,6 +42,7 @@ import (
 	"github.com/cdclake/cdclake/handlers/change"
 	"github.com/cdclake/cdclake/handlers/schema"
 	"github.com/cdclake/cdclake/sinks"
+	"github.com/cdclake/cdclake/sinks/state"
 )
 
 // Config bounds the batcher as a whole.
@@ -74,6 +76,28 @@ type TableStats struct {
 	Versions           map[int]bool
 }
 
+// Journal records files' cut points around their writes (package state):
+// Intend before a file of an owned partition is written, Done after. The
+// Batcher calls both under its lock.
+type Journal interface {
+	Owns(source string, part int32) bool
+	Intend(ctx context.Context, source string, part int32, cut state.Cut) error
+	Done(ctx context.Context, source string, part int32, cut state.Cut, durable int64) error
+}
+
+// replay is what a restored partition's files say of the messages a
+// replay reads again: the offsets whose rows are in written files.
+type replay struct {
+	landed []int64 // sorted
+}
+
+// covered reports whether the row of the message at offset is in a written
+// file (a message lands one row at most).
+func (r *replay) covered(offset int64) bool {
+	_, found := slices.BinarySearch(r.landed, offset)
+	return found
+}
+
 type bufKey struct {
 	table  string
 	fp     uint64
@@ -95,6 +119,8 @@ type Batcher struct {
 	held    int64
 	tracker *Tracker
 	stats   map[string]*TableStats
+	journal Journal
+	replays map[partKey]*replay
 }
 
 // New returns a Batcher writing to sink. Both bounds of cfg must be at
@@ -105,7 +131,26 @@ func New(cfg Config, tables func(string) *TableConfig, sink sinks.Sink, mem memo
 			cfg.MaxBufferedBytes, cfg.MaxOpenFiles)
 	}
 	return &Batcher{cfg: cfg, tables: tables, sink: sink, mem: mem, log: log, now: time.Now,
-		open: map[bufKey]*buffer{}, tracker: NewTracker(), stats: map[string]*TableStats{}}, nil
+		open: map[bufKey]*buffer{}, tracker: NewTracker(), stats: map[string]*TableStats{}, replays: map[partKey]*replay{}}, nil
+}
+
+// SetJournal makes the Batcher record the cut points of the files of the
+// partitions j owns; call it before the first Add.
+func (b *Batcher) SetJournal(j Journal) { b.journal = j }
+
+// Restore prepares a claimed partition for the replay of its messages
+// from its committed offset: the messages at the landed offsets (read from
+// the files written above that offset) are not landed again.
+func (b *Batcher) Restore(source string, part int32, landed []int64) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if len(landed) == 0 {
+		delete(b.replays, partKey{source, part})
+		return
+	}
+	landed = slices.Clone(landed)
+	slices.Sort(landed)
+	b.replays[partKey{source, part}] = &replay{landed: landed}
 }
 
 // Durable returns the offset below which every message of a source
@@ -130,6 +175,12 @@ func (b *Batcher) Add(ctx context.Context, c *change.Change, t *schema.Table, at
 		dirTS = c.TSMicros
 	}
 	dir := tc.Path.Expand(t.Name, dirTS)
+	rp := b.replays[partKey{at.Source, at.Partition}]
+	if rp != nil && rp.covered(at.Offset) {
+		b.tracker.seen(at) // already in a written file
+		b.log.Debug("row already landed", "table", t.Name, "partition", at.Partition, "offset", at.Offset)
+		return nil
+	}
 	key := bufKey{table: t.Name, fp: t.Fingerprint, dir: dir, source: at.Source, part: at.Partition}
 	buf, ok := b.open[key]
 	if !ok {
@@ -221,6 +272,7 @@ func (b *Batcher) DropPartition(source string, part int32) {
 		}
 	}
 	b.tracker.forget(source, part)
+	delete(b.replays, partKey{source, part})
 }
 
 // FlushExpired writes files older than their table's max age.
@@ -353,6 +405,14 @@ func (b *Batcher) flush(ctx context.Context, buf *buffer) error {
 		Table: buf.table.Name, Version: buf.table.Version, Record: rec, Ranges: ranges, Rows: valid,
 		First: buf.src, LastOffset: buf.last, Options: tc.Write}
 	var n int64
+	journaled := valid > 0 && b.journal != nil && b.journal.Owns(buf.src.Source, buf.src.Partition)
+	cut := state.Cut{Key: f.Key, Table: buf.table.Name, Fingerprint: buf.table.Fingerprint,
+		First: buf.src.Offset, Last: buf.last, Rows: valid}
+	if journaled {
+		if err := b.journal.Intend(ctx, buf.src.Source, buf.src.Partition, cut); err != nil {
+			return fmt.Errorf("recording the cut of %s: %w", f.Key, err)
+		}
+	}
 	if valid > 0 {
 		var err error
 		n, err = b.sink.Write(ctx, f)
@@ -364,6 +424,13 @@ func (b *Batcher) flush(ctx context.Context, buf *buffer) error {
 	b.held -= buf.bytes
 	b.tracker.close(buf.src.Source, buf.src.Partition, buf)
 	buf.release()
+	if journaled {
+		durable, _ := b.tracker.Durable(buf.src.Source, buf.src.Partition)
+		b.log.Debug("file recorded", "key", f.Key, "first", cut.First, "last", cut.Last, "durable", durable)
+		if err := b.journal.Done(ctx, buf.src.Source, buf.src.Partition, cut, durable); err != nil {
+			return fmt.Errorf("recording %s as written: %w", f.Key, err)
+		}
+	}
 	st := b.stats[buf.key.table]
 	if st == nil {
 		st = &TableStats{Versions: map[int]bool{}}

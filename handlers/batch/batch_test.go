@@ -17,6 +17,7 @@ import (
 	"github.com/cdclake/cdclake/handlers/change"
 	"github.com/cdclake/cdclake/handlers/schema"
 	"github.com/cdclake/cdclake/sinks"
+	"github.com/cdclake/cdclake/sinks/state"
 	"github.com/valyala/fastjson"
 )
 
@@ -830,5 +831,57 @@ func TestBatcherEventsLayout(t *testing.T) {
 	}
 	if len(h.sink.files) != 1 || !strings.HasPrefix(h.sink.files[0].Key, "_ddl/date=") {
 		t.Errorf("files %v", h.keys())
+	}
+}
+
+// journal records the calls of the Batcher, with the sink's files at the
+// time of each.
+type journal struct {
+	sink  *memSink
+	calls []string
+}
+
+func (j *journal) Owns(source string, part int32) bool { return part == 0 }
+func (j *journal) Intend(_ context.Context, _ string, _ int32, c state.Cut) error {
+	j.calls = append(j.calls, fmt.Sprintf("intend %d-%d rows %d (files %d)", c.First, c.Last, c.Rows, len(j.sink.files)))
+	return nil
+}
+func (j *journal) Done(_ context.Context, _ string, _ int32, c state.Cut, durable int64) error {
+	j.calls = append(j.calls, fmt.Sprintf("done %d-%d durable %d (files %d)", c.First, c.Last, durable, len(j.sink.files)))
+	return nil
+}
+
+// TestBatcherJournalAndRestore: an owned partition's files are recorded
+// before and after they are written; a restored partition does not land
+// the offsets its files already hold.
+func TestBatcherJournalAndRestore(t *testing.T) {
+	h := newHarness(t, Config{}, TableConfig{MaxRows: 3})
+	j := &journal{sink: h.sink}
+	h.b.SetJournal(j)
+	v1 := table("db.t", 1, schema.LayoutImages, cols("v"))
+	h.b.Restore("orders", 0, []int64{11, 12})
+	for off := int64(10); off < 16; off++ {
+		h.add(insert(t, "db.t", fmt.Sprintf(`{"id":%d}`, off)), v1, at(off), 1)
+	}
+	if err := h.b.FlushAll(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	want := []string{"intend 10-14 rows 3 (files 0)", "done 10-14 durable 15 (files 1)",
+		"intend 15-15 rows 1 (files 1)", "done 15-15 durable 16 (files 2)"}
+	if !slices.Equal(j.calls, want) {
+		t.Errorf("journal calls:\n%q\nwant\n%q", j.calls, want)
+	}
+	if f := h.sink.files; len(f) != 2 || f[0].Key != key("db.t/date=2024-01-31", 10) ||
+		!slices.Equal(f[0].Offsets, []int64{10, 13, 14}) || !slices.Equal(f[1].Offsets, []int64{15}) {
+		t.Errorf("files %+v: the landed offsets 11 and 12 must not land again", f)
+	}
+	// Another partition is not the journal's: written without a record.
+	other := sinks.Position{Source: "orders", Partition: 1, Offset: 3}
+	h.add(insert(t, "db.t", `{"id":3}`), v1, other, 1)
+	if err := h.b.FlushAll(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if len(j.calls) != 4 {
+		t.Errorf("a partition the journal does not own was recorded: %q", j.calls[4:])
 	}
 }

@@ -69,6 +69,12 @@ type Hooks struct {
 	// Drop forgets the partition's open files unwritten, for a partition
 	// taken away before it could be flushed.
 	Drop func(source string, partition int32)
+	// Claim takes a newly assigned partition over: it reads the
+	// partition's state in the lake, fences out its previous owner and
+	// prepares the replay. It returns the offset to resume from, false when
+	// the lake has no state of the partition (then the source's own
+	// position stands). The source calls it before reading the partition.
+	Claim func(ctx context.Context, source string, partition int32) (int64, bool, error)
 }
 
 // Record is one message of a source partition.

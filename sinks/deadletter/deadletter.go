@@ -3,9 +3,11 @@
 //
 // # Format
 //
-// Dead letters are NDJSON objects under _dead_letter/ in the sink, one object
-// per source block, named like data files by source, partition and first
-// offset, so a replay rewrites the same names. Each line:
+// Dead letters are NDJSON objects under _dead_letter/ in the sink, one
+// object per message, named like data files by source, partition and
+// offset: the name is a function of the message's position alone, so a
+// replay rewrites the same objects however its input was cut into blocks.
+// Each object holds one line:
 //
 //	{"source":"orders.ndjson","partition":0,"offset":17,"stage":"decode",
 //	 "reason":"…","value":"<original text when valid UTF-8>","value_base64":"…"}
@@ -35,14 +37,17 @@ type Entry struct {
 	ValueBase64 string  `json:"value_base64"`
 }
 
-// Queue collects a block's dead letters and writes them in one object.
-// Not safe for concurrent use.
+// Queue collects a block's dead letters until Flush writes them. Not safe
+// for concurrent use.
 type Queue struct {
-	store sinks.ObjectWriter
-	buf   []byte
-	first *sinks.Position
-	n     int
-	total int64
+	store   sinks.ObjectWriter
+	pending []pending
+	total   int64
+}
+
+type pending struct {
+	at   sinks.Position
+	line []byte
 }
 
 // New returns a Queue writing to store.
@@ -57,33 +62,33 @@ func (q *Queue) Add(at sinks.Position, stage string, reason error, raw []byte) {
 		e.Value = &s
 	}
 	line, _ := json.Marshal(e)
-	q.buf = append(append(q.buf, line...), '\n')
-	if q.first == nil {
-		p := at
-		q.first = &p
-	}
-	q.n++
+	q.pending = append(q.pending, pending{at: at, line: append(line, '\n')})
 }
 
 // Reset drops the pending dead letters (after a failure stopped the run).
-func (q *Queue) Reset() { q.buf, q.first, q.n = q.buf[:0], nil, 0 }
+func (q *Queue) Reset() { q.pending = q.pending[:0] }
 
 // Pending returns the number of dead letters not yet written.
-func (q *Queue) Pending() int { return q.n }
+func (q *Queue) Pending() int { return len(q.pending) }
 
 // Total returns the number of dead letters written.
 func (q *Queue) Total() int64 { return q.total }
 
-// Flush writes the pending dead letters; they are durable when it returns nil.
+// Flush writes the pending dead letters; they are durable when it returns
+// nil. After an error the ones not yet written stay pending.
 func (q *Queue) Flush(ctx context.Context) error {
-	if q.n == 0 {
-		return nil
+	for len(q.pending) > 0 {
+		p := q.pending[0]
+		key := Key(p.at)
+		if err := q.store.WriteObject(ctx, key, p.line, "application/x-ndjson"); err != nil {
+			return fmt.Errorf("writing dead letter %s: %w", key, err)
+		}
+		q.total++
+		q.pending = q.pending[1:]
 	}
-	key := Dir + "/" + sinks.ObjectName(*q.first, ".ndjson")
-	if err := q.store.WriteObject(ctx, key, q.buf, "application/x-ndjson"); err != nil {
-		return fmt.Errorf("writing dead letters %s: %w", key, err)
-	}
-	q.total += int64(q.n)
-	q.Reset()
+	q.pending = q.pending[:0]
 	return nil
 }
+
+// Key is the object key of the dead letter of the message at pos.
+func Key(pos sinks.Position) string { return Dir + "/" + sinks.ObjectName(pos, ".ndjson") }

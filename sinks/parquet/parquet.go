@@ -20,6 +20,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/memory"
 	"github.com/apache/arrow-go/v18/parquet"
 	"github.com/apache/arrow-go/v18/parquet/compress"
+	"github.com/apache/arrow-go/v18/parquet/file"
 	"github.com/apache/arrow-go/v18/parquet/pqarrow"
 )
 
@@ -106,4 +107,43 @@ func Write(w io.Writer, rec arrow.RecordBatch, ranges [][2]int, opts Options, me
 		return fmt.Errorf("parquet close: %w", err)
 	}
 	return nil
+}
+
+// Int64Column reads the named INT64 column of a Parquet file whole; the
+// pipeline uses it to learn which message offsets a written file holds.
+func Int64Column(r parquet.ReaderAtSeeker, name string, mem memory.Allocator) ([]int64, error) {
+	rdr, err := file.NewParquetReader(r, file.WithReadProps(parquet.NewReaderProperties(mem)))
+	if err != nil {
+		return nil, err
+	}
+	defer rdr.Close()
+	idx := rdr.MetaData().Schema.ColumnIndexByName(name)
+	if idx < 0 {
+		return nil, fmt.Errorf("no column %s", name)
+	}
+	var out []int64
+	for g := range rdr.NumRowGroups() {
+		rg := rdr.RowGroup(g)
+		col, err := rg.Column(idx)
+		if err != nil {
+			return nil, err
+		}
+		cr, ok := col.(*file.Int64ColumnChunkReader)
+		if !ok {
+			return nil, fmt.Errorf("column %s is not INT64", name)
+		}
+		n := rg.NumRows()
+		vals := make([]int64, n)
+		def := make([]int16, n)
+		total := int64(0)
+		for total < n && cr.HasNext() {
+			_, read, err := cr.ReadBatch(n-total, vals[total:], def[total:], nil)
+			if err != nil {
+				return nil, err
+			}
+			total += int64(read)
+		}
+		out = append(out, vals[:total]...)
+	}
+	return out, nil
 }

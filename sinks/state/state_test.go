@@ -86,3 +86,54 @@ func TestOneWinnerPerNumber(t *testing.T) {
 		t.Errorf("%d writers created state 1", wins)
 	}
 }
+
+func TestJournal(t *testing.T) {
+	ctx := context.Background()
+	b := memblob.OpenBucket(nil)
+	defer b.Close()
+	store := state.NewStore(b, lake.New(b, memory.NewGoAllocator()))
+	a := state.NewJournal(store, "a")
+	st, err := a.Claim(ctx, "t", 0)
+	if err != nil || st.Seq != 0 || st.Committed != 0 {
+		t.Fatalf("first claim: %+v, %v", st, err)
+	}
+	c1 := state.Cut{Key: "x/t-p0-o00000000000000000010.parquet", Table: "x", First: 10, Last: 40, Rows: 5}
+	c2 := state.Cut{Key: "y/t-p0-o00000000000000000020.parquet", Table: "y", First: 20, Last: 30, Rows: 3}
+	if err := a.Intend(ctx, "t", 0, c1); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := store.Latest(ctx, "t", 0); len(got.Pending) != 1 || got.Pending[0] != c1 {
+		t.Fatalf("after Intend: %+v", got)
+	}
+	// c1 written; x's file ends at 40 but y still holds 20: durable 20.
+	if err := a.Done(ctx, "t", 0, c1, 20); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.Intend(ctx, "t", 0, c2); err != nil {
+		t.Fatal(err)
+	}
+	got, _ := store.Latest(ctx, "t", 0)
+	if got.Committed != 20 || len(got.Written) != 1 || got.Written[0] != c1 || len(got.Pending) != 1 || got.Pending[0] != c2 {
+		t.Fatalf("after Done and Intend: %+v", got)
+	}
+	// b takes the partition over: a is fenced out.
+	bj := state.NewJournal(store, "b")
+	st, err = bj.Claim(ctx, "t", 0)
+	if err != nil || st.Committed != 20 || len(st.Written) != 1 || len(st.Pending) != 1 || st.Owner != "b" {
+		t.Fatalf("b's claim: %+v, %v", st, err)
+	}
+	if err := a.Done(ctx, "t", 0, c2, 41); !errors.Is(err, state.ErrFenced) {
+		t.Fatalf("a after b's claim: %v, want ErrFenced", err)
+	}
+	if a.Owns("t", 0) {
+		t.Error("a still owns the partition after being fenced")
+	}
+	// b writes c2; nothing below 41 is left: cuts below it are dropped.
+	if err := bj.Done(ctx, "t", 0, c2, 41); err != nil {
+		t.Fatal(err)
+	}
+	got, _ = store.Latest(ctx, "t", 0)
+	if got.Committed != 41 || len(got.Written) != 0 || len(got.Pending) != 0 || got.Owner != "b" {
+		t.Errorf("final state %+v", got)
+	}
+}

@@ -30,6 +30,13 @@ type Config struct {
 	Start string
 	// ClientID names the client to the brokers (default "cdclake").
 	ClientID string
+	// InstanceID makes the member static (KIP-345): a restarted instance
+	// with the same id takes its partitions back at once, without a
+	// rebalance (a StatefulSet pod's name).
+	InstanceID string
+	// SessionTimeout is how long the group waits for a silent member
+	// before moving its partitions (0: the client's default, 45s).
+	SessionTimeout time.Duration
 	// FetchMaxBytes and FetchMaxPartitionBytes bound one fetch (0: the
 	// client's defaults).
 	FetchMaxBytes          int32
@@ -80,6 +87,8 @@ type SASL struct {
 //	regex=true                 topics are regular expressions
 //	start=earliest|latest      start of a partition without a committed offset
 //	client_id                  client id (default cdclake)
+//	instance_id                static group membership: a restart takes its partitions back at once
+//	session_timeout            e.g. 10s: how soon a dead member's partitions move
 //	fetch_max_bytes, fetch_max_partition_bytes
 //	commit_interval            e.g. 5s
 //	tls=true                   TLS, with tls_ca, tls_cert, tls_key, tls_server_name (files: PEM)
@@ -151,6 +160,15 @@ func ParseURL(raw string) (Config, error) {
 	boolean("regex", &cfg.Regex)
 	str("start", &cfg.Start)
 	str("client_id", &cfg.ClientID)
+	str("instance_id", &cfg.InstanceID)
+	known["session_timeout"] = true
+	if v := q.Get("session_timeout"); v != "" {
+		d, err := time.ParseDuration(v)
+		if err != nil || d <= 0 {
+			errs = append(errs, fmt.Errorf("session_timeout: %q is not a positive duration", v))
+		}
+		cfg.SessionTimeout = d
+	}
 	int32v("fetch_max_bytes", &cfg.FetchMaxBytes)
 	int32v("fetch_max_partition_bytes", &cfg.FetchMaxPartitionBytes)
 	known["commit_interval"] = true

@@ -70,11 +70,14 @@ type Source struct {
 	committed map[tp]int64
 	// targets are the end offsets at start (UntilCaughtUp), starts the
 	// offsets consumption begins at.
-	targets  map[tp]int64
-	starts   map[tp]int64
+	targets map[tp]int64
+	starts  map[tp]int64
 	// groupDone marks target partitions the group committed up to their
 	// target: landed by this member or another.
 	groupDone map[tp]bool
+	// resume holds the offsets claimed partitions resume from (the lake's
+	// state): at least that much is committed.
+	resume   map[tp]int64
 	assigned bool
 	err      error
 	closed   bool
@@ -120,7 +123,7 @@ func New(cfg Config, log *slog.Logger) (*Source, error) {
 		cfg.CommitInterval = 5 * time.Second
 	}
 	return &Source{cfg: cfg, log: log.With("component", "kafka"), parts: map[tp]*partition{},
-		committed: map[tp]int64{}, targets: map[tp]int64{}, starts: map[tp]int64{}, groupDone: map[tp]bool{},
+		committed: map[tp]int64{}, targets: map[tp]int64{}, starts: map[tp]int64{}, groupDone: map[tp]bool{}, resume: map[tp]int64{},
 		drained: make(chan struct{}), stopped: make(chan struct{})}, nil
 }
 
@@ -179,9 +182,16 @@ func (s *Source) options() ([]kgo.Opt, error) {
 		kgo.OnPartitionsAssigned(s.onAssigned),
 		kgo.OnPartitionsRevoked(s.onRevoked),
 		kgo.OnPartitionsLost(s.onLost),
+		kgo.AdjustFetchOffsetsFn(s.adjustOffsets),
 	}
 	if s.cfg.Regex {
 		opts = append(opts, kgo.ConsumeRegex())
+	}
+	if s.cfg.InstanceID != "" {
+		opts = append(opts, kgo.InstanceID(s.cfg.InstanceID))
+	}
+	if s.cfg.SessionTimeout > 0 {
+		opts = append(opts, kgo.SessionTimeout(s.cfg.SessionTimeout))
 	}
 	if s.cfg.Start == "latest" {
 		opts = append(opts, kgo.ConsumeResetOffset(kgo.NewOffset().AtEnd()))
@@ -483,6 +493,35 @@ func (s *Source) onAssigned(_ context.Context, _ *kgo.Client, assigned map[strin
 	s.checkCaughtUp()
 }
 
+// adjustOffsets claims newly assigned partitions in the lake: where the
+// lake holds a partition's state, its committed offset wins over the
+// group's (they differ after a crash between the two writes).
+func (s *Source) adjustOffsets(ctx context.Context, offsets map[string]map[int32]kgo.Offset) (map[string]map[int32]kgo.Offset, error) {
+	for topic, parts := range offsets {
+		for part := range parts {
+			off, ok, err := s.hooks.Claim(ctx, topic, part)
+			if err != nil {
+				s.logOnce("claiming a partition's state failed; retrying", "topic", topic, "partition", part, "err", err)
+				return nil, err
+			}
+			if ok {
+				parts[part] = kgo.NewOffset().At(off)
+				k := tp{topic, part}
+				s.mu.Lock()
+				// The group learns the lake's offset with the next commit,
+				// and reading starts there.
+				s.resume[k] = off
+				delete(s.committed, k)
+				if _, bounded := s.targets[k]; bounded {
+					s.starts[k] = off
+				}
+				s.mu.Unlock()
+			}
+		}
+	}
+	return offsets, nil
+}
+
 // release stops the deliverers of the given partitions, waits for their
 // in-flight blocks and forgets them; it returns what it released.
 func (s *Source) release(parts map[string][]int32) []tp {
@@ -496,6 +535,7 @@ func (s *Source) release(parts map[string][]int32) []tp {
 				close(p.stop)
 				gone = append(gone, p)
 			}
+			delete(s.resume, k)
 		}
 	}
 	s.mu.Unlock()
@@ -583,7 +623,10 @@ func (s *Source) commit(ctx context.Context, only []tp) error {
 	s.mu.Lock()
 	for _, k := range only {
 		off, ok := s.hooks.Durable(k.topic, k.part)
-		if !ok || off <= s.committed[k] {
+		if r, claimed := s.resume[k]; claimed && (!ok || r > off) {
+			off, ok = r, true
+		}
+		if c, done := s.committed[k]; !ok || (done && off <= c) {
 			continue
 		}
 		if offsets[k.topic] == nil {

@@ -1,0 +1,91 @@
+package main
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/cdclake/cdclake/cmd/cdcgen/gen"
+	"github.com/cdclake/cdclake/pipelines/source/kafka/kafkatest"
+)
+
+// TestKafkaKill9 kills cdclake with SIGKILL at random moments while it
+// lands a topic (mid-batch, mid-upload, between a file and its state or
+// its commit), restarts it each time, and checks the lake after every kill
+// and at the end: no row twice, ever, and in the end every row once.
+func TestKafkaKill9(t *testing.T) {
+	broker := kafkatest.Brokers(t)
+	bin := build(t, "github.com/cdclake/cdclake/cmd/cdclake")
+	for _, f := range []struct {
+		name   string
+		format int
+	}{{"debezium", gen.Debezium}, {"mixed", gen.Mixed}} {
+		t.Run(f.name, func(t *testing.T) {
+			topic := kafkatest.TopicFormat(t, broker, 6, 12000, 7, f.format)
+			dir := t.TempDir()
+			if keep := os.Getenv("CDCLAKE_TEST_KEEP"); keep != "" {
+				dir = keep // kept for a look after a failure
+			}
+			// Small files, short ages and few open files: many cuts, for
+			// many reasons, all of them to be repeated after a kill.
+			cfg := filepath.Join(dir, "cdclake.yaml")
+			if err := os.WriteFile(cfg, []byte("progress_interval: 0s\nsource:\n  block_lines: 100\nbatch:\n  max_open_files: 8\n"+
+				"defaults:\n  max_rows: 250\n  max_age: 1s\n"), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			lakeDir := filepath.Join(dir, "lake")
+			// A static member: each restart takes the killed one's
+			// partitions back at once, as a restarted pod does.
+			url := fmt.Sprintf("kafka://%s/%s?group=g-%s&commit_interval=300ms&instance_id=pod-0&session_timeout=10s", broker, topic, topic)
+			rng := rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 9))
+			kills, worst := 0, 0
+			for range 8 {
+				cmd := exec.Command(bin, "run", "--source", url, "--sink", lakeDir, "--config", cfg, "--log-level", "debug")
+				logf, err := os.Create(filepath.Join(dir, fmt.Sprintf("run-%d.log", kills)))
+				if err != nil {
+					t.Fatal(err)
+				}
+				cmd.Stdout, cmd.Stderr = logf, logf
+				if err := cmd.Start(); err != nil {
+					t.Fatal(err)
+				}
+				time.Sleep(time.Duration(300+rng.IntN(1500)) * time.Millisecond)
+				if err := cmd.Process.Kill(); err != nil {
+					t.Fatal(err)
+				}
+				_ = cmd.Wait()
+				logf.Close()
+				kills++
+				if d := kafkatest.Duplicates(kafkatest.Landed(t, lakeDir)); d > worst {
+					worst = d
+				}
+			}
+			out, err := exec.Command(bin, "run", "--until-caught-up", "--source", url, "--sink", lakeDir, "--config", cfg).CombinedOutput()
+			if err != nil {
+				t.Fatalf("the last run failed: %v\n%s", err, out)
+			}
+			refDir := filepath.Join(dir, "ref")
+			refURL := fmt.Sprintf("kafka://%s/%s?group=ref-%s", broker, topic, topic)
+			if out, err := exec.Command(bin, "run", "--until-caught-up", "--source", refURL, "--sink", refDir).CombinedOutput(); err != nil {
+				t.Fatalf("the reference run failed: %v\n%s", err, out)
+			}
+			got := kafkatest.Landed(t, lakeDir)
+			t.Logf("%d kills; worst duplicates after a kill %d; %d rows landed", kills, worst, len(got))
+			if worst > 0 {
+				t.Errorf("after a kill the lake held %d duplicated rows", worst)
+			}
+			kafkatest.SameOnce(t, "after the kills", got, kafkatest.Landed(t, refDir))
+			for _, d := range kafkatest.DuplicateFiles(t, lakeDir, 5) {
+				t.Log(d)
+			}
+			if t.Failed() {
+				states, _ := exec.Command("sh", "-c", "ls -R "+lakeDir+"/_cdclake | tail -20; for f in $(find "+lakeDir+"/_cdclake -name '*.json' | sort | tail -3); do echo $f; head -c 1500 $f; echo; done").CombinedOutput()
+				t.Logf("states:\n%s", states)
+			}
+		})
+	}
+}

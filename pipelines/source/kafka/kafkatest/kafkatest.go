@@ -1,0 +1,215 @@
+// Package kafkatest has the helpers of the tests that run against a real
+// broker: topics of generated CDC streams, and checks of what landed.
+package kafkatest
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/arrow-go/v18/arrow/memory"
+	"github.com/apache/arrow-go/v18/parquet/file"
+	"github.com/apache/arrow-go/v18/parquet/pqarrow"
+	"github.com/cdclake/cdclake/cmd/cdcgen/gen"
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+// Brokers returns the broker of CDCLAKE_TEST_KAFKA_BROKERS, or skips the
+// test: make e2e starts Kafka from infra/ and sets it.
+func Brokers(t *testing.T) string {
+	b := os.Getenv("CDCLAKE_TEST_KAFKA_BROKERS")
+	if b == "" {
+		t.Skip("CDCLAKE_TEST_KAFKA_BROKERS is not set (make e2e sets it)")
+	}
+	return b
+}
+
+var tableKey = regexp.MustCompile(`(?:SALES\.T|shop\.public\.t|shop\.t|"table":"t)(\d{3})`)
+
+// Topic creates a topic of parts partitions, deleted when the test ends,
+// and produces a generated mixed stream of events into it.
+func Topic(t *testing.T, broker string, parts int32, events int, seed uint64) string {
+	return TopicFormat(t, broker, parts, events, seed, gen.Mixed)
+}
+
+// TopicFormat is Topic with every table in one format of package gen
+// (gen.Mixed for all three).
+func TopicFormat(t *testing.T, broker string, parts int32, events int, seed uint64, format int) string {
+	t.Helper()
+	name := fmt.Sprintf("cdclake-test-%s-%d", strings.ToLower(strings.ReplaceAll(t.Name(), "/", "-")), time.Now().UnixNano())
+	cl, err := kgo.NewClient(kgo.SeedBrokers(broker))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	adm := kadm.NewClient(cl)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if _, err := adm.CreateTopic(ctx, parts, 1, nil, name); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _, _ = adm.DeleteTopics(context.Background(), name) })
+	ProduceFormat(t, cl, name, events, seed, format)
+	return name
+}
+
+// Produce writes a generated mixed stream (GoldenGate with metadata, DDL
+// and CloudEvents; Debezium with and without schemas, transactions,
+// tombstones, heartbeats) into topic, keyed by table as CDC producers do,
+// and returns the number of messages.
+func Produce(t *testing.T, cl *kgo.Client, topic string, events int, seed uint64) int {
+	return ProduceFormat(t, cl, topic, events, seed, gen.Mixed)
+}
+
+// ProduceFormat is Produce with every table in one format of package gen.
+func ProduceFormat(t *testing.T, cl *kgo.Client, topic string, events int, seed uint64, format int) int {
+	t.Helper()
+	var stream bytes.Buffer
+	if _, err := gen.GenerateFormat(&stream, events, 12, seed, format); err != nil {
+		t.Fatal(err)
+	}
+	var recs []*kgo.Record
+	for line := range bytes.Lines(stream.Bytes()) {
+		line = bytes.TrimSuffix(line, []byte{'\n'})
+		key := []byte("none")
+		if m := tableKey.FindSubmatch(line); m != nil {
+			key = m[1]
+		}
+		if bytes.Equal(line, []byte("null")) {
+			line = nil // a tombstone
+		}
+		recs = append(recs, &kgo.Record{Topic: topic, Key: key, Value: line})
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if err := cl.ProduceSync(ctx, recs...).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	return len(recs)
+}
+
+// Landed counts the rows of every Parquet file under dir by (partition,
+// offset); dead letters are NDJSON and not counted.
+func Landed(t testing.TB, dir string) map[[2]int64]int {
+	t.Helper()
+	out, _ := landed(t, dir)
+	return out
+}
+
+// DuplicateFiles names, for up to n duplicated rows, the files that hold
+// them.
+func DuplicateFiles(t testing.TB, dir string, n int) []string {
+	t.Helper()
+	counts, where := landed(t, dir)
+	var out []string
+	for k, c := range counts {
+		if c > 1 && len(out) < n {
+			out = append(out, fmt.Sprintf("partition %d offset %d: %v", k[0], k[1], where[k]))
+		}
+	}
+	return out
+}
+
+func landed(t testing.TB, dir string) (map[[2]int64]int, map[[2]int64][]string) {
+	t.Helper()
+	out := map[[2]int64]int{}
+	where := map[[2]int64][]string{}
+	err := filepath.WalkDir(dir, func(path string, d os.DirEntry, err error) error {
+		if err != nil || d.IsDir() || !strings.HasSuffix(path, ".parquet") {
+			return err
+		}
+		rdr, err := file.OpenParquetFile(path, false)
+		if err != nil {
+			return err
+		}
+		defer rdr.Close()
+		fr, err := pqarrow.NewFileReader(rdr, pqarrow.ArrowReadProperties{}, memory.NewGoAllocator())
+		if err != nil {
+			return err
+		}
+		tbl, err := fr.ReadTable(context.Background())
+		if err != nil {
+			return err
+		}
+		defer tbl.Release()
+		sc := tbl.Schema()
+		parts := tbl.Column(sc.FieldIndices("_cdc_partition")[0]).Data().Chunks()
+		offs := tbl.Column(sc.FieldIndices("_cdc_offset")[0]).Data().Chunks()
+		for c := range parts {
+			p, o := parts[c].(*array.Int32), offs[c].(*array.Int64)
+			for i := range p.Len() {
+				k := [2]int64{int64(p.Value(i)), o.Value(i)}
+				out[k]++
+				rel, _ := filepath.Rel(dir, path)
+				where[k] = append(where[k], rel)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out, where
+}
+
+// Duplicates counts the rows landed more than once.
+func Duplicates(got map[[2]int64]int) int {
+	n := 0
+	for _, c := range got {
+		if c > 1 {
+			n++
+		}
+	}
+	return n
+}
+
+// SameOnce checks that got holds every row of want exactly once.
+func SameOnce(t testing.TB, what string, got, want map[[2]int64]int) {
+	t.Helper()
+	missing, extra := 0, 0
+	for k := range got {
+		if want[k] == 0 {
+			extra++
+		}
+	}
+	for k := range want {
+		if got[k] == 0 {
+			missing++
+		}
+	}
+	if dups := Duplicates(got); dups+missing+extra > 0 || len(want) == 0 {
+		t.Errorf("%s: %d rows, want %d: %d duplicated, %d missing, %d unexpected", what, len(got), len(want), dups, missing, extra)
+	}
+}
+
+// Offsets returns the group's committed offsets and the topic's end
+// offsets, by partition.
+func Offsets(t testing.TB, broker, group, topic string) (committed, ends map[int32]int64) {
+	t.Helper()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(broker))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	adm := kadm.NewClient(cl)
+	offs, err := adm.FetchOffsets(context.Background(), group)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e, err := adm.ListEndOffsets(context.Background(), topic)
+	if err != nil {
+		t.Fatal(err)
+	}
+	committed, ends = map[int32]int64{}, map[int32]int64{}
+	offs.Each(func(o kadm.OffsetResponse) { committed[o.Partition] = o.At })
+	e.Each(func(o kadm.ListedOffset) { ends[o.Partition] = o.Offset })
+	return committed, ends
+}

@@ -1,0 +1,163 @@
+package state
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+)
+
+// Journal keeps the states of the partitions one instance owns and writes
+// the two states of every file: its cut points before the file is written
+// (Intend), then the new committed offset after (Done). A replay after a
+// crash between the two rewrites the file with the same rows under the same
+// name; one after Done skips the rows the file holds.
+//
+// A Journal is safe for concurrent use.
+type Journal struct {
+	store *Store
+	owner string
+
+	mu    sync.Mutex
+	parts map[partKey]*Partition
+}
+
+type partKey struct {
+	source string
+	part   int32
+}
+
+// NewJournal returns a journal writing states as owner (an instance name,
+// for people reading the states).
+func NewJournal(store *Store, owner string) *Journal {
+	return &Journal{store: store, owner: owner, parts: map[partKey]*Partition{}}
+}
+
+// Claim takes a partition over: it reads the partition's newest state and
+// creates the next one as this owner, which fences out the previous owner
+// (its next state's number is taken). It returns the state to resume from;
+// Seq 0 means the partition had none.
+func (j *Journal) Claim(ctx context.Context, source string, part int32) (*Partition, error) {
+	for range 10 {
+		last, err := j.store.Latest(ctx, source, part)
+		if err != nil {
+			return nil, err
+		}
+		next := &Partition{Owner: j.owner, Source: source, Partition: part, Seq: 1}
+		if last != nil {
+			next.Seq, next.Committed, next.Catalog = last.Seq+1, last.Committed, last.Catalog
+			next.Written = slices.Clone(last.Written)
+			next.Pending = slices.Clone(last.Pending)
+		}
+		err = j.store.Append(ctx, next)
+		if err == nil {
+			j.mu.Lock()
+			j.parts[partKey{source, part}] = next
+			j.mu.Unlock()
+			_ = j.store.Prune(ctx, source, part, next.Seq-1)
+			resume := *next
+			if last == nil {
+				resume.Seq = 0
+			}
+			return &resume, nil
+		}
+		if !isFenced(err) {
+			return nil, err
+		}
+		// Another instance wrote a state meanwhile: read it and try again.
+	}
+	return nil, fmt.Errorf("%s partition %d: could not claim its state: other instances keep writing it", source, part)
+}
+
+func isFenced(err error) bool { return errors.Is(err, ErrFenced) }
+
+// Release forgets a partition given up.
+func (j *Journal) Release(source string, part int32) {
+	j.mu.Lock()
+	delete(j.parts, partKey{source, part})
+	j.mu.Unlock()
+}
+
+// Owns reports whether the journal holds the partition's state.
+func (j *Journal) Owns(source string, part int32) bool {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	_, ok := j.parts[partKey{source, part}]
+	return ok
+}
+
+// Intend records that cut is about to be written. It returns an error
+// wrapping ErrFenced when another instance took the partition over: the
+// file must then not be written.
+func (j *Journal) Intend(ctx context.Context, source string, part int32, cut Cut) error {
+	return j.next(ctx, source, part, func(st *Partition) {
+		st.Pending = append(withoutKey(st.Pending, cut.Key), cut)
+	})
+}
+
+// withoutKey returns cuts without the one of key.
+func withoutKey(cuts []Cut, key string) []Cut {
+	out := make([]Cut, 0, len(cuts))
+	for _, c := range cuts {
+		if c.Key != key {
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
+// Done records that cut was written and that every message below durable
+// is landed.
+func (j *Journal) Done(ctx context.Context, source string, part int32, cut Cut, durable int64) error {
+	return j.next(ctx, source, part, func(st *Partition) {
+		// Only cuts a replay from durable could meet are kept.
+		var pending []Cut
+		for _, c := range withoutKey(st.Pending, cut.Key) {
+			if c.Last >= durable {
+				pending = append(pending, c)
+			}
+		}
+		st.Pending = pending
+		written := make([]Cut, 0, len(st.Written)+1)
+		for _, c := range append(withoutKey(st.Written, cut.Key), cut) {
+			if c.Last >= durable {
+				written = append(written, c)
+			}
+		}
+		st.Written = written
+		if durable > st.Committed {
+			st.Committed = durable
+		}
+	})
+}
+
+// next creates the partition's next state, changed by f.
+func (j *Journal) next(ctx context.Context, source string, part int32, f func(*Partition)) error {
+	j.mu.Lock()
+	cur := j.parts[partKey{source, part}]
+	j.mu.Unlock()
+	if cur == nil {
+		return fmt.Errorf("%s partition %d: not claimed", source, part)
+	}
+	st := *cur
+	st.Seq++
+	st.Written = slices.Clone(cur.Written)
+	st.Pending = slices.Clone(cur.Pending)
+	f(&st)
+	if err := j.store.Append(ctx, &st); err != nil {
+		if isFenced(err) {
+			j.Release(source, part)
+		}
+		return err
+	}
+	j.mu.Lock()
+	if j.parts[partKey{source, part}] == cur {
+		j.parts[partKey{source, part}] = &st
+	}
+	j.mu.Unlock()
+	if st.Seq%64 == 0 {
+		_ = j.store.Prune(ctx, source, part, st.Seq-1)
+	}
+	return nil
+}
