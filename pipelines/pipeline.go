@@ -56,12 +56,14 @@ import (
 	"github.com/ThreeDotsLabs/watermill/message/router/middleware"
 	"github.com/apache/arrow-go/v18/arrow/memory"
 	"github.com/cdclake/cdclake/handlers/batch"
+	"github.com/cdclake/cdclake/handlers/change"
 	"github.com/cdclake/cdclake/handlers/resolve"
 	"github.com/cdclake/cdclake/handlers/schema"
 	"github.com/cdclake/cdclake/pipelines/source"
 	"github.com/cdclake/cdclake/sinks/lake"
 	"github.com/cdclake/cdclake/sinks/parquet"
 	"github.com/cdclake/cdclake/sinks/state"
+	"github.com/valyala/fastjson"
 	"gocloud.dev/blob"
 	"gocloud.dev/gcerrors"
 )
@@ -75,6 +77,9 @@ type Pipeline struct {
 
 	resolver *resolve.Resolver
 	batcher  *batch.Batcher
+	// journal keeps partition states in the lake, for sources that hand
+	// partitions over; nil otherwise.
+	journal *state.Journal
 
 	// idle holds the workers not handling a block.
 	idle  chan *worker
@@ -137,7 +142,9 @@ func New(plan *Plan, src source.Source, bucket *blob.Bucket, log *slog.Logger, o
 	if h, ok := src.(source.Handover); ok {
 		// Sources whose partitions move between instances keep each
 		// partition's state in the lake (package state).
-		journal := state.NewJournal(state.NewStore(bucket, p.sink), instanceName())
+		store := state.NewStore(bucket, p.sink)
+		journal := state.NewJournal(store, instanceName())
+		p.journal = journal
 		b.SetJournal(journal)
 		h.Bind(source.Hooks{
 			Durable: b.Durable,
@@ -153,6 +160,9 @@ func New(plan *Plan, src source.Source, bucket *blob.Bucket, log *slog.Logger, o
 				}
 				landed, err := landedOffsets(ctx, bucket, st)
 				if err != nil {
+					return 0, false, err
+				}
+				if err := p.restoreCatalog(ctx, store, src, part); err != nil {
 					return 0, false, err
 				}
 				b.Restore(src, part, landed)
@@ -230,6 +240,33 @@ func (p *Pipeline) Run(ctx context.Context) error {
 	}
 	p.batcher.Close()
 	return errors.Join(errs...)
+}
+
+// restoreCatalog makes the resolver observe again the metadata records a
+// claimed partition's messages depend on.
+func (p *Pipeline) restoreCatalog(ctx context.Context, store *state.Store, src string, part int32) error {
+	entries, err := store.Catalog(ctx, src, part)
+	if err != nil {
+		return fmt.Errorf("reading the catalog of %s partition %d: %w", src, part, err)
+	}
+	var parser fastjson.Parser
+	for _, e := range entries {
+		v, err := parser.ParseBytes(e.Record)
+		if err != nil {
+			return fmt.Errorf("catalog of %s partition %d, %s: %w", src, part, e.Table, err)
+		}
+		c := &change.Change{Table: e.Table, Raw: v}
+		switch e.Kind {
+		case change.KindSchemaRecord.String():
+			c.Kind = change.KindSchemaRecord
+		case change.KindObjectMetadata.String():
+			c.Kind = change.KindObjectMetadata
+		default:
+			continue
+		}
+		p.resolver.Observe(c)
+	}
+	return nil
 }
 
 // landedOffsets reads which messages of a claimed partition the files its

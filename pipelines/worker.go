@@ -2,6 +2,7 @@ package pipelines
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"sync"
@@ -17,6 +18,7 @@ import (
 	"github.com/cdclake/cdclake/pipelines/source"
 	"github.com/cdclake/cdclake/sinks"
 	"github.com/cdclake/cdclake/sinks/deadletter"
+	"github.com/cdclake/cdclake/sinks/state"
 	"github.com/valyala/fastjson"
 )
 
@@ -37,10 +39,18 @@ type worker struct {
 	// parse arena so the window stays decoded between stages.
 	base  int
 	slots []slot
-	// hold keeps the block's dead letters from counting as durable until
-	// they are written.
-	hold   *sinks.Position
-	counts counts
+	// hold keeps the block's dead letters and catalog entries from
+	// counting as durable until they are written.
+	hold *sinks.Position
+	// catalog holds the block's metadata records to keep in the lake for
+	// a partition's next owner (sources that hand partitions over).
+	catalog []catalogEntry
+	counts  counts
+}
+
+type catalogEntry struct {
+	key  string
+	data []byte
 }
 
 // windowRecords is the number of records in a window: enough to make the
@@ -56,6 +66,8 @@ type slot struct {
 	dec   decode.Decoder
 	table *schema.Table
 	act   action
+	// keep is set for a metadata record kept in the catalog.
+	keep bool
 	// stage and err say why a dead record failed.
 	stage string
 	err   error
@@ -106,6 +118,7 @@ func (p *Pipeline) newWorker() (*worker, error) {
 func (w *worker) start(b *source.Block) {
 	w.block, w.hold = b, nil
 	w.dead.Reset()
+	w.catalog = w.catalog[:0]
 }
 
 // window prepares w for the records [lo, hi) of its block.
@@ -118,7 +131,7 @@ func (w *worker) window(lo, hi int) {
 	for i := range w.slots {
 		s := &w.slots[i]
 		s.c.Reset()
-		s.v, s.dec, s.table, s.act, s.stage, s.err = nil, nil, nil, actPending, "", nil
+		s.v, s.dec, s.table, s.act, s.keep, s.stage, s.err = nil, nil, nil, actPending, false, "", nil
 	}
 }
 
@@ -169,11 +182,16 @@ func (p *Pipeline) partition(next message.HandlerFunc) message.HandlerFunc {
 	}
 }
 
-// endBlock writes the block's dead letters, after which they count as
-// durable, and closes files past their age.
+// endBlock writes the block's dead letters and catalog entries, after
+// which they count as durable, and closes files past their age.
 func (p *Pipeline) endBlock(ctx context.Context, w *worker) error {
 	if err := w.dead.Flush(ctx); err != nil {
 		return p.fail(err)
+	}
+	for _, e := range w.catalog {
+		if err := p.sink.WriteObject(ctx, e.key, e.data, "application/json"); err != nil {
+			return p.fail(fmt.Errorf("writing %s: %w", e.key, err))
+		}
 	}
 	if w.hold != nil {
 		p.batcher.Release(w.block.Source, w.block.Partition, w.hold)
@@ -258,6 +276,9 @@ func (p *Pipeline) classify(w *worker, i int) {
 func (p *Pipeline) resolve(w *worker, i int) {
 	s := &w.slots[i]
 	c := &s.c
+	if p.journal != nil && (c.Kind == change.KindSchemaRecord || c.Kind == change.KindObjectMetadata) {
+		p.keepInCatalog(w, i)
+	}
 	switch s.act {
 	case actMeta:
 		p.resolver.Observe(c)
@@ -273,6 +294,20 @@ func (p *Pipeline) resolve(w *worker, i int) {
 		p.resolver.Observe(c)
 		s.table = p.resolver.Event(eventDataset(c.Kind), c)
 	}
+}
+
+// keepInCatalog queues a metadata record for the partition's catalog in
+// the lake (package state): a new owner of the partition observes it again.
+func (p *Pipeline) keepInCatalog(w *worker, i int) {
+	s := &w.slots[i]
+	c := &s.c
+	data, err := json.Marshal(state.CatalogEntry{Kind: c.Kind.String(), Table: c.Table, Record: c.Raw.MarshalTo(nil)})
+	if err != nil {
+		return
+	}
+	w.catalog = append(w.catalog, catalogEntry{
+		key: state.CatalogKey(w.block.Source, w.block.Partition, c.Kind.String(), c.Table), data: data})
+	s.keep = true
 }
 
 func eventDataset(k change.Kind) string {
@@ -316,6 +351,12 @@ func (p *Pipeline) batchStage(msg *message.Message) error {
 			default:
 				return p.fail(err)
 			}
+		}
+		if s.keep && s.act != actDead {
+			if w.hold == nil {
+				w.hold = &at
+			}
+			p.batcher.Hold(at, w.hold)
 		}
 		if s.act == actDead {
 			w.counts.dead++

@@ -165,3 +165,46 @@ func (s *Store) Prune(ctx context.Context, source string, part int32, seq int64)
 	}
 	return errors.Join(errs...)
 }
+
+// CatalogDir is the folder of the lake that holds the decoding state.
+const CatalogDir = "_cdclake/catalog"
+
+// CatalogEntry is a metadata record a partition's messages depend on
+// (GoldenGate OBJECT_METADATA and JSON Schema records): a new owner of the
+// partition observes it again before it reads on, since the record itself
+// lies before the committed offset.
+type CatalogEntry struct {
+	Kind   string          `json:"kind"`
+	Table  string          `json:"table"`
+	Record json.RawMessage `json:"record"`
+}
+
+// CatalogKey is the object key of a partition's latest entry of a kind for
+// a table.
+func CatalogKey(source string, part int32, kind, table string) string {
+	return fmt.Sprintf("%s/%s/p%d/%s/%s.json", CatalogDir, sinks.Sanitize(source), part, sinks.Sanitize(kind), sinks.Sanitize(table))
+}
+
+// Catalog returns a partition's catalog entries, in key order.
+func (s *Store) Catalog(ctx context.Context, source string, part int32) ([]CatalogEntry, error) {
+	var out []CatalogEntry
+	it := s.bucket.List(&blob.ListOptions{Prefix: fmt.Sprintf("%s/%s/p%d/", CatalogDir, sinks.Sanitize(source), part)})
+	for {
+		obj, err := it.Next(ctx)
+		if err == io.EOF {
+			return out, nil
+		}
+		if err != nil {
+			return nil, err
+		}
+		data, err := s.bucket.ReadAll(ctx, obj.Key)
+		if err != nil {
+			return nil, err
+		}
+		var e CatalogEntry
+		if err := json.Unmarshal(data, &e); err != nil {
+			return nil, fmt.Errorf("%s: %w", obj.Key, err)
+		}
+		out = append(out, e)
+	}
+}

@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/memory"
 	"github.com/apache/arrow-go/v18/parquet/file"
@@ -122,19 +123,7 @@ func landed(t testing.TB, dir string) (map[[2]int64]int, map[[2]int64][]string) 
 	t.Helper()
 	out := map[[2]int64]int{}
 	where := map[[2]int64][]string{}
-	err := filepath.WalkDir(dir, func(path string, d os.DirEntry, err error) error {
-		if err != nil || d.IsDir() || !strings.HasSuffix(path, ".parquet") {
-			return err
-		}
-		rdr, err := file.OpenParquetFile(path, false)
-		if err != nil {
-			return err
-		}
-		defer rdr.Close()
-		fr, err := pqarrow.NewFileReader(rdr, pqarrow.ArrowReadProperties{}, memory.NewGoAllocator())
-		if err != nil {
-			return err
-		}
+	err := eachParquet(dir, func(rel string, fr *pqarrow.FileReader) error {
 		tbl, err := fr.ReadTable(context.Background())
 		if err != nil {
 			return err
@@ -148,7 +137,6 @@ func landed(t testing.TB, dir string) (map[[2]int64]int, map[[2]int64][]string) 
 			for i := range p.Len() {
 				k := [2]int64{int64(p.Value(i)), o.Value(i)}
 				out[k]++
-				rel, _ := filepath.Rel(dir, path)
 				where[k] = append(where[k], rel)
 			}
 		}
@@ -212,4 +200,53 @@ func Offsets(t testing.TB, broker, group, topic string) (committed, ends map[int
 	offs.Each(func(o kadm.OffsetResponse) { committed[o.Partition] = o.At })
 	e.Each(func(o kadm.ListedOffset) { ends[o.Partition] = o.Offset })
 	return committed, ends
+}
+
+// FieldTypes counts, over the Parquet files under dir whose path starts
+// with prefix, the Arrow types of the field name of the after struct.
+func FieldTypes(t testing.TB, dir, prefix, name string) map[string]int {
+	t.Helper()
+	out := map[string]int{}
+	err := eachParquet(dir, func(rel string, fr *pqarrow.FileReader) error {
+		if !strings.HasPrefix(rel, prefix) {
+			return nil
+		}
+		sc, err := fr.Schema()
+		if err != nil {
+			return err
+		}
+		for _, f := range sc.Fields() {
+			if st, ok := f.Type.(*arrow.StructType); ok && f.Name == "after" {
+				if i, ok := st.FieldIdx(name); ok {
+					out[st.Field(i).Type.String()]++
+				}
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// eachParquet calls f with a reader of every Parquet file under dir and its
+// path relative to dir.
+func eachParquet(dir string, f func(rel string, fr *pqarrow.FileReader) error) error {
+	return filepath.WalkDir(dir, func(path string, d os.DirEntry, err error) error {
+		if err != nil || d.IsDir() || !strings.HasSuffix(path, ".parquet") {
+			return err
+		}
+		rdr, err := file.OpenParquetFile(path, false)
+		if err != nil {
+			return err
+		}
+		defer rdr.Close()
+		fr, err := pqarrow.NewFileReader(rdr, pqarrow.ArrowReadProperties{}, memory.NewGoAllocator())
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(dir, path)
+		return f(rel, fr)
+	})
 }
