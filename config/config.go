@@ -76,6 +76,8 @@ type Source struct {
 type Sink struct {
 	// URL of the lake; the --sink flag overrides it.
 	URL string `yaml:"url"`
+	// RetryFor bounds how long a write the store fails is retried.
+	RetryFor Duration `yaml:"retry_for"`
 }
 
 // Batch bounds memory across all tables.
@@ -115,6 +117,7 @@ type Route struct {
 // Default holds every default value; nothing else in cdclake has its own.
 var Default = Config{
 	Source: Source{Format: "auto", BlockLines: 1024, BlockBytes: 16 << 20},
+	Sink:   Sink{RetryFor: Duration(10 * time.Minute)},
 	Batch:  Batch{MaxBufferedBytes: 256 << 20, MaxOpenFiles: 512},
 	Defaults: Route{Path: "{table}/date={date}", Layout: "images", MaxRows: 1_000_000, MaxBytes: 128 << 20,
 		MaxAge: Duration(5 * time.Minute), Compression: "zstd", RowGroup: 128 * 1024, Numbers: "decimal_text"},
@@ -163,6 +166,9 @@ func merge(def, c Config) Config {
 	}
 	if out.Source.BlockBytes == 0 {
 		out.Source.BlockBytes = def.Source.BlockBytes
+	}
+	if out.Sink.RetryFor == 0 {
+		out.Sink.RetryFor = def.Sink.RetryFor
 	}
 	if out.Batch.MaxBufferedBytes == 0 {
 		out.Batch.MaxBufferedBytes = def.Batch.MaxBufferedBytes
@@ -235,6 +241,9 @@ func (c *Config) Validate() error {
 	}
 	if c.ProgressInterval < 0 {
 		bad("progress_interval", "must not be negative")
+	}
+	if c.Sink.RetryFor < 0 {
+		bad("sink.retry_for", "must not be negative")
 	}
 	checkGlobs := func(key string, globs []string) {
 		for i, g := range globs {

@@ -131,7 +131,8 @@ func New(plan *Plan, src source.Source, bucket *blob.Bucket, log *slog.Logger, o
 	}
 	cfg := plan.Config()
 	mem := memory.NewGoAllocator()
-	p := &Pipeline{plan: plan, log: log, source: src, sink: lake.New(bucket, mem)}
+	p := &Pipeline{plan: plan, log: log, source: src,
+		sink: lake.New(bucket, mem).Retrying(lake.Retry{For: time.Duration(cfg.Sink.RetryFor), Log: log.With("component", "store")})}
 	p.resolver = resolve.New(plan.TableOptions, log)
 	b, err := batch.New(batch.Config{MaxBufferedBytes: int64(cfg.Batch.MaxBufferedBytes), MaxOpenFiles: cfg.Batch.MaxOpenFiles},
 		plan.BatchConfig, p.sink, mem, log)

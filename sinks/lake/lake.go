@@ -20,11 +20,15 @@ package lake
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/url"
 	"path/filepath"
 	"strings"
+	"sync"
+	"time"
 
 	"github.com/apache/arrow-go/v18/arrow/memory"
 	"github.com/cdclake/cdclake/sinks"
@@ -81,29 +85,71 @@ func OpenBucket(ctx context.Context, raw string) (*blob.Bucket, error) {
 
 // Sink writes files as Parquet objects. It implements sinks.Sink,
 // sinks.ObjectWriter and sinks.ObjectCreator.
+//
+// # Retries
+//
+// With Retry set, a write the store fails (an outage, a restart, a network
+// error) is tried again with backoff, up to Retry.For; the outage is logged
+// when it starts and when it ends, not at every attempt. Errors in the data
+// (a file that cannot be encoded) and ErrExists are not retried, nor is a
+// write whose context ends.
 type Sink struct {
 	bucket *blob.Bucket
 	mem    memory.Allocator
+	retry  Retry
+
+	mu      sync.Mutex
+	failing time.Time // when the current outage began; zero when none
+	tries   int
 }
 
-// New returns a Sink writing into bucket.
+// Retry says how long writes are retried while the store fails.
+type Retry struct {
+	// For bounds the time one write is retried; 0 disables retries.
+	For time.Duration
+	// Log receives the outage's start and end.
+	Log *slog.Logger
+}
+
+// New returns a Sink writing into bucket, without retries.
 func New(bucket *blob.Bucket, mem memory.Allocator) *Sink {
 	return &Sink{bucket: bucket, mem: mem}
 }
 
+// Retrying returns the sink with retries r.
+func (s *Sink) Retrying(r Retry) *Sink {
+	s.retry = r
+	return s
+}
+
+// storageError marks an error of the store, which a retry may cure.
+type storageError struct{ error }
+
+func (e storageError) Unwrap() error { return e.error }
+
 // Write stores f. Only a nil error from the blob writer's Close counts: on
 // any failure the write is cancelled so no partial object appears.
 func (s *Sink) Write(ctx context.Context, f *sinks.File) (int64, error) {
+	var n int64
+	err := s.do(ctx, f.Key, func() error {
+		var err error
+		n, err = s.write(ctx, f)
+		return err
+	})
+	return n, err
+}
+
+func (s *Sink) write(ctx context.Context, f *sinks.File) (int64, error) {
 	wctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	w, err := s.bucket.NewWriter(wctx, f.Key, &blob.WriterOptions{ContentType: "application/vnd.apache.parquet"})
 	if err != nil {
-		return 0, err
+		return 0, storageError{err}
 	}
 	cw := &countingWriter{w: w}
 	err = parquet.Write(cw, f.Record, f.Ranges, parquet.Options{Compression: f.Options.Compression, RowGroupRows: f.Options.RowGroupRows}, s.mem)
 	if cw.err != nil {
-		err = cw.err
+		err = storageError{cw.err}
 	}
 	if err != nil {
 		cancel()
@@ -111,7 +157,7 @@ func (s *Sink) Write(ctx context.Context, f *sinks.File) (int64, error) {
 		return 0, err
 	}
 	if err := w.Close(); err != nil {
-		return 0, err
+		return 0, storageError{err}
 	}
 	return cw.n, nil
 }
@@ -119,16 +165,82 @@ func (s *Sink) Write(ctx context.Context, f *sinks.File) (int64, error) {
 // CreateObject stores a small object whole unless key already holds one;
 // then it returns an error wrapping sinks.ErrExists.
 func (s *Sink) CreateObject(ctx context.Context, key string, data []byte, contentType string) error {
-	err := s.bucket.WriteAll(ctx, key, data, &blob.WriterOptions{ContentType: contentType, IfNotExist: true})
-	if gcerrors.Code(err) == gcerrors.FailedPrecondition {
-		return fmt.Errorf("%s: %w", key, sinks.ErrExists)
-	}
-	return err
+	return s.do(ctx, key, func() error {
+		err := s.bucket.WriteAll(ctx, key, data, &blob.WriterOptions{ContentType: contentType, IfNotExist: true})
+		if gcerrors.Code(err) == gcerrors.FailedPrecondition {
+			return fmt.Errorf("%s: %w", key, sinks.ErrExists)
+		}
+		if err != nil {
+			return storageError{err}
+		}
+		return nil
+	})
 }
 
-// WriteObject stores a small object whole (dead letters).
+// WriteObject stores a small object whole (dead letters, catalog entries).
 func (s *Sink) WriteObject(ctx context.Context, key string, data []byte, contentType string) error {
-	return s.bucket.WriteAll(ctx, key, data, &blob.WriterOptions{ContentType: contentType})
+	return s.do(ctx, key, func() error {
+		if err := s.bucket.WriteAll(ctx, key, data, &blob.WriterOptions{ContentType: contentType}); err != nil {
+			return storageError{err}
+		}
+		return nil
+	})
+}
+
+// do runs a write, retrying storage errors with backoff within s.retry.
+func (s *Sink) do(ctx context.Context, key string, write func() error) error {
+	var deadline time.Time
+	wait := 100 * time.Millisecond
+	for {
+		err := write()
+		var se storageError
+		if err == nil || !errors.As(err, &se) || ctx.Err() != nil || s.retry.For <= 0 {
+			if err == nil {
+				s.recovered()
+			}
+			if errors.As(err, &se) {
+				return se.error
+			}
+			return err
+		}
+		now := time.Now()
+		if deadline.IsZero() {
+			deadline = now.Add(s.retry.For)
+		}
+		if now.After(deadline) {
+			return fmt.Errorf("%w (retried for %s)", se.error, s.retry.For)
+		}
+		s.failed(key, se.error)
+		select {
+		case <-ctx.Done():
+			return se.error
+		case <-time.After(wait):
+		}
+		wait = min(2*wait, 10*time.Second)
+	}
+}
+
+func (s *Sink) failed(key string, err error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.tries++
+	if s.failing.IsZero() {
+		s.failing = time.Now()
+		if s.retry.Log != nil {
+			s.retry.Log.Warn("the store fails; retrying", "key", key, "err", err, "retry_for", s.retry.For)
+		}
+	}
+}
+
+func (s *Sink) recovered() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if !s.failing.IsZero() {
+		if s.retry.Log != nil {
+			s.retry.Log.Info("the store works again", "after", time.Since(s.failing).Round(time.Millisecond), "retries", s.tries)
+		}
+		s.failing, s.tries = time.Time{}, 0
+	}
 }
 
 // countingWriter counts the bytes written. After the first failed write

@@ -2,10 +2,13 @@ package lake_test
 
 import (
 	"context"
+	"errors"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/apache/arrow-go/v18/arrow/memory"
 	"github.com/cdclake/cdclake/sinks/lake"
@@ -107,5 +110,53 @@ func TestNormalizeURL(t *testing.T) {
 	if _, err := lake.OpenBucket(context.Background(), "nosuch://bucket"); err == nil ||
 		!strings.Contains(err.Error(), "opening sink nosuch://bucket") {
 		t.Errorf("unknown scheme: %v", err)
+	}
+}
+
+// TestRetriesAcrossAnOutage: a write the store fails is retried until the
+// store is back, the outage logged once when it starts and once when it
+// ends; a write past the retry budget fails; data errors are not retried.
+func TestRetriesAcrossAnOutage(t *testing.T) {
+	store := memblob.OpenBucket(nil)
+	defer store.Close()
+	faulty, ctl := sinktest.Faulty(store, sinktest.Faults{AfterBytes: 100})
+	defer faulty.Close()
+	var logs strings.Builder
+	log := slog.New(slog.NewTextHandler(&logs, nil))
+	s := lake.New(faulty, memory.NewGoAllocator()).Retrying(lake.Retry{For: 30 * time.Second, Log: log})
+	mem := memory.NewGoAllocator()
+	rec := sinktest.Record(mem, 40, 0)
+	defer rec.Release()
+	f := sinktest.NewFile(sinktest.KeyA, rec, [][2]int{{0, 40}})
+	go func() {
+		time.Sleep(700 * time.Millisecond)
+		ctl.SetFaults(sinktest.Faults{})
+	}()
+	start := time.Now()
+	if _, err := s.Write(context.Background(), f); err != nil {
+		t.Fatalf("Write across a 0.7 s outage: %v", err)
+	}
+	if d := time.Since(start); d < 600*time.Millisecond {
+		t.Errorf("Write returned after %s, before the store came back", d)
+	}
+	sinktest.CheckRows(t, mem, store, sinktest.KeyA, rec, f.Ranges)
+	if n := strings.Count(logs.String(), "the store fails"); n != 1 || !strings.Contains(logs.String(), "the store works again") {
+		t.Errorf("want one outage start and one end logged:\n%s", logs.String())
+	}
+
+	// A store that stays down: the write fails once the budget is spent.
+	ctl.SetFaults(sinktest.Faults{OnOpen: true})
+	short := lake.New(faulty, memory.NewGoAllocator()).Retrying(lake.Retry{For: 300 * time.Millisecond})
+	if err := short.WriteObject(context.Background(), "x", []byte("y"), "text/plain"); !errors.Is(err, sinktest.ErrInjected) ||
+		!strings.Contains(err.Error(), "retried for 300ms") {
+		t.Errorf("after the budget: %v", err)
+	}
+	// A data error is not retried.
+	ctl.SetFaults(sinktest.Faults{})
+	bad := sinktest.NewFile(sinktest.KeyB, rec, [][2]int{{0, 40}})
+	bad.Options.RowGroupRows = 0
+	start = time.Now()
+	if _, err := s.Write(context.Background(), bad); err == nil || time.Since(start) > time.Second {
+		t.Errorf("a data error: %v after %s", err, time.Since(start))
 	}
 }
