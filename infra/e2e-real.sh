@@ -130,17 +130,20 @@ sink_conformance() {
 }
 step "sink conformance (S3)" sink_conformance
 # The Kafka source against the broker: until-caught-up and resume, stop and
-# restart, a second member joining mid-stream, kill -9 at random moments;
-# every row once, and never a row twice in between.
+# restart, a second member joining mid-stream, kill -9 at random moments,
+# the S3 server stopped for 10 s; every row once, never a row twice between.
 kafka_source_tests() {
   local out
   out=$(cd "$REPO_DIR" && CDCLAKE_TEST_KAFKA_BROKERS=$KAFKA_BOOTSTRAP \
-    go test -count=1 -timeout 15m -v ./pipelines/source/kafka/ ./cmd/cdclake/ -run 'Test(UntilCaughtUp|StopAndRestart|Rebalance|KafkaKill9|ParseURL|SASL)' 2>&1) || {
+    CDCLAKE_TEST_S3_URL="$(s3_sink scratch)" CDCLAKE_TEST_S3_DIR="$DATA_DIR/s3/scratch" CDCLAKE_TEST_INFRA="$INFRA_DIR" \
+    AWS_ACCESS_KEY_ID=$S3_ACCESS_KEY AWS_SECRET_ACCESS_KEY=$S3_SECRET_KEY AWS_REGION=us-east-1 \
+    go test -count=1 -timeout 15m -v ./pipelines/source/kafka/ ./cmd/cdclake/ \
+    -run 'Test(UntilCaughtUp|StopAndRestart|Rebalance|KafkaKill9|KafkaStoreOutage|ParseURL|SASL)' 2>&1) || {
     echo "$out" | grep -v '^time=' | tail -n 40 >&2
     die "the Kafka source tests failed"
   }
   local t
-  for t in TestUntilCaughtUpAndResume TestStopAndRestart TestRebalance TestKafkaKill9; do
+  for t in TestUntilCaughtUpAndResume TestStopAndRestart TestRebalance TestKafkaKill9 TestKafkaStoreOutage; do
     grep -q -- "--- PASS: $t " <<<"$out" || die "the Kafka source test $t did not run"
   done
   log "kafka source: $(grep -c -- '--- PASS' <<<"$out") tests passed against $KAFKA_BOOTSTRAP"

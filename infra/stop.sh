@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Stops every service started by infra/start.sh (Connect, Kafka, versitygw,
-# PostgreSQL). Usage: infra/stop.sh [--purge]
+# PostgreSQL). Usage: infra/stop.sh [--purge] | infra/stop.sh s3
 #   --purge  also deletes the services' data ($CDCLAKE_RUN/data, conf, pids);
 #            logs and the download cache are kept.
+#   s3       stops only the S3 server (an outage; infra/start.sh s3 ends it).
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
 
@@ -10,7 +11,11 @@ purge=0
 for a in "$@"; do
   case $a in
   --purge) purge=1 ;;
-  *) die "usage: infra/stop.sh [--purge]" ;;
+  s3)
+    stop_pid versitygw 10
+    exit 0
+    ;;
+  *) die "usage: infra/stop.sh [--purge] | infra/stop.sh s3" ;;
   esac
 done
 

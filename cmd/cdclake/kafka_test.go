@@ -6,6 +6,8 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -96,5 +98,88 @@ func TestKafkaKill9(t *testing.T) {
 				t.Logf("states:\n%s", states)
 			}
 		})
+	}
+}
+
+// TestKafkaStoreOutage stops the S3 server for ten seconds while cdclake
+// lands a topic into it: writes are retried, the outage is logged once when
+// it starts and once when it ends, and in the end every row is in the lake
+// once. It needs the services of make e2e: CDCLAKE_TEST_S3_URL (a bucket
+// URL), CDCLAKE_TEST_S3_DIR (the folder the server keeps that bucket in)
+// and CDCLAKE_TEST_INFRA (the infra/ folder, to stop and start the server).
+func TestKafkaStoreOutage(t *testing.T) {
+	broker := kafkatest.Brokers(t)
+	s3URL, s3Dir, infra := os.Getenv("CDCLAKE_TEST_S3_URL"), os.Getenv("CDCLAKE_TEST_S3_DIR"), os.Getenv("CDCLAKE_TEST_INFRA")
+	if s3URL == "" || s3Dir == "" || infra == "" {
+		t.Skip("CDCLAKE_TEST_S3_URL, CDCLAKE_TEST_S3_DIR and CDCLAKE_TEST_INFRA are not set (make e2e sets them)")
+	}
+	bin := build(t, "github.com/cdclake/cdclake/cmd/cdclake")
+	topic := kafkatest.Topic(t, broker, 6, 8000, 11)
+	dir := t.TempDir()
+	cfg := filepath.Join(dir, "cdclake.yaml")
+	if err := os.WriteFile(cfg, []byte("progress_interval: 0s\ndefaults:\n  max_rows: 300\n  max_age: 1s\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	prefix := "outage-" + topic
+	lakeDir := filepath.Join(s3Dir, prefix)
+	group := "g-" + topic
+	url := fmt.Sprintf("kafka://%s/%s?group=%s&commit_interval=300ms&instance_id=outage", broker, topic, group)
+	logPath := filepath.Join(dir, "cdclake.log")
+	logf, err := os.Create(logPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer logf.Close()
+	cmd := exec.Command(bin, "run", "--source", url, "--sink", s3URL+"&prefix="+prefix+"/", "--config", cfg)
+	cmd.Stdout, cmd.Stderr = logf, logf
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = cmd.Process.Kill() }()
+	waitFor(t, time.Minute, "the first files", func() bool { return len(kafkatest.Landed(t, lakeDir)) > 0 })
+
+	if out, err := exec.Command(filepath.Join(infra, "stop.sh"), "s3").CombinedOutput(); err != nil {
+		t.Fatalf("stopping the S3 server: %v\n%s", err, out)
+	}
+	time.Sleep(10 * time.Second)
+	if out, err := exec.Command(filepath.Join(infra, "start.sh"), "s3").CombinedOutput(); err != nil {
+		t.Fatalf("starting the S3 server: %v\n%s", err, out)
+	}
+	waitFor(t, 2*time.Minute, "the group to commit the end offsets", func() bool {
+		committed, ends := kafkatest.Offsets(t, broker, group, topic)
+		for p, end := range ends {
+			if committed[p] != end {
+				return false
+			}
+		}
+		return true
+	})
+	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Wait(); err != nil {
+		log, _ := os.ReadFile(logPath)
+		t.Fatalf("cdclake exited with %v after SIGTERM:\n%s", err, log)
+	}
+	log, _ := os.ReadFile(logPath)
+	if n := strings.Count(string(log), "the store fails; retrying"); n < 1 || !strings.Contains(string(log), "the store works again") {
+		t.Errorf("want the outage's start and end logged (%d starts):\n%s", n, log)
+	}
+	refDir := filepath.Join(dir, "ref")
+	refURL := fmt.Sprintf("kafka://%s/%s?group=ref-%s", broker, topic, topic)
+	if out, err := exec.Command(bin, "run", "--until-caught-up", "--source", refURL, "--sink", refDir).CombinedOutput(); err != nil {
+		t.Fatalf("the reference run failed: %v\n%s", err, out)
+	}
+	kafkatest.SameOnce(t, "across the outage", kafkatest.Landed(t, lakeDir), kafkatest.Landed(t, refDir))
+}
+
+func waitFor(t *testing.T, limit time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(limit)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("waited %s for %s", limit, what)
+		}
+		time.Sleep(200 * time.Millisecond)
 	}
 }

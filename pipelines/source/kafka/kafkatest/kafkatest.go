@@ -5,7 +5,9 @@ package kafkatest
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -233,6 +235,9 @@ func FieldTypes(t testing.TB, dir, prefix, name string) map[string]int {
 // eachParquet calls f with a reader of every Parquet file under dir and its
 // path relative to dir.
 func eachParquet(dir string, f func(rel string, fr *pqarrow.FileReader) error) error {
+	if _, err := os.Stat(dir); errors.Is(err, fs.ErrNotExist) {
+		return nil // nothing landed yet
+	}
 	return filepath.WalkDir(dir, func(path string, d os.DirEntry, err error) error {
 		if err != nil || d.IsDir() || !strings.HasSuffix(path, ".parquet") {
 			return err
