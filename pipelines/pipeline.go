@@ -85,6 +85,12 @@ type Pipeline struct {
 	idle  chan *worker
 	parts sync.Map // partKey → *sync.Mutex
 
+	// landCtx is the context of storage writes: it outlives the source's
+	// subscription, so that a stop signal ends reading but not the landing
+	// of what was read; Run cancels it once everything is written.
+	landCtx    context.Context
+	landCancel context.CancelFunc
+
 	stats   Stats
 	fatal   error
 	fatalMu sync.Mutex
@@ -109,6 +115,9 @@ type Stats struct {
 	Bytes       atomic.Int64
 }
 
+// flushTimeout bounds the final flush and commit after the source stopped.
+const flushTimeout = 5 * time.Minute
+
 // Option changes how a pipeline runs.
 type Option func(*options)
 
@@ -131,7 +140,8 @@ func New(plan *Plan, src source.Source, bucket *blob.Bucket, log *slog.Logger, o
 	}
 	cfg := plan.Config()
 	mem := memory.NewGoAllocator()
-	p := &Pipeline{plan: plan, log: log, source: src,
+	landCtx, landCancel := context.WithCancel(context.Background())
+	p := &Pipeline{plan: plan, log: log, source: src, landCtx: landCtx, landCancel: landCancel,
 		sink: lake.New(bucket, mem).Retrying(lake.Retry{For: time.Duration(cfg.Sink.RetryFor), Log: log.With("component", "store")})}
 	p.resolver = resolve.New(plan.TableOptions, log)
 	b, err := batch.New(batch.Config{MaxBufferedBytes: int64(cfg.Batch.MaxBufferedBytes), MaxOpenFiles: cfg.Batch.MaxOpenFiles},
@@ -226,10 +236,13 @@ func (p *Pipeline) Run(ctx context.Context) error {
 	cancel()
 	bg.Wait()
 
-	// Flush with a fresh context: a signal stops reading, not landing what
-	// was read.
-	flushCtx, flushCancel := context.WithTimeout(context.Background(), 5*time.Minute)
-	defer flushCancel()
+	// Flush with the landing context: a signal stops reading, not landing
+	// what was read. It ends after flushTimeout, also for a write still
+	// retrying in a stage.
+	timer := time.AfterFunc(flushTimeout, p.landCancel)
+	defer timer.Stop()
+	defer p.landCancel()
+	flushCtx := p.landCtx
 	errs := []error{p.fatalErr(), runErr, p.source.Err()}
 	if p.fatalErr() == nil {
 		errs = append(errs, p.batcher.FlushAll(flushCtx))
@@ -341,7 +354,7 @@ func (p *Pipeline) expire(ctx context.Context, router *message.Router) {
 		case <-ctx.Done():
 			return
 		case <-t.C:
-			if err := p.batcher.FlushExpired(ctx); err != nil && ctx.Err() == nil {
+			if err := p.batcher.FlushExpired(p.landCtx); err != nil && ctx.Err() == nil {
 				_ = p.fail(err)
 				_ = router.Close()
 				return

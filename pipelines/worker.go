@@ -178,7 +178,7 @@ func (p *Pipeline) partition(next message.HandlerFunc) message.HandlerFunc {
 				return nil, err
 			}
 		}
-		return nil, p.endBlock(msg.Context(), w)
+		return nil, p.endBlock(p.landCtx, w)
 	}
 }
 
@@ -324,7 +324,7 @@ func eventDataset(k change.Kind) string {
 // in order and queues its dead letters. Only storage failures are errors.
 func (p *Pipeline) batchStage(msg *message.Message) error {
 	w := workerOf(msg)
-	ctx := msg.Context()
+	ctx := p.landCtx // a stop signal ends reading, not the landing of what was read
 	b := w.block
 	for i := range w.slots {
 		s := &w.slots[i]

@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -19,15 +20,19 @@ import (
 // lands a topic (mid-batch, mid-upload, between a file and its state or
 // its commit), restarts it each time, and checks the lake after every kill
 // and at the end: no row twice, ever, and in the end every row once.
+//
+// make crash-test runs it larger: CDCLAKE_CRASH_EVENTS changes per format
+// (default 12000) and CDCLAKE_CRASH_KILLS kills (default 8).
 func TestKafkaKill9(t *testing.T) {
 	broker := kafkatest.Brokers(t)
 	bin := build(t, "github.com/cdclake/cdclake/cmd/cdclake")
+	events, kills := envInt(t, "CDCLAKE_CRASH_EVENTS", 12000), envInt(t, "CDCLAKE_CRASH_KILLS", 8)
 	for _, f := range []struct {
 		name   string
 		format int
 	}{{"debezium", gen.Debezium}, {"mixed", gen.Mixed}} {
 		t.Run(f.name, func(t *testing.T) {
-			topic := kafkatest.TopicFormat(t, broker, 6, 12000, 7, f.format)
+			topic := kafkatest.TopicFormat(t, broker, 6, events, 7, f.format)
 			dir := t.TempDir()
 			if keep := os.Getenv("CDCLAKE_TEST_KEEP"); keep != "" {
 				dir = keep // kept for a look after a failure
@@ -44,10 +49,10 @@ func TestKafkaKill9(t *testing.T) {
 			// partitions back at once, as a restarted pod does.
 			url := fmt.Sprintf("kafka://%s/%s?group=g-%s&commit_interval=300ms&instance_id=pod-0&session_timeout=10s", broker, topic, topic)
 			rng := rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 9))
-			kills, worst := 0, 0
-			for range 8 {
+			killed, worst := 0, 0
+			for range kills {
 				cmd := exec.Command(bin, "run", "--source", url, "--sink", lakeDir, "--config", cfg, "--log-level", "debug")
-				logf, err := os.Create(filepath.Join(dir, fmt.Sprintf("run-%d.log", kills)))
+				logf, err := os.Create(filepath.Join(dir, fmt.Sprintf("run-%d.log", killed)))
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -61,7 +66,7 @@ func TestKafkaKill9(t *testing.T) {
 				}
 				_ = cmd.Wait()
 				logf.Close()
-				kills++
+				killed++
 				if d := kafkatest.Duplicates(kafkatest.Landed(t, lakeDir)); d > worst {
 					worst = d
 				}
@@ -76,7 +81,7 @@ func TestKafkaKill9(t *testing.T) {
 				t.Fatalf("the reference run failed: %v\n%s", err, out)
 			}
 			got := kafkatest.Landed(t, lakeDir)
-			t.Logf("%d kills; worst duplicates after a kill %d; %d rows landed", kills, worst, len(got))
+			t.Logf("%d kills; worst duplicates after a kill %d; %d rows landed", killed, worst, len(got))
 			if worst > 0 {
 				t.Errorf("after a kill the lake held %d duplicated rows", worst)
 			}
@@ -182,4 +187,16 @@ func waitFor(t *testing.T, limit time.Duration, what string, cond func() bool) {
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
+}
+
+func envInt(t *testing.T, name string, def int) int {
+	v := os.Getenv(name)
+	if v == "" {
+		return def
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n < 1 {
+		t.Fatalf("%s=%q is not a positive number", name, v)
+	}
+	return n
 }
