@@ -294,3 +294,28 @@ func TestLongLinesLand(t *testing.T) {
 		}
 	}
 }
+
+// TestHeadersReachTheRows: a CloudEvent in Kafka binary content mode (its
+// attributes in ce_* headers) lands like one in structured mode.
+func TestHeadersReachTheRows(t *testing.T) {
+	cfg, err := config.Load("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	value := []byte(`{"qual_table":"S.CE","op_type":"INSERT","op_ts":"2026-07-13T04:01:01Z","after":{"ID":1}}`)
+	blk := &source.Block{Source: "orders", Partition: 2, Records: []source.Record{{Offset: 40, Value: value, Key: []byte("1"),
+		Headers: []source.Header{{Key: "ce_specversion", Value: []byte("1.0")}, {Key: "ce_type", Value: []byte("com.example.order")},
+			{Key: "ce_id", Value: []byte("evt-40")}}}}}
+	b, p := landSource(t, cfg, source.NewMemory(blk))
+	if p.Stats().Rows.Load() != 1 {
+		t.Fatalf("rows %d, dead letters %d", p.Stats().Rows.Load(), p.Stats().DeadLetters.Load())
+	}
+	ks := keys(t, b)
+	tbl := readTable(t, b, ks[0])
+	defer tbl.Release()
+	for name, want := range map[string]string{"_ce_type": "com.example.order", "_ce_id": "evt-40"} {
+		if got := column(t, tbl, name).ValueStr(0); got != want {
+			t.Errorf("%s = %q, want %q", name, got, want)
+		}
+	}
+}

@@ -45,6 +45,7 @@ type worker struct {
 	// catalog holds the block's metadata records to keep in the lake for
 	// a partition's next owner (sources that hand partitions over).
 	catalog []catalogEntry
+	headers []unwrap.Header // scratch
 	counts  counts
 }
 
@@ -220,9 +221,17 @@ func (p *Pipeline) stage(run func(w *worker, i int)) message.HandlerMiddleware {
 
 // unwrap parses a record and removes its envelopes.
 func (p *Pipeline) unwrap(w *worker, i int) {
-	s, raw := &w.slots[i], w.block.Records[w.base+i].Value
+	rec := &w.block.Records[w.base+i]
+	s, raw := &w.slots[i], rec.Value
 	w.counts.messages++
 	w.counts.bytes += int64(len(raw))
+	if len(rec.Headers) > 0 {
+		w.headers = w.headers[:0]
+		for _, h := range rec.Headers {
+			w.headers = append(w.headers, unwrap.Header{Key: h.Key, Value: h.Value})
+		}
+		unwrap.Headers(w.headers, &s.c)
+	}
 	v, err := w.unwrapper.Unwrap(&s.arena, raw, &s.c)
 	switch {
 	case err != nil:

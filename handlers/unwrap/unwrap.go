@@ -158,3 +158,48 @@ func (u *Unwrapper) connect(a *Arena, schemaText, payload []byte, c *change.Chan
 	c.SchemaKey = cs.text[:len(cs.text):len(cs.text)]
 	return v, nil
 }
+
+// Header is a message header (Kafka).
+type Header struct {
+	Key   string
+	Value []byte
+}
+
+// Headers adds what a message's headers say to c, before Unwrap decodes
+// its value:
+//
+//   - CloudEvents in Kafka binary content mode (ce_specversion present):
+//     the attributes ce_type, ce_source, ce_id, ce_time and ce_subject
+//     become the extras _ce_type, … as in structured mode; the value is the
+//     event's data.
+//   - Debezium's __debezium.oldkey and __debezium.newkey (sent with the
+//     events of a primary key change) become the JSON extras
+//     _debezium_oldkey and _debezium_newkey.
+//
+// Other headers are ignored.
+func Headers(hs []Header, c *change.Change) {
+	if len(hs) == 0 {
+		return
+	}
+	ce := false
+	for _, h := range hs {
+		if h.Key == "ce_specversion" {
+			ce = true
+		}
+	}
+	for _, h := range hs {
+		switch {
+		case ce && (h.Key == "ce_type" || h.Key == "ce_source" || h.Key == "ce_id" || h.Key == "ce_time" || h.Key == "ce_subject"):
+			c.AddString("_"+h.Key, h.Value)
+		case h.Key == "__debezium.oldkey" || h.Key == "__debezium.newkey":
+			name := "_debezium_" + h.Key[len("__debezium."):]
+			if fastjson.ValidateBytes(h.Value) == nil {
+				start := len(c.ExtraBuf)
+				c.ExtraBuf = append(c.ExtraBuf, h.Value...)
+				c.Extras = append(c.Extras, change.Extra{Name: name, Kind: change.ExtraJSON, Start: start, End: len(c.ExtraBuf)})
+			} else {
+				c.AddString(name, h.Value)
+			}
+		}
+	}
+}

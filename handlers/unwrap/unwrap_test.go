@@ -1,6 +1,7 @@
 package unwrap
 
 import (
+	"fmt"
 	"testing"
 
 	"github.com/cdclake/cdclake/handlers/change"
@@ -97,4 +98,28 @@ func FuzzUnwrap(f *testing.F) {
 			t.Fatalf("nil value without tombstone for %q", in)
 		}
 	})
+}
+
+func TestHeaders(t *testing.T) {
+	var c change.Change
+	Headers([]Header{
+		{"ce_specversion", []byte("1.0")}, {"ce_type", []byte("com.example.orders")}, {"ce_source", []byte("/ogg/1")},
+		{"ce_id", []byte("evt-9")}, {"content-type", []byte("application/json")},
+		{"__debezium.oldkey", []byte(`{"id":7}`)}, {"__debezium.newkey", []byte("not json")}, {"other", []byte("x")},
+	}, &c)
+	got := map[string]string{}
+	for _, e := range c.Extras {
+		got[e.Name] = string(c.ExtraBytes(e)) + "/" + fmt.Sprint(e.Kind)
+	}
+	want := map[string]string{"_ce_type": "com.example.orders/0", "_ce_source": "/ogg/1/0", "_ce_id": "evt-9/0",
+		"_debezium_oldkey": `{"id":7}/1`, "_debezium_newkey": "not json/0"}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("extras %v, want %v", got, want)
+	}
+	// Without ce_specversion, ce_ headers are not a CloudEvent.
+	var d change.Change
+	Headers([]Header{{"ce_type", []byte("x")}}, &d)
+	if len(d.Extras) != 0 {
+		t.Errorf("ce_type without ce_specversion became %v", d.Extras)
+	}
 }
