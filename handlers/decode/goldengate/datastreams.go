@@ -180,6 +180,9 @@ func (d *DataStreams) schemaRecord(o *fastjson.Object, v *fastjson.Value, c *cha
 		return decode.Malformed("JSON Schema record without a string id")
 	}
 	s, _ := id.StringBytes()
+	if len(SchemaTable(s)) == 0 {
+		return decode.Malformed("JSON Schema record with an empty id")
+	}
 	c.Kind = change.KindSchemaRecord
 	c.Table = d.tables.Get(SchemaTable(s))
 	c.Raw = v

@@ -54,6 +54,7 @@ var dataStreamsMalformed = []decodetest.Malformed{
 	{Name: "ddl bad op_ts", In: `{"op_type":"DDL","op_ts":"2026-13-01T00:00:00Z","ddl":{"object":{"schema":"S","object":"T"}}}`, Want: "op_ts: timestamp"},
 	{Name: "schema record without id", In: `{"$schema":"http://json-schema.org/draft-04/schema#","type":"object"}`, Want: "JSON Schema record without a string id"},
 	{Name: "schema record id number", In: `{"id":5,"type":"object","properties":{}}`, Want: "JSON Schema record without a string id"},
+	{Name: "schema record empty id", In: `{"id":"","type":"object","properties":{}}`, Want: "JSON Schema record with an empty id"},
 	{Name: "schema-like with two of three", In: `{"id":"S.T","properties":{}}`, Want: "no op_type, and not a JSON Schema record"},
 }
 
