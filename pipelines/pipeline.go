@@ -39,7 +39,6 @@
 package pipelines
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -289,14 +288,14 @@ func (p *Pipeline) restoreCatalog(ctx context.Context, store *state.Store, src s
 func landedOffsets(ctx context.Context, bucket *blob.Bucket, st *state.Partition) ([]int64, error) {
 	var landed []int64
 	for i, c := range append(slices.Clone(st.Written), st.Pending...) {
-		data, err := bucket.ReadAll(ctx, c.Key)
+		obj, err := lake.OpenObject(ctx, bucket, c.Key)
 		if gcerrors.Code(err) == gcerrors.NotFound && i >= len(st.Written) {
 			continue
 		}
 		if err != nil {
 			return nil, fmt.Errorf("reading %s: %w", c.Key, err)
 		}
-		offs, err := parquet.Int64Column(bytes.NewReader(data), schema.ColOffset, memory.DefaultAllocator)
+		offs, err := parquet.Int64Column(obj, schema.ColOffset, memory.DefaultAllocator)
 		if err != nil {
 			return nil, fmt.Errorf("reading the offsets of %s: %w", c.Key, err)
 		}

@@ -264,3 +264,59 @@ func (c *countingWriter) Write(p []byte) (int, error) {
 	}
 	return len(p), nil
 }
+
+// Object reads an object by ranges (io.ReaderAt and io.Seeker), so that a
+// Parquet reader fetches only the footer and the columns it needs.
+type Object struct {
+	ctx    context.Context
+	bucket *blob.Bucket
+	key    string
+	size   int64
+	pos    int64
+}
+
+// OpenObject returns a ranged reader of key.
+func OpenObject(ctx context.Context, bucket *blob.Bucket, key string) (*Object, error) {
+	attrs, err := bucket.Attributes(ctx, key)
+	if err != nil {
+		return nil, err
+	}
+	return &Object{ctx: ctx, bucket: bucket, key: key, size: attrs.Size}, nil
+}
+
+// ReadAt reads len(p) bytes at off.
+func (o *Object) ReadAt(p []byte, off int64) (int, error) {
+	if off >= o.size {
+		return 0, io.EOF
+	}
+	n := min(int64(len(p)), o.size-off)
+	r, err := o.bucket.NewRangeReader(o.ctx, o.key, off, n, nil)
+	if err != nil {
+		return 0, err
+	}
+	defer r.Close()
+	read, err := io.ReadFull(r, p[:n])
+	if err == nil && read < len(p) {
+		err = io.EOF
+	}
+	return read, err
+}
+
+// Seek sets the offset of the next Read (io.SeekStart, SeekCurrent,
+// SeekEnd); the Parquet reader uses it to learn the size.
+func (o *Object) Seek(offset int64, whence int) (int64, error) {
+	switch whence {
+	case io.SeekStart:
+	case io.SeekCurrent:
+		offset += o.pos
+	case io.SeekEnd:
+		offset += o.size
+	default:
+		return 0, fmt.Errorf("seek: bad whence %d", whence)
+	}
+	if offset < 0 {
+		return 0, fmt.Errorf("seek: negative position %d", offset)
+	}
+	o.pos = offset
+	return offset, nil
+}

@@ -12,9 +12,11 @@ import (
 
 	"github.com/apache/arrow-go/v18/arrow/memory"
 	"github.com/cdclake/cdclake/sinks/lake"
+	"github.com/cdclake/cdclake/sinks/parquet"
 	"github.com/cdclake/cdclake/sinks/sinktest"
 	"gocloud.dev/blob"
 	"gocloud.dev/blob/memblob"
+	"gocloud.dev/gcerrors"
 )
 
 func open(t *testing.T, url string) (sinktest.Sink, *blob.Bucket) {
@@ -158,5 +160,30 @@ func TestRetriesAcrossAnOutage(t *testing.T) {
 	start = time.Now()
 	if _, err := s.Write(context.Background(), bad); err == nil || time.Since(start) > time.Second {
 		t.Errorf("a data error: %v after %s", err, time.Since(start))
+	}
+}
+
+// TestObjectRanges reads a Parquet object's offsets through ranged reads.
+func TestObjectRanges(t *testing.T) {
+	s, b := open(t, "mem://")
+	mem := memory.NewGoAllocator()
+	rec := sinktest.Record(mem, 30, 100)
+	defer rec.Release()
+	if _, err := s.Write(context.Background(), sinktest.NewFile(sinktest.KeyA, rec, [][2]int{{0, 10}, {12, 30}})); err != nil {
+		t.Fatal(err)
+	}
+	obj, err := lake.OpenObject(context.Background(), b, sinktest.KeyA)
+	if err != nil {
+		t.Fatal(err)
+	}
+	offs, err := parquet.Int64Column(obj, "_cdc_offset", mem)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(offs) != 28 || offs[0] != 100 || offs[9] != 109 || offs[10] != 112 || offs[27] != 129 {
+		t.Errorf("offsets %v", offs)
+	}
+	if _, err := lake.OpenObject(context.Background(), b, "missing"); gcerrors.Code(err) != gcerrors.NotFound {
+		t.Errorf("a missing object: %v", err)
 	}
 }
