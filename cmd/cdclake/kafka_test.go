@@ -99,6 +99,16 @@ func TestKafkaKill9(t *testing.T) {
 				t.Log(d)
 			}
 			if t.Failed() {
+				dl, _ := exec.Command("sh", "-c", "ls "+lakeDir+"/_dead_letter 2>/dev/null | wc -l; cat "+lakeDir+"/_dead_letter/* 2>/dev/null | head -c 600; grep -h 'level=ERROR\\|level=WARN' "+dir+"/run-*.log | head -5").CombinedOutput()
+				t.Logf("dead letters and warnings:\n%s", dl)
+				ref := kafkatest.Landed(t, refDir)
+				n := 0
+				for k := range ref {
+					if got[k] == 0 && n < 5 {
+						t.Logf("missing: partition %d offset %d", k[0], k[1])
+						n++
+					}
+				}
 				states, _ := exec.Command("sh", "-c", "ls -R "+lakeDir+"/_cdclake | tail -20; for f in $(find "+lakeDir+"/_cdclake -name '*.json' | sort | tail -3); do echo $f; head -c 1500 $f; echo; done").CombinedOutput()
 				t.Logf("states:\n%s", states)
 			}
