@@ -35,7 +35,10 @@ func TestKafkaKill9(t *testing.T) {
 			topic := kafkatest.TopicFormat(t, broker, 6, events, 7, f.format)
 			dir := t.TempDir()
 			if keep := os.Getenv("CDCLAKE_TEST_KEEP"); keep != "" {
-				dir = keep // kept for a look after a failure
+				dir = filepath.Join(keep, f.name) // kept for a look after a failure
+				if err := os.MkdirAll(dir, 0o755); err != nil {
+					t.Fatal(err)
+				}
 			}
 			// Small files, short ages and few open files: many cuts, for
 			// many reasons, all of them to be repeated after a kill.

@@ -406,6 +406,12 @@ func (b *Batcher) flush(ctx context.Context, buf *buffer) error {
 		First: buf.src, LastOffset: buf.last, Options: tc.Write}
 	var n int64
 	journaled := valid > 0 && b.journal != nil && b.journal.Owns(buf.src.Source, buf.src.Partition)
+	if valid > 0 && b.journal != nil && !journaled {
+		// Every file of a partition handed over between instances must be
+		// recorded; one that is not could be rewritten with other rows.
+		b.log.Warn("writing a file of a partition this instance has not claimed",
+			"key", buf.dir+"/"+sinks.ObjectName(buf.src, ".parquet"), "partition", buf.src.Partition)
+	}
 	cut := state.Cut{Key: f.Key, Table: buf.table.Name, Fingerprint: buf.table.Fingerprint,
 		First: buf.src.Offset, Last: buf.last, Rows: valid}
 	if journaled {
