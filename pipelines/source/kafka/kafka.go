@@ -244,15 +244,40 @@ func (s *Source) loadTargets(ctx context.Context) error {
 	if len(topics) == 0 {
 		return nil
 	}
-	ends, err := adm.ListEndOffsets(ctx, topics...)
-	if err != nil {
-		return err
-	}
-	if err := ends.Error(); err != nil {
-		return err
+	// A topic just created can be missing from the first answers: ask
+	// again until every topic has its partitions, rather than take an
+	// empty answer for "nothing to read".
+	var ends kadm.ListedOffsets
+	for attempt := 0; ; attempt++ {
+		var err error
+		ends, err = adm.ListEndOffsets(ctx, topics...)
+		if err == nil {
+			err = ends.Error()
+		}
+		complete := err == nil
+		for _, topic := range topics {
+			if len(ends[topic]) == 0 {
+				complete = false
+			}
+		}
+		if complete {
+			break
+		}
+		if attempt == 20 {
+			if err == nil {
+				err = fmt.Errorf("no partitions listed for every topic of %v", topics)
+			}
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(250 * time.Millisecond):
+		}
 	}
 	startAt := ends
 	if s.cfg.Start == "earliest" {
+		var err error
 		if startAt, err = adm.ListStartOffsets(ctx, topics...); err != nil {
 			return err
 		}
