@@ -156,29 +156,25 @@ func ParseURL(raw string) (Config, error) {
 			*dst = int32(n)
 		}
 	}
+	duration := func(key string, dst *time.Duration) {
+		known[key] = true
+		if v := q.Get(key); v != "" {
+			d, err := time.ParseDuration(v)
+			if err != nil || d <= 0 {
+				errs = append(errs, fmt.Errorf("%s: %q is not a positive duration", key, v))
+			}
+			*dst = d
+		}
+	}
 	str("group", &cfg.Group)
 	boolean("regex", &cfg.Regex)
 	str("start", &cfg.Start)
 	str("client_id", &cfg.ClientID)
 	str("instance_id", &cfg.InstanceID)
-	known["session_timeout"] = true
-	if v := q.Get("session_timeout"); v != "" {
-		d, err := time.ParseDuration(v)
-		if err != nil || d <= 0 {
-			errs = append(errs, fmt.Errorf("session_timeout: %q is not a positive duration", v))
-		}
-		cfg.SessionTimeout = d
-	}
+	duration("session_timeout", &cfg.SessionTimeout)
 	int32v("fetch_max_bytes", &cfg.FetchMaxBytes)
 	int32v("fetch_max_partition_bytes", &cfg.FetchMaxPartitionBytes)
-	known["commit_interval"] = true
-	if v := q.Get("commit_interval"); v != "" {
-		d, err := time.ParseDuration(v)
-		if err != nil || d <= 0 {
-			errs = append(errs, fmt.Errorf("commit_interval: %q is not a positive duration", v))
-		}
-		cfg.CommitInterval = d
-	}
+	duration("commit_interval", &cfg.CommitInterval)
 	boolean("tls", &cfg.TLS.Enabled)
 	str("tls_ca", &cfg.TLS.CAFile)
 	str("tls_cert", &cfg.TLS.CertFile)
