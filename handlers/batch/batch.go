@@ -401,19 +401,27 @@ func (b *Batcher) flush(ctx context.Context, buf *buffer) error {
 		valid += r[1] - r[0]
 	}
 	tc := b.tables(buf.key.table)
-	f := &sinks.File{Key: buf.dir + "/" + sinks.ObjectName(buf.src, ".parquet"),
+	// A file is named after its first row that lands: a row that failed
+	// conversion goes to the dead letters, and a replay must not name a
+	// new file after it when the rows that followed it are in a written
+	// file of that name already.
+	first := buf.src
+	if len(ranges) > 0 {
+		first.Offset = buf.offsetAt(ranges[0][0])
+	}
+	f := &sinks.File{Key: buf.dir + "/" + sinks.ObjectName(first, ".parquet"),
 		Table: buf.table.Name, Version: buf.table.Version, Record: rec, Ranges: ranges, Rows: valid,
-		First: buf.src, LastOffset: buf.last, Options: tc.Write}
+		First: first, LastOffset: buf.last, Options: tc.Write}
 	var n int64
 	journaled := valid > 0 && b.journal != nil && b.journal.Owns(buf.src.Source, buf.src.Partition)
 	if valid > 0 && b.journal != nil && !journaled {
 		// Every file of a partition handed over between instances must be
 		// recorded; one that is not could be rewritten with other rows.
 		b.log.Warn("writing a file of a partition this instance has not claimed",
-			"key", buf.dir+"/"+sinks.ObjectName(buf.src, ".parquet"), "partition", buf.src.Partition)
+			"key", f.Key, "partition", buf.src.Partition)
 	}
 	cut := state.Cut{Key: f.Key, Table: buf.table.Name, Fingerprint: buf.table.Fingerprint,
-		First: buf.src.Offset, Last: buf.last, Rows: valid}
+		First: first.Offset, Last: buf.last, Rows: valid}
 	if journaled {
 		if err := b.journal.Intend(ctx, buf.src.Source, buf.src.Partition, cut); err != nil {
 			return fmt.Errorf("recording the cut of %s: %w", f.Key, err)

@@ -885,3 +885,33 @@ func TestBatcherJournalAndRestore(t *testing.T) {
 		t.Errorf("a partition the journal does not own was recorded: %q", j.calls[4:])
 	}
 }
+
+// TestBatcherReplayAfterRejectedFirstRow: a file whose first row was
+// rejected is named after its first row that landed, so the replay of its
+// partition, which opens a buffer at the rejected row again and skips the
+// landed ones, cannot overwrite it with other rows.
+func TestBatcherReplayAfterRejectedFirstRow(t *testing.T) {
+	v1 := table("db.t", 1, schema.LayoutImages, cols("v"))
+	rows := []string{`{"id":10,"v":300}`, `{"id":11,"v":1}`, `{"id":12,"v":2}`, `{"id":13,"v":3}`}
+	first := newHarness(t, Config{}, TableConfig{})
+	for i, r := range rows[:3] {
+		first.add(insert(t, "db.t", r), v1, at(int64(10+i)), 1)
+	}
+	if err := first.b.FlushAll(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if f := first.sink.files; len(f) != 1 || f[0].Key != key("db.t/date=2024-01-31", 11) || f[0].First != 11 {
+		t.Fatalf("files %+v, want one named after offset 11, its first landed row", f)
+	}
+	replay := newHarness(t, Config{}, TableConfig{})
+	replay.b.Restore("orders", 0, []int64{11, 12})
+	for i, r := range rows {
+		replay.add(insert(t, "db.t", r), v1, at(int64(10+i)), 1)
+	}
+	if err := replay.b.FlushAll(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if f := replay.sink.files; len(f) != 1 || f[0].Key != key("db.t/date=2024-01-31", 13) || !slices.Equal(f[0].Offsets, []int64{13}) {
+		t.Errorf("replay wrote %+v, want only offset 13, named after it", f)
+	}
+}

@@ -297,6 +297,11 @@ func (b *buffer) validRanges() [][2]int {
 	return out
 }
 
+// offsetAt returns the source offset of a row of the built record.
+func (b *buffer) offsetAt(row int) int64 {
+	return b.built.Column(7).(*array.Int64).Value(row)
+}
+
 func (b *buffer) release() {
 	if b.built != nil {
 		b.built.Release()
