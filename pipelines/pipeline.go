@@ -168,16 +168,16 @@ func New(plan *Plan, src source.Source, bucket *blob.Bucket, log *slog.Logger, o
 				if err != nil {
 					return 0, false, err
 				}
-				landed, err := landedOffsets(ctx, bucket, st)
+				landed, cuts, err := landedOffsets(ctx, bucket, st)
 				if err != nil {
 					return 0, false, err
 				}
 				if err := p.restoreCatalog(ctx, store, src, part); err != nil {
 					return 0, false, err
 				}
-				b.Restore(src, part, landed)
+				b.Restore(src, part, landed, cuts)
 				log.Debug("partition claimed", "source", src, "partition", part, "state", st.Seq,
-					"committed", st.Committed, "landed", len(landed))
+					"committed", st.Committed, "landed", len(landed), "cuts", len(cuts))
 				return st.Committed, st.Seq > 0, nil
 			},
 		})
@@ -284,20 +284,23 @@ func (p *Pipeline) restoreCatalog(ctx context.Context, store *state.Store, src s
 
 // landedOffsets reads which messages of a claimed partition the files its
 // state names hold: the lake, not the state, says what landed. A pending
-// file that is not there was not written.
-func landedOffsets(ctx context.Context, bucket *blob.Bucket, st *state.Partition) ([]int64, error) {
+// file that is not there was not written, or is still being written by an
+// instance that lost the partition: its cut is returned, to be repeated.
+func landedOffsets(ctx context.Context, bucket *blob.Bucket, st *state.Partition) ([]int64, []state.Cut, error) {
 	var landed []int64
+	var cuts []state.Cut
 	for i, c := range append(slices.Clone(st.Written), st.Pending...) {
 		obj, err := lake.OpenObject(ctx, bucket, c.Key)
 		if gcerrors.Code(err) == gcerrors.NotFound && i >= len(st.Written) {
+			cuts = append(cuts, c)
 			continue
 		}
 		if err != nil {
-			return nil, fmt.Errorf("reading %s: %w", c.Key, err)
+			return nil, nil, fmt.Errorf("reading %s: %w", c.Key, err)
 		}
 		offs, err := parquet.Int64Column(obj, schema.ColOffset, memory.DefaultAllocator)
 		if err != nil {
-			return nil, fmt.Errorf("reading the offsets of %s: %w", c.Key, err)
+			return nil, nil, fmt.Errorf("reading the offsets of %s: %w", c.Key, err)
 		}
 		for _, o := range offs {
 			if o >= st.Committed {
@@ -305,7 +308,7 @@ func landedOffsets(ctx context.Context, bucket *blob.Bucket, st *state.Partition
 			}
 		}
 	}
-	return landed, nil
+	return landed, cuts, nil
 }
 
 // instanceName names this process in the partition states it writes.

@@ -341,7 +341,9 @@ func (p *Pipeline) batchStage(msg *message.Message) error {
 		at := b.Position(j)
 		switch s.act {
 		case actSkip:
-			p.batcher.Skip(at)
+			if err := p.batcher.Skip(ctx, at); err != nil {
+				return p.fail(err)
+			}
 		case actDDL:
 			if err := p.batcher.CloseTable(ctx, s.c.Table); err != nil {
 				return p.fail(err)
@@ -365,7 +367,9 @@ func (p *Pipeline) batchStage(msg *message.Message) error {
 			if w.hold == nil {
 				w.hold = &at
 			}
-			p.batcher.Hold(at, w.hold)
+			if err := p.batcher.Hold(ctx, at, w.hold); err != nil {
+				return p.fail(err)
+			}
 		}
 		if s.act == actDead {
 			w.counts.dead++
@@ -373,7 +377,9 @@ func (p *Pipeline) batchStage(msg *message.Message) error {
 			if w.hold == nil {
 				w.hold = &at
 			}
-			p.batcher.Hold(at, w.hold)
+			if err := p.batcher.Hold(ctx, at, w.hold); err != nil {
+				return p.fail(err)
+			}
 			p.log.Debug("dead letter", "source", at.Source, "offset", at.Offset, "stage", s.stage, "reason", s.err)
 		}
 	}

@@ -74,7 +74,8 @@ func TestKafkaKill9(t *testing.T) {
 					worst = d
 				}
 			}
-			out, err := exec.Command(bin, "run", "--until-caught-up", "--source", url, "--sink", lakeDir, "--config", cfg).CombinedOutput()
+			out, err := exec.Command(bin, "run", "--until-caught-up", "--source", url, "--sink", lakeDir, "--config", cfg, "--log-level", "debug").CombinedOutput()
+			_ = os.WriteFile(filepath.Join(dir, "final.log"), out, 0o644)
 			if err != nil {
 				t.Fatalf("the last run failed: %v\n%s", err, out)
 			}

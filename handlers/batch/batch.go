@@ -30,7 +30,9 @@
 package batch
 
 import (
+	"cmp"
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"slices"
@@ -85,10 +87,19 @@ type Journal interface {
 	Done(ctx context.Context, source string, part int32, cut state.Cut, durable int64) error
 }
 
-// replay is what a restored partition's files say of the messages a
-// replay reads again: the offsets whose rows are in written files.
+// replay is what a restored partition's state says of the messages a
+// replay reads again: the offsets whose rows are in written files, and the
+// cuts of files that were about to be written and are not there (yet).
 type replay struct {
 	landed []int64 // sorted
+	// cuts are repeated exactly: the buffer that opens at a cut's first
+	// offset, for its table version and directory, is written after the
+	// cut's last offset and not before, whatever else would close it. An
+	// instance that lost the partition while uploading that file may
+	// still complete its upload: it then holds the same rows.
+	cuts []state.Cut // by First
+	// forced are the open buffers of cuts.
+	forced []*buffer
 }
 
 // covered reports whether the row of the message at offset is in a written
@@ -121,6 +132,9 @@ type Batcher struct {
 	stats   map[string]*TableStats
 	journal Journal
 	replays map[partKey]*replay
+	// fenced are partitions another instance took over while this one
+	// held them: nothing more of them is landed here until Restore.
+	fenced map[partKey]bool
 }
 
 // New returns a Batcher writing to sink. Both bounds of cfg must be at
@@ -131,7 +145,8 @@ func New(cfg Config, tables func(string) *TableConfig, sink sinks.Sink, mem memo
 			cfg.MaxBufferedBytes, cfg.MaxOpenFiles)
 	}
 	return &Batcher{cfg: cfg, tables: tables, sink: sink, mem: mem, log: log, now: time.Now,
-		open: map[bufKey]*buffer{}, tracker: NewTracker(), stats: map[string]*TableStats{}, replays: map[partKey]*replay{}}, nil
+		open: map[bufKey]*buffer{}, tracker: NewTracker(), stats: map[string]*TableStats{}, replays: map[partKey]*replay{},
+		fenced: map[partKey]bool{}}, nil
 }
 
 // SetJournal makes the Batcher record the cut points of the files of the
@@ -140,17 +155,66 @@ func (b *Batcher) SetJournal(j Journal) { b.journal = j }
 
 // Restore prepares a claimed partition for the replay of its messages
 // from its committed offset: the messages at the landed offsets (read from
-// the files written above that offset) are not landed again.
-func (b *Batcher) Restore(source string, part int32, landed []int64) {
+// the files written above that offset) are not landed again, and the files
+// of cuts (recorded as about to be written, and not found) are cut again
+// at the same offsets.
+func (b *Batcher) Restore(source string, part int32, landed []int64, cuts []state.Cut) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	if len(landed) == 0 {
+	delete(b.fenced, partKey{source, part})
+	if len(landed) == 0 && len(cuts) == 0 {
 		delete(b.replays, partKey{source, part})
 		return
 	}
 	landed = slices.Clone(landed)
 	slices.Sort(landed)
-	b.replays[partKey{source, part}] = &replay{landed: landed}
+	cuts = slices.Clone(cuts)
+	slices.SortFunc(cuts, func(a, c state.Cut) int { return cmp.Compare(a.First, c.First) })
+	b.replays[partKey{source, part}] = &replay{landed: landed, cuts: cuts}
+}
+
+// forcedCut returns, and forgets, the recorded cut of a buffer opening at
+// offset for table version t in dir.
+func (r *replay) forcedCut(t *schema.Table, dir string, offset int64) *state.Cut {
+	for i, c := range r.cuts {
+		if c.First == offset && c.Table == t.Name && c.Fingerprint == t.Fingerprint && c.Dir() == dir {
+			r.cuts = slices.Delete(r.cuts, i, i+1)
+			return &c
+		}
+	}
+	return nil
+}
+
+// settle writes the files of recorded cuts that end at or before offset:
+// their last message was handed over. One that did not receive that
+// message as its last row was cut differently than recorded (the
+// decoding state differs); it is written as it is, and a warning says so.
+func (b *Batcher) settle(ctx context.Context, at sinks.Position) error {
+	rp := b.replays[partKey{at.Source, at.Partition}]
+	if rp == nil {
+		return nil
+	}
+	for len(rp.cuts) > 0 && rp.cuts[0].Last <= at.Offset {
+		b.log.Warn("a recorded cut was not met on replay", "key", rp.cuts[0].Key, "first", rp.cuts[0].First, "last", rp.cuts[0].Last)
+		rp.cuts = rp.cuts[1:]
+	}
+	for i := 0; i < len(rp.forced); {
+		buf := rp.forced[i]
+		if buf.forced.Last > at.Offset {
+			i++
+			continue
+		}
+		if buf.last != buf.forced.Last {
+			b.log.Warn("a recorded cut ended differently on replay", "key", buf.forced.Key, "last", buf.forced.Last, "replayed_last", buf.last)
+		}
+		if err := b.flush(ctx, buf); err != nil {
+			return err
+		}
+		if b.replays[partKey{at.Source, at.Partition}] != rp {
+			return nil // fenced meanwhile
+		}
+	}
+	return nil
 }
 
 // Durable returns the offset below which every message of a source
@@ -167,6 +231,9 @@ func (b *Batcher) Durable(source string, part int32) (int64, bool) {
 func (b *Batcher) Add(ctx context.Context, c *change.Change, t *schema.Table, at sinks.Position, size int) error {
 	b.mu.Lock()
 	defer b.mu.Unlock()
+	if b.fenced[partKey{at.Source, at.Partition}] {
+		return nil
+	}
 	tc := b.tables(t.Name)
 	now := b.now()
 	tsMicros := now.UnixMicro()
@@ -179,7 +246,7 @@ func (b *Batcher) Add(ctx context.Context, c *change.Change, t *schema.Table, at
 	if rp != nil && rp.covered(at.Offset) {
 		b.tracker.seen(at) // already in a written file
 		b.log.Debug("row already landed", "table", t.Name, "partition", at.Partition, "offset", at.Offset)
-		return nil
+		return b.settle(ctx, at)
 	}
 	key := bufKey{table: t.Name, fp: t.Fingerprint, dir: dir, source: at.Source, part: at.Partition}
 	buf, ok := b.open[key]
@@ -187,6 +254,11 @@ func (b *Batcher) Add(ctx context.Context, c *change.Change, t *schema.Table, at
 		buf = newBuffer(b.mem, key, t, dir, at, now.UnixNano())
 		b.open[key] = buf
 		b.tracker.open(at, buf)
+		if rp != nil {
+			if buf.forced = rp.forcedCut(t, dir, at.Offset); buf.forced != nil {
+				rp.forced = append(rp.forced, buf)
+			}
+		}
 	}
 	b.tracker.seen(at)
 	err := buf.append(c, at, tsMicros, size)
@@ -194,10 +266,13 @@ func (b *Batcher) Add(ctx context.Context, c *change.Change, t *schema.Table, at
 	if err != nil {
 		err = &RowError{Err: err}
 	}
-	if buf.rows >= tc.MaxRows || buf.bytes >= tc.MaxBytes {
+	if buf.forced == nil && (buf.rows >= tc.MaxRows || buf.bytes >= tc.MaxBytes) {
 		if ferr := b.flush(ctx, buf); ferr != nil {
 			return ferr
 		}
+	}
+	if ferr := b.settle(ctx, at); ferr != nil {
+		return ferr
 	}
 	if ferr := b.enforceBounds(ctx); ferr != nil {
 		return ferr
@@ -207,19 +282,27 @@ func (b *Batcher) Add(ctx context.Context, c *change.Change, t *schema.Table, at
 
 // Skip records that a message needed no landing (tombstones, heartbeats,
 // schema records, dead letters already written).
-func (b *Batcher) Skip(at sinks.Position) {
+func (b *Batcher) Skip(ctx context.Context, at sinks.Position) error {
 	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.fenced[partKey{at.Source, at.Partition}] {
+		return nil
+	}
 	b.tracker.seen(at)
-	b.mu.Unlock()
+	return b.settle(ctx, at)
 }
 
 // Hold marks a message as not yet durable on behalf of holder (for example
 // a dead letter not yet written) until Release.
-func (b *Batcher) Hold(at sinks.Position, holder any) {
+func (b *Batcher) Hold(ctx context.Context, at sinks.Position, holder any) error {
 	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.fenced[partKey{at.Source, at.Partition}] {
+		return nil
+	}
 	b.tracker.open(at, holder)
 	b.tracker.seen(at)
-	b.mu.Unlock()
+	return b.settle(ctx, at)
 }
 
 // Release ends a Hold of holder on a source partition.
@@ -249,7 +332,7 @@ func (b *Batcher) FlushPartition(ctx context.Context, source string, part int32)
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	for _, buf := range b.sorted() {
-		if buf.src.Source == source && buf.src.Partition == part {
+		if buf.src.Source == source && buf.src.Partition == part && b.complete(buf) {
 			if err := b.flush(ctx, buf); err != nil {
 				return err
 			}
@@ -258,12 +341,28 @@ func (b *Batcher) FlushPartition(ctx context.Context, source string, part int32)
 	return nil
 }
 
+// complete reports whether buf may be written before its rows reached a
+// limit: always, unless it repeats a recorded cut whose last offset was not
+// handed over yet. Such a buffer is left unwritten when its partition is
+// handed over or the run ends; its next reader repeats the cut.
+func (b *Batcher) complete(buf *buffer) bool {
+	if buf.forced == nil {
+		return true
+	}
+	s, ok := b.tracker.parts[partKey{buf.src.Source, buf.src.Partition}]
+	return ok && s.next > buf.forced.Last
+}
+
 // DropPartition forgets a source partition without writing its open files
 // (the partition was lost to another consumer, which will read those
 // messages again): its buffers are released and its positions reset.
 func (b *Batcher) DropPartition(source string, part int32) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
+	b.drop(source, part)
+}
+
+func (b *Batcher) drop(source string, part int32) {
 	for k, buf := range b.open {
 		if buf.src.Source == source && buf.src.Partition == part {
 			b.held -= buf.bytes
@@ -281,7 +380,7 @@ func (b *Batcher) FlushExpired(ctx context.Context) error {
 	defer b.mu.Unlock()
 	now := b.now().UnixNano()
 	for _, buf := range b.sorted() {
-		if age := b.tables(buf.key.table).MaxAge; age > 0 && now-buf.born >= int64(age) {
+		if age := b.tables(buf.key.table).MaxAge; age > 0 && now-buf.born >= int64(age) && buf.forced == nil {
 			if err := b.flush(ctx, buf); err != nil {
 				return err
 			}
@@ -290,11 +389,16 @@ func (b *Batcher) FlushExpired(ctx context.Context) error {
 	return nil
 }
 
-// FlushAll writes every open file.
+// FlushAll writes every open file, but those repeating a recorded cut
+// that the input did not complete (see complete).
 func (b *Batcher) FlushAll(ctx context.Context) error {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	for _, buf := range b.sorted() {
+		if !b.complete(buf) {
+			b.log.Info("a file repeating a recorded cut is left to the next run", "key", buf.forced.Key, "last", buf.forced.Last)
+			continue
+		}
 		if err := b.flush(ctx, buf); err != nil {
 			return err
 		}
@@ -365,6 +469,9 @@ func (b *Batcher) sorted() []*buffer {
 	return out
 }
 
+// enforceBounds writes buffers while the bounds are exceeded. Buffers
+// repeating a recorded cut are exempt: they hold no more than they held
+// when the cut was made.
 func (b *Batcher) enforceBounds(ctx context.Context) error {
 	if b.held > b.cfg.MaxBufferedBytes {
 		bufs := b.sorted()
@@ -373,22 +480,41 @@ func (b *Batcher) enforceBounds(ctx context.Context) error {
 			if b.held <= b.cfg.MaxBufferedBytes*3/4 {
 				break
 			}
+			if buf.forced != nil {
+				continue
+			}
 			if err := b.flush(ctx, buf); err != nil {
 				return err
 			}
 		}
 	}
 	for len(b.open) > b.cfg.MaxOpenFiles {
-		if err := b.flush(ctx, b.sorted()[0]); err != nil {
+		i := slices.IndexFunc(b.sorted(), func(buf *buffer) bool { return buf.forced == nil })
+		if i < 0 {
+			return nil
+		}
+		if err := b.flush(ctx, b.sorted()[i]); err != nil {
 			return err
 		}
 	}
 	return nil
 }
 
+// fence gives up a partition another instance took over: its open files
+// are dropped unwritten, and its messages ignored until it is restored.
+func (b *Batcher) fence(at sinks.Position, key string) {
+	b.log.Warn("another instance took the partition over; its files here are dropped for it to write",
+		"source", at.Source, "partition", at.Partition, "key", key)
+	b.drop(at.Source, at.Partition)
+	b.fenced[partKey{at.Source, at.Partition}] = true
+}
+
 // flush writes buf and forgets it. On failure buf is kept open (its rows are
 // not durable) and the error returned.
 func (b *Batcher) flush(ctx context.Context, buf *buffer) error {
+	if b.open[buf.key] != buf {
+		return nil // dropped: its partition was fenced
+	}
 	// The built record stays with the buffer until it is written, so a
 	// failed write can be retried with the same rows.
 	if buf.built == nil {
@@ -421,9 +547,13 @@ func (b *Batcher) flush(ctx context.Context, buf *buffer) error {
 			"key", f.Key, "partition", buf.src.Partition)
 	}
 	cut := state.Cut{Key: f.Key, Table: buf.table.Name, Fingerprint: buf.table.Fingerprint,
-		First: first.Offset, Last: buf.last, Rows: valid}
+		First: buf.src.Offset, Last: buf.last, Rows: valid}
 	if journaled {
 		if err := b.journal.Intend(ctx, buf.src.Source, buf.src.Partition, cut); err != nil {
+			if errors.Is(err, state.ErrFenced) {
+				b.fence(buf.src, f.Key)
+				return nil
+			}
 			return fmt.Errorf("recording the cut of %s: %w", f.Key, err)
 		}
 	}
@@ -435,6 +565,9 @@ func (b *Batcher) flush(ctx context.Context, buf *buffer) error {
 		}
 	}
 	delete(b.open, buf.key)
+	if rp := b.replays[partKey{buf.src.Source, buf.src.Partition}]; rp != nil && buf.forced != nil {
+		rp.forced = slices.DeleteFunc(rp.forced, func(x *buffer) bool { return x == buf })
+	}
 	b.held -= buf.bytes
 	b.tracker.close(buf.src.Source, buf.src.Partition, buf)
 	buf.release()
@@ -442,6 +575,12 @@ func (b *Batcher) flush(ctx context.Context, buf *buffer) error {
 		durable, _ := b.tracker.Durable(buf.src.Source, buf.src.Partition)
 		b.log.Debug("file recorded", "key", f.Key, "first", cut.First, "last", cut.Last, "durable", durable)
 		if err := b.journal.Done(ctx, buf.src.Source, buf.src.Partition, cut, durable); err != nil {
+			if errors.Is(err, state.ErrFenced) {
+				// The file holds the rows the new owner's replay puts in
+				// it: that replay repeats this file's recorded cut.
+				b.fence(buf.src, f.Key)
+				return nil
+			}
 			return fmt.Errorf("recording %s as written: %w", f.Key, err)
 		}
 	}

@@ -519,14 +519,14 @@ func TestBatcherDurableOnlyAfterSink(t *testing.T) {
 	if h.b.OpenFiles() != 1 {
 		t.Errorf("the failed file must stay open")
 	}
-	h.b.Skip(at(4))
+	must(t, h.b.Skip(context.Background(), at(4)))
 	if d := h.durable(); d != 2 {
 		t.Errorf("durable %d after Skip behind an unwritten file, want 2", d)
 	}
 
 	// Skip alone moves an idle partition.
 	idle := sinks.Position{Source: "orders", Partition: 9, Offset: 41}
-	h.b.Skip(idle)
+	must(t, h.b.Skip(context.Background(), idle))
 	if d, ok := h.b.Durable("orders", 9); !ok || d != 42 {
 		t.Errorf("idle partition durable %d, %v, want 42", d, ok)
 	}
@@ -540,7 +540,7 @@ func TestBatcherHoldRelease(t *testing.T) {
 	v1 := table("db.t", 1, schema.LayoutImages, cols("v"))
 	// Offset 0 is a dead letter being written; 1 lands at once.
 	dead := new(int)
-	h.b.Hold(at(0), dead)
+	must(t, h.b.Hold(context.Background(), at(0), dead))
 	h.add(insert(t, "db.t", `{"id":1}`), v1, at(1), 1)
 	if len(h.sink.files) != 1 {
 		t.Fatalf("%d files", len(h.sink.files))
@@ -548,7 +548,7 @@ func TestBatcherHoldRelease(t *testing.T) {
 	if d := h.durable(); d != 0 {
 		t.Errorf("durable %d while the dead letter at 0 is held, want 0", d)
 	}
-	h.b.Skip(at(2))
+	must(t, h.b.Skip(context.Background(), at(2)))
 	if d := h.durable(); d != 0 {
 		t.Errorf("durable %d, want 0", d)
 	}
@@ -557,7 +557,7 @@ func TestBatcherHoldRelease(t *testing.T) {
 		t.Errorf("durable %d after Release, want 3", d)
 	}
 	// Releasing on another partition, or twice, changes nothing.
-	h.b.Hold(at(3), dead)
+	must(t, h.b.Hold(context.Background(), at(3), dead))
 	h.b.Release("orders", 1, dead)
 	if d := h.durable(); d != 3 {
 		t.Errorf("durable %d, want 3", d)
@@ -837,12 +837,16 @@ func TestBatcherEventsLayout(t *testing.T) {
 // journal records the calls of the Batcher, with the sink's files at the
 // time of each.
 type journal struct {
-	sink  *memSink
-	calls []string
+	sink   *memSink
+	calls  []string
+	fenced bool // every call fails as fenced
 }
 
 func (j *journal) Owns(source string, part int32) bool { return part == 0 }
 func (j *journal) Intend(_ context.Context, _ string, _ int32, c state.Cut) error {
+	if j.fenced {
+		return fmt.Errorf("test: %w", state.ErrFenced)
+	}
 	j.calls = append(j.calls, fmt.Sprintf("intend %d-%d rows %d (files %d)", c.First, c.Last, c.Rows, len(j.sink.files)))
 	return nil
 }
@@ -859,7 +863,7 @@ func TestBatcherJournalAndRestore(t *testing.T) {
 	j := &journal{sink: h.sink}
 	h.b.SetJournal(j)
 	v1 := table("db.t", 1, schema.LayoutImages, cols("v"))
-	h.b.Restore("orders", 0, []int64{11, 12})
+	h.b.Restore("orders", 0, []int64{11, 12}, nil)
 	for off := int64(10); off < 16; off++ {
 		h.add(insert(t, "db.t", fmt.Sprintf(`{"id":%d}`, off)), v1, at(off), 1)
 	}
@@ -904,7 +908,7 @@ func TestBatcherReplayAfterRejectedFirstRow(t *testing.T) {
 		t.Fatalf("files %+v, want one named after offset 11, its first landed row", f)
 	}
 	replay := newHarness(t, Config{}, TableConfig{})
-	replay.b.Restore("orders", 0, []int64{11, 12})
+	replay.b.Restore("orders", 0, []int64{11, 12}, nil)
 	for i, r := range rows {
 		replay.add(insert(t, "db.t", r), v1, at(int64(10+i)), 1)
 	}
@@ -913,5 +917,97 @@ func TestBatcherReplayAfterRejectedFirstRow(t *testing.T) {
 	}
 	if f := replay.sink.files; len(f) != 1 || f[0].Key != key("db.t/date=2024-01-31", 13) || !slices.Equal(f[0].Offsets, []int64{13}) {
 		t.Errorf("replay wrote %+v, want only offset 13, named after it", f)
+	}
+}
+
+func must(t *testing.T, err error) {
+	t.Helper()
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestBatcherRepeatsRecordedCuts: a restored partition's files that were
+// about to be written are cut again at the recorded offsets, whatever the
+// replay's own limits say, and not written early when the input stops
+// before the cut's end.
+func TestBatcherRepeatsRecordedCuts(t *testing.T) {
+	v1 := table("db.t", 1, schema.LayoutImages, cols("v"))
+	other := table("db.u", 1, schema.LayoutImages, cols("v"))
+	dir := "db.t/date=2024-01-31"
+	cut := state.Cut{Key: key(dir, 10), Table: "db.t", Fingerprint: v1.Fingerprint, First: 10, Last: 13, Rows: 4}
+	row := func(off int64) *change.Change { return insert(t, "db.t", fmt.Sprintf(`{"id":%d}`, off)) }
+
+	t.Run("limits of the replay", func(t *testing.T) {
+		// Two rows per file, one open file, a tiny memory bound and an
+		// expired age: none of them cuts the recorded file short.
+		h := newHarness(t, Config{MaxOpenFiles: 1, MaxBufferedBytes: 1}, TableConfig{MaxRows: 2, MaxAge: time.Nanosecond})
+		h.b.Restore("orders", 0, nil, []state.Cut{cut})
+		for off := int64(10); off < 16; off++ {
+			h.add(row(off), v1, at(off), 1)
+			must(t, h.b.FlushExpired(context.Background()))
+		}
+		must(t, h.b.FlushAll(context.Background()))
+		var got [][]int64
+		for _, f := range h.sink.files {
+			got = append(got, f.Offsets)
+		}
+		if len(got) != 3 || h.sink.files[0].Key != cut.Key || !slices.Equal(got[0], []int64{10, 11, 12, 13}) ||
+			!slices.Equal(got[1], []int64{14}) || !slices.Equal(got[2], []int64{15}) {
+			t.Errorf("files hold %v, want the recorded cut [10 11 12 13], then the replay's own", got)
+		}
+	})
+	t.Run("input ends inside the cut", func(t *testing.T) {
+		h := newHarness(t, Config{}, TableConfig{})
+		h.b.Restore("orders", 0, nil, []state.Cut{cut})
+		h.add(row(10), v1, at(10), 1)
+		h.add(row(11), v1, at(11), 1)
+		must(t, h.b.FlushAll(context.Background()))
+		must(t, h.b.FlushPartition(context.Background(), "orders", 0))
+		if len(h.sink.files) != 0 || h.durable() != 10 {
+			t.Errorf("files %+v, durable %d: a cut not complete must stay unwritten and undurable", h.sink.files, h.durable())
+		}
+	})
+	t.Run("cut not met", func(t *testing.T) {
+		// The recorded last offset holds another table's row now: the
+		// file is written when that offset passes, with what it has.
+		h := newHarness(t, Config{}, TableConfig{})
+		h.b.Restore("orders", 0, nil, []state.Cut{cut})
+		for off := int64(10); off < 13; off++ {
+			h.add(row(off), v1, at(off), 1)
+		}
+		h.add(insert(t, "db.u", `{"id":13}`), other, at(13), 1)
+		if len(h.sink.files) != 1 || !slices.Equal(h.sink.files[0].Offsets, []int64{10, 11, 12}) {
+			t.Errorf("files %+v, want the cut's file written at offset 13 with 10-12", h.sink.files)
+		}
+	})
+}
+
+// TestBatcherFenced: once another instance took a partition over, its open
+// files are dropped unwritten and its messages ignored until a Restore;
+// the run goes on.
+func TestBatcherFenced(t *testing.T) {
+	h := newHarness(t, Config{}, TableConfig{MaxRows: 2})
+	j := &journal{sink: h.sink, fenced: true}
+	h.b.SetJournal(j)
+	v1 := table("db.t", 1, schema.LayoutImages, cols("v"))
+	u := table("db.u", 1, schema.LayoutImages, cols("v"))
+	h.add(insert(t, "db.u", `{"id":0}`), u, at(0), 1)
+	for off := int64(1); off < 6; off++ {
+		h.add(insert(t, "db.t", fmt.Sprintf(`{"id":%d}`, off)), v1, at(off), 1)
+	}
+	must(t, h.b.FlushAll(context.Background()))
+	if len(h.sink.files) != 0 || h.b.OpenFiles() != 0 {
+		t.Errorf("a fenced partition wrote %d files and keeps %d open", len(h.sink.files), h.b.OpenFiles())
+	}
+	if _, ok := h.b.Durable("orders", 0); ok {
+		t.Error("a fenced partition reports a durable offset")
+	}
+	j.fenced = false
+	h.b.Restore("orders", 0, nil, nil)
+	h.add(insert(t, "db.t", `{"id":6}`), v1, at(6), 1)
+	must(t, h.b.FlushAll(context.Background()))
+	if len(h.sink.files) != 1 || !slices.Equal(h.sink.files[0].Offsets, []int64{6}) {
+		t.Errorf("after Restore: files %+v, want offset 6 landed", h.sink.files)
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"github.com/cdclake/cdclake/handlers/change"
 	"github.com/cdclake/cdclake/handlers/schema"
 	"github.com/cdclake/cdclake/sinks"
+	"github.com/cdclake/cdclake/sinks/state"
 	"github.com/valyala/fastjson"
 )
 
@@ -26,6 +27,8 @@ type buffer struct {
 	born  int64 // unix nanos of the first row
 	// invalid holds rows that failed conversion; they are skipped on write.
 	invalid []int
+	// forced is the recorded cut the buffer repeats (Batcher.Restore).
+	forced *state.Cut
 
 	rb   *array.RecordBuilder
 	conv *schema.Converters

@@ -24,6 +24,10 @@ type Faults struct {
 	// OnClose fails Close after every byte was accepted: the object must
 	// not appear.
 	OnClose bool
+	// BeforeClose, when set, is called with the object's key once every
+	// byte was accepted and before the object is committed: it may block,
+	// as an upload that hangs does.
+	BeforeClose func(key string)
 }
 
 // Faulty returns a bucket that stores its objects in base but fails every
@@ -122,7 +126,7 @@ func (b *faultyBucket) NewTypedWriter(ctx context.Context, key, contentType stri
 	// The base write has a context of its own, so that a failure here can
 	// abort it: the object must not appear.
 	wctx, cancel := context.WithCancel(ctx)
-	w, err := b.base.NewWriter(wctx, key, &blob.WriterOptions{ContentType: contentType, Metadata: opts.Metadata})
+	w, err := b.base.NewWriter(wctx, key, &blob.WriterOptions{ContentType: contentType, Metadata: opts.Metadata, IfNotExist: opts.IfNotExist})
 	if err != nil {
 		cancel()
 		return nil, err
@@ -134,11 +138,12 @@ func (b *faultyBucket) NewTypedWriter(ctx context.Context, key, contentType stri
 			return nil, err
 		}
 	}
-	return &faultyWriter{w: w, cancel: cancel, faults: f}, nil
+	return &faultyWriter{w: w, key: key, cancel: cancel, faults: f}, nil
 }
 
 type faultyWriter struct {
 	w       *blob.Writer
+	key     string
 	cancel  context.CancelFunc
 	faults  Faults
 	written int64
@@ -162,6 +167,9 @@ func (w *faultyWriter) Close() error {
 		return ErrInjected
 	}
 	defer w.cancel()
+	if w.faults.BeforeClose != nil {
+		w.faults.BeforeClose(w.key)
+	}
 	return w.w.Close()
 }
 

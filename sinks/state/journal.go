@@ -50,6 +50,9 @@ func (j *Journal) Claim(ctx context.Context, source string, part int32) (*Partit
 			next.Written = slices.Clone(last.Written)
 			next.Pending = slices.Clone(last.Pending)
 		}
+		if err := j.store.MarkClaim(ctx, source, part, next.Seq); err != nil {
+			return nil, err
+		}
 		err = j.store.Append(ctx, next)
 		if err == nil {
 			j.mu.Lock()

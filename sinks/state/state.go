@@ -14,6 +14,16 @@
 // taken knows another instance owns the partition now (it is fenced) and
 // stops writing for it. The newest state is the one with the highest
 // number. Engines skip the folder: its name starts with an underscore.
+//
+// Old states are deleted (Prune), but not the states that took a
+// partition over (claims), marked by an empty object
+//
+//	_cdclake/state/{source}/p{partition}/claims/{seq, 20 digits}
+//
+// written before the claim's state: a claim's number is the one the
+// previous owner would write next, so while it exists that owner, if it
+// still runs, is fenced at its next write. The newest KeepClaims claims
+// are kept.
 package state
 
 import (
@@ -23,6 +33,7 @@ import (
 	"fmt"
 	"io"
 	"path"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -142,11 +153,31 @@ func (s *Store) Append(ctx context.Context, st *Partition) error {
 	return nil
 }
 
-// Prune deletes a partition's states older than seq.
+// KeepClaims is the number of a partition's newest claims Prune keeps.
+// An instance that lost the partition that many handovers ago and still
+// runs could write one more state.
+const KeepClaims = 64
+
+func claimKey(source string, part int32, seq int64) string {
+	return fmt.Sprintf("%sclaims/%020d", prefix(source, part), seq)
+}
+
+// MarkClaim marks seq as a claim: Prune keeps its state. Call it before
+// the claim's state is appended.
+func (s *Store) MarkClaim(ctx context.Context, source string, part int32, seq int64) error {
+	key := claimKey(source, part, seq)
+	if err := s.bucket.WriteAll(ctx, key, nil, nil); err != nil {
+		return fmt.Errorf("writing %s: %w", key, err)
+	}
+	return nil
+}
+
+// Prune deletes a partition's states older than seq, but the newest
+// KeepClaims claims.
 func (s *Store) Prune(ctx context.Context, source string, part int32, seq int64) error {
-	keep := Key(source, part, seq)
-	it := s.bucket.List(&blob.ListOptions{Prefix: prefix(source, part)})
-	var old []string
+	pre := prefix(source, part)
+	it := s.bucket.List(&blob.ListOptions{Prefix: pre})
+	var states, claims []int64
 	for {
 		obj, err := it.Next(ctx)
 		if err == io.EOF {
@@ -155,8 +186,29 @@ func (s *Store) Prune(ctx context.Context, source string, part int32, seq int64)
 		if err != nil {
 			return err
 		}
-		if obj.Key < keep {
-			old = append(old, obj.Key)
+		name, claim := strings.CutPrefix(strings.TrimPrefix(obj.Key, pre), "claims/")
+		n, err := strconv.ParseInt(strings.TrimSuffix(name, ".json"), 10, 64)
+		switch {
+		case err != nil:
+		case claim:
+			claims = append(claims, n)
+		case strings.HasSuffix(name, ".json"):
+			states = append(states, n)
+		}
+	}
+	slices.Sort(claims)
+	var old []string
+	if len(claims) > KeepClaims {
+		for _, n := range claims[:len(claims)-KeepClaims] {
+			if n < seq {
+				old = append(old, claimKey(source, part, n))
+			}
+		}
+		claims = claims[len(claims)-KeepClaims:]
+	}
+	for _, n := range states {
+		if _, kept := slices.BinarySearch(claims, n); n < seq && !kept {
+			old = append(old, Key(source, part, n))
 		}
 	}
 	var errs []error

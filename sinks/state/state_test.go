@@ -137,3 +137,46 @@ func TestJournal(t *testing.T) {
 		t.Errorf("final state %+v", got)
 	}
 }
+
+// TestFencedAfterPruning: an instance that lost its partition stays fenced
+// however far the new owner went on and pruned: the new owner's claim, the
+// number the old owner writes next, is never pruned.
+func TestFencedAfterPruning(t *testing.T) {
+	ctx := context.Background()
+	b := memblob.OpenBucket(nil)
+	defer b.Close()
+	st := state.NewStore(b, lake.New(b, memory.NewGoAllocator()))
+	old, cur := state.NewJournal(st, "old"), state.NewJournal(st, "new")
+	cut := func(n int64) state.Cut { return state.Cut{Key: "t/f" + string(rune('a'+n%26)), First: n, Last: n} }
+	if _, err := old.Claim(ctx, "s", 0); err != nil {
+		t.Fatal(err)
+	}
+	for n := range int64(5) {
+		if err := old.Intend(ctx, "s", 0, cut(n)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := cur.Claim(ctx, "s", 0); err != nil {
+		t.Fatal(err)
+	}
+	for n := int64(5); n < 300; n++ {
+		if err := cur.Done(ctx, "s", 0, cut(n), n+1); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := old.Intend(ctx, "s", 0, cut(300)); !errors.Is(err, state.ErrFenced) {
+		t.Fatalf("the old owner's next state: %v, want fenced", err)
+	}
+	if old.Owns("s", 0) {
+		t.Error("a fenced journal still owns the partition")
+	}
+	n := 0
+	for it := b.List(nil); ; n++ {
+		if _, err := it.Next(ctx); err != nil {
+			break
+		}
+	}
+	if n > 70 {
+		t.Errorf("%d objects after 300 states: old states are not pruned", n)
+	}
+}

@@ -288,6 +288,7 @@ func (s *Source) loadTargets(ctx context.Context) error {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	var backlog int64
 	ends.Each(func(o kadm.ListedOffset) {
 		k := tp{o.Topic, o.Partition}
 		s.targets[k] = o.Offset
@@ -296,7 +297,11 @@ func (s *Source) loadTargets(ctx context.Context) error {
 		} else if so, ok := startAt.Lookup(o.Topic, o.Partition); ok && so.Err == nil {
 			s.starts[k] = so.Offset
 		}
+		if n := o.Offset - s.starts[k]; n > 0 {
+			backlog += n
+		}
 	})
+	s.log.Info("reading up to the end offsets", "partitions", len(s.targets), "records", backlog)
 	return nil
 }
 
@@ -470,7 +475,10 @@ func (s *Source) checkCaughtUp() {
 	}
 	s.mu.Unlock()
 	if done {
-		s.drainOne.Do(func() { close(s.drained) })
+		s.drainOne.Do(func() {
+			s.log.Debug("caught up", "targets", fmt.Sprint(s.targets), "starts", fmt.Sprint(s.starts), "group_done", fmt.Sprint(s.groupDone))
+			close(s.drained)
+		})
 	}
 }
 

@@ -6,6 +6,8 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -14,7 +16,9 @@ import (
 	"github.com/cdclake/cdclake/pipelines/source/kafka"
 	"github.com/cdclake/cdclake/pipelines/source/kafka/kafkatest"
 	"github.com/cdclake/cdclake/sinks/lake"
+	"github.com/cdclake/cdclake/sinks/sinktest"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"gocloud.dev/blob"
 )
 
 // member is one cdclake instance landing topic into dir.
@@ -26,25 +30,45 @@ type member struct {
 
 func start(t *testing.T, broker, topic, group, dir string, untilCaughtUp bool, maxRows int) *member {
 	t.Helper()
+	return startWith(t, broker, topic, group, dir, untilCaughtUp, memberOptions{maxRows: maxRows})
+}
+
+// memberOptions are the settings a test changes.
+type memberOptions struct {
+	maxRows      int
+	maxOpenFiles int
+	query        string                          // appended to the source URL
+	wrap         func(*blob.Bucket) *blob.Bucket // the lake as the member sees it
+}
+
+func startWith(t *testing.T, broker, topic, group, dir string, untilCaughtUp bool, o memberOptions) *member {
+	t.Helper()
 	cfg, err := config.Load("")
 	if err != nil {
 		t.Fatal(err)
 	}
 	cfg.ProgressInterval = 0
 	cfg.Source.BlockLines = 200
-	cfg.Defaults.MaxRows = maxRows
+	cfg.Defaults.MaxRows = o.maxRows
+	if o.maxOpenFiles > 0 {
+		cfg.Batch.MaxOpenFiles = o.maxOpenFiles
+	}
 	plan, err := pipelines.Compile(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
-	kc, err := kafka.ParseURL(fmt.Sprintf("kafka://%s/%s?group=%s&commit_interval=200ms", broker, topic, group))
+	kc, err := kafka.ParseURL(fmt.Sprintf("kafka://%s/%s?group=%s&commit_interval=200ms%s", broker, topic, group, o.query))
 	if err != nil {
 		t.Fatal(err)
 	}
 	kc.BlockRecords, kc.UntilCaughtUp = cfg.Source.BlockLines, untilCaughtUp
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	if testing.Verbose() {
-		log = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
+		level := slog.LevelInfo
+		if os.Getenv("CDCLAKE_TEST_DEBUG") != "" {
+			level = slog.LevelDebug
+		}
+		log = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level})).With("member", o.query+fmt.Sprint(untilCaughtUp))
 	}
 	src, err := kafka.New(kc, log)
 	if err != nil {
@@ -55,6 +79,9 @@ func start(t *testing.T, broker, topic, group, dir string, untilCaughtUp bool, m
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { bucket.Close() })
+	if o.wrap != nil {
+		bucket = o.wrap(bucket)
+	}
 	p, err := pipelines.New(plan, src, bucket, log)
 	if err != nil {
 		t.Fatal(err)
@@ -188,4 +215,53 @@ func TestRebalance(t *testing.T) {
 		t.Errorf("one instance read nothing: %d and %d", na, nb)
 	}
 	kafkatest.SameOnce(t, "two members", kafkatest.Landed(t, dir), reference(t, broker, topic))
+}
+
+// TestFencedInstance: an instance whose upload hangs loses its partition
+// to another (a pod restarted under the same static member id while the
+// old one still runs). The new owner repeats the hanging file's recorded
+// cut although its own settings would cut elsewhere; when the old
+// instance's upload completes after all, long after, it writes the same
+// rows under the same name, its next state is refused (fenced), and it
+// drops the partition instead of writing on. Every row is in the lake
+// once.
+func TestFencedInstance(t *testing.T) {
+	broker := kafkatest.Brokers(t)
+	topic := kafkatest.Topic(t, broker, 1, 4000, 21)
+	dir := t.TempDir()
+	group := "g-" + topic
+	blocked, release := make(chan string, 1), make(chan struct{})
+	var uploads atomic.Int32
+	gate := func(key string) {
+		if strings.HasPrefix(key, "_") || !strings.HasSuffix(key, ".parquet") {
+			return
+		}
+		if uploads.Add(1) == 3 {
+			blocked <- key
+			<-release
+		}
+	}
+	static := "&instance_id=pod-0&session_timeout=6s"
+	// Files cut by the open-file bound: where depends on what else is open.
+	a := startWith(t, broker, topic, group, dir, false, memberOptions{maxRows: 1_000_000, maxOpenFiles: 3, query: static,
+		wrap: func(b *blob.Bucket) *blob.Bucket {
+			fb, _ := sinktest.Faulty(b, sinktest.Faults{BeforeClose: gate})
+			return fb
+		}})
+	var key string
+	select {
+	case key = <-blocked:
+	case <-time.After(time.Minute):
+		t.Fatal("the first instance wrote no third file")
+	}
+	b := startWith(t, broker, topic, group, dir, true, memberOptions{maxRows: 50, query: static})
+	b.wait(t, 2*time.Minute)
+	if _, err := os.Stat(dir + "/" + key); err != nil {
+		t.Fatalf("the new owner did not write %s, the file it took over: %v", key, err)
+	}
+	close(release) // the hanging upload completes now
+	time.Sleep(2 * time.Second)
+	a.stop()
+	a.wait(t, time.Minute)
+	kafkatest.SameOnce(t, "after a fenced instance's late upload", kafkatest.Landed(t, dir), reference(t, broker, topic))
 }
