@@ -46,6 +46,9 @@ type Config struct {
 	Tables   Filter  `yaml:"tables"`
 	// ProgressInterval is how often a progress line is logged.
 	ProgressInterval Duration `yaml:"progress_interval"`
+	// ShutdownTimeout bounds, after a stop signal, the writing of the open
+	// files and the final commit.
+	ShutdownTimeout Duration `yaml:"shutdown_timeout"`
 }
 
 // Source configures decoding.
@@ -122,6 +125,7 @@ var Default = Config{
 	Defaults: Route{Path: "{table}/date={date}", Layout: "images", MaxRows: 1_000_000, MaxBytes: 128 << 20,
 		MaxAge: Duration(5 * time.Minute), Compression: "zstd", RowGroup: 128 * 1024, Numbers: "decimal_text"},
 	ProgressInterval: Duration(5 * time.Second),
+	ShutdownTimeout:  Duration(25 * time.Second),
 }
 
 // Load reads a YAML file (empty name: defaults only), fills defaults and
@@ -178,6 +182,9 @@ func merge(def, c Config) Config {
 	}
 	if out.ProgressInterval == 0 {
 		out.ProgressInterval = def.ProgressInterval
+	}
+	if out.ShutdownTimeout == 0 {
+		out.ShutdownTimeout = def.ShutdownTimeout
 	}
 	out.Defaults = fillRoute(c.Defaults, def.Defaults)
 	for i := range out.Routes {
@@ -241,6 +248,9 @@ func (c *Config) Validate() error {
 	}
 	if c.ProgressInterval < 0 {
 		bad("progress_interval", "must not be negative")
+	}
+	if c.ShutdownTimeout < 0 {
+		bad("shutdown_timeout", "must not be negative")
 	}
 	if c.Sink.RetryFor < 0 {
 		bad("sink.retry_for", "must not be negative")

@@ -114,7 +114,9 @@ type Stats struct {
 	Bytes       atomic.Int64
 }
 
-// flushTimeout bounds the final flush and commit after the source stopped.
+// flushTimeout bounds the final flush and commit after the source ended
+// by itself (drained); after a stop signal the config's shutdown_timeout
+// does.
 const flushTimeout = 5 * time.Minute
 
 // Option changes how a pipeline runs.
@@ -212,6 +214,12 @@ func (p *Pipeline) Run(ctx context.Context) error {
 	router.AddMiddleware(middleware.Recoverer)
 	p.addHandler(router, p.unwrap, p.classify, p.resolve, p.batchStage)
 
+	// From a stop signal on, the blocks in flight, the last files and the
+	// final commit have shutdown_timeout.
+	stopLanding := context.AfterFunc(ctx, func() {
+		time.AfterFunc(time.Duration(p.plan.Config().ShutdownTimeout), p.landCancel)
+	})
+	defer stopLanding()
 	runCtx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	var bg sync.WaitGroup
@@ -236,8 +244,10 @@ func (p *Pipeline) Run(ctx context.Context) error {
 	bg.Wait()
 
 	// Flush with the landing context: a signal stops reading, not landing
-	// what was read. It ends after flushTimeout, also for a write still
-	// retrying in a stage.
+	// what was read. It ends after flushTimeout, or shutdown_timeout after a
+	// signal, also for a write still retrying in a stage; what is not
+	// written by then is not committed either, and is read again by the
+	// next run.
 	timer := time.AfterFunc(flushTimeout, p.landCancel)
 	defer timer.Stop()
 	defer p.landCancel()
