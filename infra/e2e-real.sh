@@ -137,7 +137,7 @@ kafka_tests_once() {
     CDCLAKE_TEST_S3_URL="$(s3_sink scratch)" CDCLAKE_TEST_S3_DIR="$DATA_DIR/s3/scratch" CDCLAKE_TEST_INFRA="$INFRA_DIR" \
     AWS_ACCESS_KEY_ID=$S3_ACCESS_KEY AWS_SECRET_ACCESS_KEY=$S3_SECRET_KEY AWS_REGION=us-east-1 \
     go test -count=1 -timeout 15m -v ./pipelines/source/kafka/ ./cmd/cdclake/ \
-    -run 'Test(UntilCaughtUp|StopAndRestart|Rebalance|KafkaStoreOutage|ParseURL|SASL)' 2>&1
+    -run 'Test(UntilCaughtUp|StopAndRestart|Rebalance|FencedInstance|KafkaStoreOutage|ParseURL|SASL)' 2>&1
 }
 kafka_source_tests() {
   local out
@@ -153,7 +153,7 @@ kafka_source_tests() {
     log "WARNING: the Kafka source tests passed on the second run"
   }
   local t
-  for t in TestUntilCaughtUpAndResume TestStopAndRestart TestRebalance TestKafkaStoreOutage; do
+  for t in TestUntilCaughtUpAndResume TestStopAndRestart TestRebalance TestFencedInstance TestKafkaStoreOutage; do
     grep -q -- "--- PASS: $t " <<<"$out" || die "the Kafka source test $t did not run"
   done
   log "kafka source: $(grep -c -- '--- PASS' <<<"$out") tests passed against $KAFKA_BOOTSTRAP"
@@ -175,6 +175,23 @@ kafka_kill9() {
   fi
 }
 step "kill -9 (reported)" kafka_kill9
+# The crash harness in its short form (make crash-test runs it with
+# 1,000,000 changes): kills, scaling 1 -> 3 -> 1, a 10 s S3 outage, DuckDB
+# samples, and the lake checked against the generated stream.
+crash_harness() {
+  local out
+  out=$(cd "$REPO_DIR" && CDCLAKE_TEST_KAFKA_BROKERS=$KAFKA_BOOTSTRAP \
+    CDCLAKE_TEST_S3_URL="$(s3_sink scratch)" CDCLAKE_TEST_S3_DIR="$DATA_DIR/s3/scratch" CDCLAKE_TEST_INFRA="$INFRA_DIR" \
+    CDCLAKE_TEST_PYTHON="$VPY" AWS_ACCESS_KEY_ID=$S3_ACCESS_KEY AWS_SECRET_ACCESS_KEY=$S3_SECRET_KEY AWS_REGION=us-east-1 \
+    go test -count=1 -timeout 20m -v -run 'TestCrashHarness' ./cmd/cdclake/ 2>&1) || {
+    echo "$out" | grep -v '^time=' | tail -n 30 >&2
+    die "the crash harness failed"
+  }
+  grep -q -- '--- PASS: TestCrashHarness ' <<<"$out" || die "the crash harness did not run"
+  log "crash harness: $(grep -o 'produced .*' <<<"$out" | head -1)"
+  rm -rf "$DATA_DIR"/s3/scratch/crash-*
+}
+step "crash harness (short)" crash_harness
 step "workload ($E2E_ROWS rows)" "$INFRA_DIR/workload.sh" all "$E2E_ROWS"
 step "capture topics" "$INFRA_DIR/capture.sh" "$E2E_DIR/capture"
 measure_memory

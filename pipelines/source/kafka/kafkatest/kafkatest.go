@@ -75,8 +75,19 @@ func Produce(t *testing.T, cl *kgo.Client, topic string, events int, seed uint64
 // ProduceFormat is Produce with every table in one format of package gen.
 func ProduceFormat(t *testing.T, cl *kgo.Client, topic string, events int, seed uint64, format int) int {
 	t.Helper()
+	recs, _ := Stream(t, topic, events, 12, seed, format)
+	ProduceRecords(t, cl, recs)
+	return len(recs)
+}
+
+// Stream generates a stream of events changes over tables tables (package
+// gen) as records for topic, keyed by table as CDC producers do, and
+// returns them with what a correct landing of them holds.
+func Stream(t testing.TB, topic string, events, tables int, seed uint64, format int) ([]*kgo.Record, *gen.Expected) {
+	t.Helper()
 	var stream bytes.Buffer
-	if _, err := gen.GenerateFormat(&stream, events, 12, seed, format); err != nil {
+	exp, err := gen.GenerateFormat(&stream, events, tables, seed, format)
+	if err != nil {
 		t.Fatal(err)
 	}
 	var recs []*kgo.Record
@@ -91,12 +102,22 @@ func ProduceFormat(t *testing.T, cl *kgo.Client, topic string, events int, seed 
 		}
 		recs = append(recs, &kgo.Record{Topic: topic, Key: key, Value: line})
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	if err := cl.ProduceSync(ctx, recs...).FirstErr(); err != nil {
-		t.Fatal(err)
+	return recs, exp
+}
+
+// ProduceRecords produces recs, in order, in batches.
+func ProduceRecords(t testing.TB, cl *kgo.Client, recs []*kgo.Record) {
+	t.Helper()
+	for len(recs) > 0 {
+		n := min(len(recs), 20000)
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		err := cl.ProduceSync(ctx, recs[:n]...).FirstErr()
+		cancel()
+		if err != nil {
+			t.Fatal(err)
+		}
+		recs = recs[n:]
 	}
-	return len(recs)
 }
 
 // Landed counts the rows of every Parquet file under dir by (partition,

@@ -1,0 +1,287 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/cdclake/cdclake/cmd/cdcgen/gen"
+	"github.com/cdclake/cdclake/pipelines/source/kafka/kafkatest"
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+// TestCrashHarness lands a generated stream of mixed CDC changes (package
+// gen: GoldenGate with metadata, DDL and CloudEvents, Debezium with and
+// without schemas) from a 6-partition topic into the S3 server, through
+// everything that can go wrong at once:
+//
+//  1. kills: an instance is started and killed with SIGKILL at a random
+//     moment, again and again;
+//  2. scaling: one instance, then three in the group, then one again,
+//     while the rest of the stream is produced;
+//  3. an outage: the S3 server is stopped for a while under the last
+//     instance, then started again;
+//  4. the end: a run with --until-caught-up.
+//
+// While it runs, DuckDB samples the lake every few seconds: no sample may
+// hold a message's row twice. At the end the lake must hold exactly the
+// stream's change rows, each once, every value and each table's current
+// state as generated (testdata/e2e/verify.py).
+//
+// It needs the services of make e2e (CDCLAKE_TEST_KAFKA_BROKERS,
+// CDCLAKE_TEST_S3_URL, CDCLAKE_TEST_S3_DIR, CDCLAKE_TEST_INFRA) and
+// CDCLAKE_TEST_PYTHON, a Python with DuckDB. Sizes: CDCLAKE_CRASH_EVENTS
+// (default 30000), CDCLAKE_CRASH_KILLS (default 5), CDCLAKE_CRASH_OUTAGE
+// (seconds, default 10); make crash-test runs 1,000,000 events, 20 kills
+// and 30 seconds.
+func TestCrashHarness(t *testing.T) {
+	broker := kafkatest.Brokers(t)
+	s3URL, s3Dir, infra, py := os.Getenv("CDCLAKE_TEST_S3_URL"), os.Getenv("CDCLAKE_TEST_S3_DIR"),
+		os.Getenv("CDCLAKE_TEST_INFRA"), os.Getenv("CDCLAKE_TEST_PYTHON")
+	if s3URL == "" || s3Dir == "" || infra == "" || py == "" {
+		t.Skip("CDCLAKE_TEST_S3_URL, CDCLAKE_TEST_S3_DIR, CDCLAKE_TEST_INFRA and CDCLAKE_TEST_PYTHON are not set (make e2e sets them)")
+	}
+	events, kills := envInt(t, "CDCLAKE_CRASH_EVENTS", 30000), envInt(t, "CDCLAKE_CRASH_KILLS", 5)
+	outage := time.Duration(envInt(t, "CDCLAKE_CRASH_OUTAGE", 10)) * time.Second
+	bin := build(t, "github.com/cdclake/cdclake/cmd/cdclake")
+	repo, err := filepath.Abs("../..")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	if keep := os.Getenv("CDCLAKE_TEST_KEEP"); keep != "" {
+		dir = keep
+	}
+
+	// The topic, and the stream: 60% produced now, the rest while the
+	// group scales.
+	topic := fmt.Sprintf("cdclake-crash-%d", time.Now().UnixNano())
+	cl, err := kgo.NewClient(kgo.SeedBrokers(broker), kgo.ProducerBatchMaxBytes(4<<20))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	adm := kadm.NewClient(cl)
+	if _, err := adm.CreateTopic(context.Background(), 6, 1, nil, topic); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _, _ = adm.DeleteTopics(context.Background(), topic) })
+	recs, exp := kafkatest.Stream(t, topic, events, 24, 42, gen.Mixed)
+	expPath := filepath.Join(dir, "expected.json")
+	if data, err := json.Marshal(exp); err != nil {
+		t.Fatal(err)
+	} else if err := os.WriteFile(expPath, data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	split := len(recs) * 6 / 10
+	kafkatest.ProduceRecords(t, cl, recs[:split])
+
+	prefix := "crash-" + topic
+	lakeDir := filepath.Join(s3Dir, prefix)
+	sink := s3URL + "&prefix=" + prefix + "/"
+	cfg := filepath.Join(dir, "cdclake.yaml")
+	if err := os.WriteFile(cfg, []byte("progress_interval: 0s\nshutdown_timeout: 2m\nsource:\n  block_lines: 500\n"+
+		"batch:\n  max_open_files: 24\ndefaults:\n  max_rows: 4000\n  max_age: 2s\n"+
+		// The generated GoldenGate tables declare their CREATED text column
+		// a timestamp (testdata/bench/config.yaml).
+		"routes:\n  - match: \"SALES.*\"\n    types:\n      CREATED: timestamp\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	group := "g-" + topic
+	url := func(instance string) string {
+		u := fmt.Sprintf("kafka://%s/%s?group=%s&commit_interval=500ms&session_timeout=10s", broker, topic, group)
+		if instance != "" {
+			u += "&instance_id=" + instance
+		}
+		return u
+	}
+	runs := 0
+	start := func(instance string, extra ...string) *proc {
+		t.Helper()
+		logPath := filepath.Join(dir, fmt.Sprintf("run-%02d.log", runs))
+		runs++
+		logf, err := os.Create(logPath)
+		if err != nil {
+			t.Fatal(err)
+		}
+		args := append([]string{"run", "--source", url(instance), "--sink", sink, "--config", cfg}, extra...)
+		cmd := exec.Command(bin, args...)
+		cmd.Stdout, cmd.Stderr = logf, logf
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		p := &proc{cmd: cmd, log: logPath, done: make(chan struct{})}
+		go func() { _ = cmd.Wait(); logf.Close(); close(p.done) }()
+		return p
+	}
+	stop := func(p *proc) {
+		t.Helper()
+		_ = p.cmd.Process.Signal(syscall.SIGTERM)
+		p.wait(t, 3*time.Minute, "stop after SIGTERM")
+	}
+
+	// The sampler.
+	var sampleMu sync.Mutex
+	samples, unreadable, worst := 0, 0, 0
+	sample := func() {
+		out, err := exec.Command(py, filepath.Join(repo, "infra", "crash_sample.py"), lakeDir).CombinedOutput()
+		sampleMu.Lock()
+		defer sampleMu.Unlock()
+		var rows, dups int
+		if _, serr := fmt.Sscanf(string(out), "rows %d duplicates %d", &rows, &dups); serr != nil {
+			if err == nil || !strings.HasPrefix(string(out), "unreadable") {
+				t.Errorf("sampling the lake: %v\n%s", err, out)
+			}
+			unreadable++
+			return
+		}
+		samples++
+		if dups > worst {
+			worst = dups
+			t.Errorf("a sample held %d duplicated rows (%d rows)", dups, rows)
+		}
+	}
+	sampling, sampled := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(sampled)
+		for {
+			select {
+			case <-sampling:
+				return
+			case <-time.After(3 * time.Second):
+				sample()
+			}
+		}
+	}()
+	began := time.Now()
+
+	// 1. Kills.
+	rng := rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 3))
+	for range kills {
+		p := start("pod-0")
+		time.Sleep(time.Duration(500+rng.IntN(2500)) * time.Millisecond)
+		_ = p.cmd.Process.Kill()
+		<-p.done
+	}
+
+	// 2. Scaling 1 → 3 → 1 while the rest of the stream arrives.
+	first := start("pod-0")
+	produced := make(chan struct{})
+	go func() {
+		defer close(produced)
+		rest := recs[split:]
+		for len(rest) > 0 {
+			n := min(len(rest), len(recs)/20+1)
+			kafkatest.ProduceRecords(t, cl, rest[:n])
+			rest = rest[n:]
+			time.Sleep(200 * time.Millisecond)
+		}
+	}()
+	time.Sleep(4 * time.Second)
+	second, third := start(""), start("")
+	time.Sleep(8 * time.Second)
+	stop(second)
+	stop(third)
+	<-produced
+
+	// 3. The S3 server goes away under the remaining instance.
+	time.Sleep(2 * time.Second)
+	if out, err := exec.Command(filepath.Join(infra, "stop.sh"), "s3").CombinedOutput(); err != nil {
+		t.Fatalf("stopping the S3 server: %v\n%s", err, out)
+	}
+	down := time.Now()
+	time.Sleep(outage)
+	if out, err := exec.Command(filepath.Join(infra, "start.sh"), "s3").CombinedOutput(); err != nil {
+		t.Fatalf("starting the S3 server: %v\n%s", err, out)
+	}
+	outageFor := time.Since(down)
+	time.Sleep(3 * time.Second)
+	select {
+	case <-first.done:
+		log, _ := os.ReadFile(first.log)
+		t.Fatalf("the instance under the outage exited:\n%s", tail(log, 20))
+	default:
+	}
+	stop(first)
+
+	// 4. The end.
+	start("pod-0", "--until-caught-up").wait(t, 20*time.Minute, "catch up")
+	close(sampling)
+	<-sampled
+	sample()
+	elapsed := time.Since(began)
+
+	// What landed, against what was produced.
+	got := kafkatest.Landed(t, lakeDir)
+	rows := 0
+	for _, te := range exp.Tables {
+		rows += te.Changes
+	}
+	dups := kafkatest.Duplicates(got)
+	rebalances := 0
+	logs, _ := filepath.Glob(filepath.Join(dir, "run-*.log"))
+	for _, l := range logs {
+		data, _ := os.ReadFile(l)
+		rebalances += strings.Count(string(data), `msg="partitions assigned"`)
+		if m := regexp.MustCompile(`level=ERROR.*`).Find(data); m != nil {
+			t.Logf("%s: %s", filepath.Base(l), m)
+		}
+	}
+	out, verr := exec.Command(py, filepath.Join(repo, "testdata", "e2e", "verify.py"), lakeDir, expPath).CombinedOutput()
+	lines := strings.Split(strings.TrimSpace(string(out)), "\n")
+	summary := fmt.Sprintf("produced %d messages (%d change rows in %d tables); landed %d message rows; duplicates %d (worst sample %d, %d samples, %d unreadable); "+
+		"kills %d; rebalances %d; outage %s; %s; verify: %s",
+		len(recs), rows, len(exp.Tables), len(got), dups, worst, samples, unreadable, kills, rebalances,
+		outageFor.Round(time.Second), elapsed.Round(time.Second), lines[len(lines)-1])
+	t.Log(summary)
+	_ = os.WriteFile(filepath.Join(dir, "summary.txt"), []byte(summary+"\n"), 0o644)
+	if verr != nil {
+		for _, l := range lines {
+			if strings.HasPrefix(l, "FAIL") {
+				t.Error(l)
+			}
+		}
+		t.Errorf("the lake differs from the stream: %v", verr)
+	}
+	if dups > 0 {
+		t.Errorf("%d rows landed more than once", dups)
+	}
+}
+
+// proc is a running cdclake.
+type proc struct {
+	cmd  *exec.Cmd
+	log  string
+	done chan struct{} // closed once it exited
+}
+
+// wait fails the test unless p exits successfully within limit.
+func (p *proc) wait(t *testing.T, limit time.Duration, what string) {
+	t.Helper()
+	select {
+	case <-p.done:
+	case <-time.After(limit):
+		t.Fatalf("an instance did not %s within %s (%s)", what, limit, p.log)
+	}
+	if !p.cmd.ProcessState.Success() {
+		log, _ := os.ReadFile(p.log)
+		t.Fatalf("an instance did not %s: %v\n%s", what, p.cmd.ProcessState, tail(log, 30))
+	}
+}
+
+// tail returns the last n lines of a log.
+func tail(log []byte, n int) string {
+	lines := strings.Split(strings.TrimRight(string(log), "\n"), "\n")
+	return strings.Join(lines[max(0, len(lines)-n):], "\n")
+}
