@@ -81,6 +81,10 @@ type Sink struct {
 	URL string `yaml:"url"`
 	// RetryFor bounds how long a write the store fails is retried.
 	RetryFor Duration `yaml:"retry_for"`
+	// DeadLetters is where dead letters go: empty for the lake's
+	// _dead_letter/ folder, or a Kafka topic, kafka://brokers/topic?… with
+	// the source URL's connection parameters.
+	DeadLetters string `yaml:"dead_letters"`
 }
 
 // Batch bounds memory across all tables.

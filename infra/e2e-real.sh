@@ -137,7 +137,7 @@ kafka_tests_once() {
     CDCLAKE_TEST_S3_URL="$(s3_sink scratch)" CDCLAKE_TEST_S3_DIR="$DATA_DIR/s3/scratch" CDCLAKE_TEST_INFRA="$INFRA_DIR" \
     AWS_ACCESS_KEY_ID=$S3_ACCESS_KEY AWS_SECRET_ACCESS_KEY=$S3_SECRET_KEY AWS_REGION=us-east-1 \
     go test -count=1 -timeout 15m -v ./pipelines/source/kafka/ ./cmd/cdclake/ \
-    -run 'Test(UntilCaughtUp|StopAndRestart|Rebalance|FencedInstance|KafkaStoreOutage|ParseURL|SASL)' 2>&1
+    -run 'Test(UntilCaughtUp|StopAndRestart|Rebalance|FencedInstance|DeadLetterTopic|KafkaStoreOutage|ParseURL|SASL)' 2>&1
 }
 kafka_source_tests() {
   local out
@@ -153,7 +153,7 @@ kafka_source_tests() {
     log "WARNING: the Kafka source tests passed on the second run"
   }
   local t
-  for t in TestUntilCaughtUpAndResume TestStopAndRestart TestRebalance TestFencedInstance TestKafkaStoreOutage; do
+  for t in TestUntilCaughtUpAndResume TestStopAndRestart TestRebalance TestFencedInstance TestDeadLetterTopic TestKafkaStoreOutage; do
     grep -q -- "--- PASS: $t " <<<"$out" || die "the Kafka source test $t did not run"
   done
   log "kafka source: $(grep -c -- '--- PASS' <<<"$out") tests passed against $KAFKA_BOOTSTRAP"
@@ -192,12 +192,45 @@ crash_harness() {
   rm -rf "$DATA_DIR"/s3/scratch/crash-*
 }
 step "crash harness (short)" crash_harness
-step "workload ($E2E_ROWS rows)" "$INFRA_DIR/workload.sh" all "$E2E_ROWS"
-step "capture topics" "$INFRA_DIR/capture.sh" "$E2E_DIR/capture"
-measure_memory
 if [[ -z $E2E_CDCLAKE ]]; then
   step "build cdclake" bash -c "cd '$REPO_DIR' && go build -o bin/cdclake ./cmd/cdclake"
 fi
+# PostgreSQL -> Debezium -> Kafka -> cdclake -> S3, no files between: an
+# instance follows the schemas connector's topics while the workload runs
+# and is killed with SIGKILL in the middle of it; a restarted one lands the
+# rest up to the end offsets (--until-caught-up). Its lake is verified
+# below with the one landed from the capture.
+KAFKA_LAKE=$DATA_DIR/s3/scratch/kafka-shop
+kafka_source() { # ARGS...: cdclake following the shop topics
+  AWS_ACCESS_KEY_ID=$S3_ACCESS_KEY AWS_SECRET_ACCESS_KEY=$S3_SECRET_KEY AWS_REGION=us-east-1 \
+    "$CDCLAKE_BIN" run --source "kafka://$KAFKA_BOOTSTRAP/shop\..*?regex=true&group=e2e-shop&instance_id=e2e-0&commit_interval=1s&metadata_max_age=2s" \
+    --sink "$(s3_sink scratch)&prefix=kafka-shop/" "$@"
+}
+rm -rf "$KAFKA_LAKE"
+kafka_source >"$E2E_DIR/cdclake-kafka-0.log" 2>&1 &
+kafka_pid=$!
+# Killed 4 to 10 s in: the workload writes for about 4 s, and Debezium
+# streams its changes for several seconds after.
+(sleep $((4 + RANDOM % 7)) && kill -9 "$kafka_pid" 2>/dev/null && echo "killed" >"$E2E_DIR/cdclake-kafka-0.killed") &
+killer=$!
+step "workload ($E2E_ROWS rows)" "$INFRA_DIR/workload.sh" all "$E2E_ROWS"
+step "capture topics" "$INFRA_DIR/capture.sh" "$E2E_DIR/capture"
+measure_memory
+wait "$killer" || true
+kill -9 "$kafka_pid" 2>/dev/null || true
+wait "$kafka_pid" 2>/dev/null || true
+land_from_kafka() {
+  [[ -f $E2E_DIR/cdclake-kafka-0.killed ]] || log "WARNING: the first Kafka instance ended before its kill"
+  grep -q 'partitions assigned' "$E2E_DIR/cdclake-kafka-0.log" || die "the first Kafka instance joined no group (log: $E2E_DIR/cdclake-kafka-0.log)"
+  local before
+  before=$(find "$KAFKA_LAKE" -name '*.parquet' 2>/dev/null | wc -l)
+  kafka_source --until-caught-up >"$E2E_DIR/cdclake-kafka-1.log" 2>&1 || {
+    tail -n 30 "$E2E_DIR/cdclake-kafka-1.log" >&2
+    die "the restarted Kafka instance failed"
+  }
+  log "land from Kafka: $before files before the kill -9, $(find "$KAFKA_LAKE" -name '*.parquet' | wc -l) after the restart"
+}
+step "land shop from Kafka (kill -9, restart)" land_from_kafka
 step "land shop (schemas)" land shop 'shop.*.ndjson' lake
 step "land shopraw (no schemas)" land shopraw '*shopraw*.ndjson' lake-raw
 # Landing the same input again rewrites the same objects (file names are a
@@ -217,7 +250,7 @@ spark_flag=()
 verify() {
   JAVA_HOME=$(java_home) TZ=UTC SPARK_LOCAL_IP=$HOST peak_rss verify "$VPY" "$INFRA_DIR/verify_real.py" \
     --capture "$E2E_DIR/capture" \
-    --lake "shop=$DATA_DIR/s3/lake" --lake "shopraw=$DATA_DIR/s3/lake-raw" \
+    --lake "shop=$DATA_DIR/s3/lake" --lake "shopraw=$DATA_DIR/s3/lake-raw" --lake "shop=$KAFKA_LAKE" \
     --pg "host=$HOST port=$PG_PORT user=postgres dbname=$PG_DB" \
     --report "$E2E_DIR/report.txt" "${spark_flag[@]}" 2> >(grep -v -E '^(WARNING|Using Spark|Setting default log level|To adjust logging)' >&2)
 }

@@ -850,9 +850,43 @@ def compare_states(rep, what, got, pg, ref, cols, keys, findings):
     findings.extend(bad)
 
 
+def kafka_positions(con, capture, lake):
+    """For a lake landed straight from Kafka (its _cdc_source is a topic, not
+    a captured file), loads the capture's manifest into DuckDB and returns a
+    function giving the partition of a captured (file, line); None for a
+    lake landed from the captured files. A message's (topic, partition,
+    offset) is the capture's (topic.ndjson, first_line + offset -
+    first_offset) of that partition."""
+    one = con.execute(f"SELECT _cdc_source FROM read_parquet('{lake}/*/*/*.parquet', union_by_name = true) LIMIT 1").fetchone()
+    if one is None or one[0].endswith(".ndjson"):
+        return None
+    manifest = Path(capture) / "_manifest.tsv"
+    con.execute(f"""CREATE OR REPLACE TABLE manifest AS
+        SELECT topic, partition::INTEGER AS partition, topic || '.ndjson' AS file, first_line::BIGINT AS first_line,
+               messages::BIGINT AS messages, first_offset::BIGINT AS first_offset
+        FROM read_csv('{manifest}', delim = '\t', header = true, all_varchar = true)""")
+    spans = con.execute("SELECT file, partition, first_line, messages FROM manifest").fetchall()
+
+    def partition_of(fname, line):
+        for f, part, first, n in spans:
+            if f == fname and first <= line < first + n:
+                return part
+        return None
+    return partition_of
+
+
+def from_kafka(raw):
+    """A lake's rows with their Kafka positions as the capture's (file, line)."""
+    return (f"(SELECT t.* REPLACE (m.file AS _cdc_source, m.first_line + t._cdc_offset - m.first_offset AS _cdc_offset) "
+            f"FROM {raw} t JOIN manifest m ON m.topic = t._cdc_source AND m.partition = t._cdc_partition)")
+
+
 def verify_prefix(rep, args, prefix, lake, pg, con, spark):
     flavor = "schema" if prefix == args.schema_prefix else "raw"
     tables, other = load_capture(args.capture, prefix)
+    partition_of = kafka_positions(con, args.capture, lake)
+    if partition_of:
+        rep.note(f"[{prefix}] {lake}: landed straight from Kafka; positions mapped to the capture by its manifest")
     rep.note(f"[{prefix}] capture: {sum(len(r) for _, r in tables.values())} change messages in {len(tables)} tables; "
              + ", ".join(f"{k} {v}" for k, v in sorted(other.items())))
     dead = load_dead_letters(lake)
@@ -878,6 +912,8 @@ def verify_prefix(rep, args, prefix, lake, pg, con, spark):
         tdir = Path(lake) / lname
         files = sorted(tdir.glob("*/*.parquet"))
         src = f"read_parquet('{tdir}/*/*.parquet', union_by_name = true, hive_partitioning = true)"
+        if partition_of and files:
+            src = from_kafka(src)
 
         # 1. exactly once
         want = {(fname, line): OPS[op] for line, op, *_ in rows}
@@ -968,7 +1004,8 @@ def verify_prefix(rep, args, prefix, lake, pg, con, spark):
                 txid = txb["id"]
             want_xid = None if txid is None else str(txid)
             xids_by_tx[src_block.get("txId")].add(m_xid)
-            want_meta = (lname, want_ts, str(src_block.get("lsn")), want_xid, 0)
+            want_part = partition_of(s, off) if partition_of else 0
+            want_meta = (lname, want_ts, str(src_block.get("lsn")), want_xid, want_part)
             if (m_table, m_ts, m_pos, m_xid, m_part) != want_meta:
                 diffs.append(f"{s}:{off} metadata: lake (_cdc_table, _cdc_ts µs, _cdc_pos, _cdc_xid, _cdc_partition) = "
                              f"{(m_table, m_ts, m_pos, m_xid, m_part)}, message {want_meta}")

@@ -7,6 +7,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/cdclake/cdclake/pipelines/source/kafka"
+
 	"github.com/cdclake/cdclake/config"
 	"github.com/cdclake/cdclake/handlers/batch"
 	"github.com/cdclake/cdclake/handlers/classify"
@@ -24,10 +26,12 @@ import (
 //
 // A Plan is safe for concurrent use.
 type Plan struct {
-	cfg    *config.Config
-	routes []*route // cfg.Routes in order, then the defaults
-	tables sync.Map // table name → *tableRoute
-	allow  sync.Map // table name → bool
+	cfg *config.Config
+	// deadLetters is the Kafka topic dead letters go to; nil: the lake.
+	deadLetters *kafka.Config
+	routes      []*route // cfg.Routes in order, then the defaults
+	tables      sync.Map // table name → *tableRoute
+	allow       sync.Map // table name → bool
 }
 
 type route struct {
@@ -55,6 +59,13 @@ func Compile(cfg *config.Config) (*Plan, error) {
 		}
 	}
 	p := &Plan{cfg: cfg}
+	if u := cfg.Sink.DeadLetters; u != "" {
+		dl, err := kafka.ParseTopicURL(u)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("sink.dead_letters: %w", err))
+		}
+		p.deadLetters = &dl
+	}
 	for i := range cfg.Routes {
 		r, err := compileRoute(fmt.Sprintf("routes[%d]", i), &cfg.Routes[i])
 		errs = append(errs, err)

@@ -59,6 +59,8 @@ import (
 	"github.com/cdclake/cdclake/handlers/resolve"
 	"github.com/cdclake/cdclake/handlers/schema"
 	"github.com/cdclake/cdclake/pipelines/source"
+	"github.com/cdclake/cdclake/sinks/deadletter"
+	"github.com/cdclake/cdclake/sinks/deadletter/topic"
 	"github.com/cdclake/cdclake/sinks/lake"
 	"github.com/cdclake/cdclake/sinks/parquet"
 	"github.com/cdclake/cdclake/sinks/state"
@@ -79,6 +81,10 @@ type Pipeline struct {
 	// journal keeps partition states in the lake, for sources that hand
 	// partitions over; nil otherwise.
 	journal *state.Journal
+
+	// dead is where the workers' dead letters go; closeDead releases it.
+	dead      deadletter.Destination
+	closeDead func()
 
 	// idle holds the workers not handling a block.
 	idle  chan *worker
@@ -151,6 +157,18 @@ func New(plan *Plan, src source.Source, bucket *blob.Bucket, log *slog.Logger, o
 		return nil, err
 	}
 	p.batcher = b
+	p.dead, p.closeDead = deadletter.Lake(p.sink), func() {}
+	if dl := plan.deadLetters; dl != nil {
+		opts, err := dl.ClientOptions()
+		if err != nil {
+			return nil, fmt.Errorf("sink.dead_letters: %w", err)
+		}
+		pub, err := topic.New(opts, dl.Topics[0])
+		if err != nil {
+			return nil, err
+		}
+		p.dead, p.closeDead = pub, pub.Close
+	}
 	if h, ok := src.(source.Handover); ok {
 		// Sources whose partitions move between instances keep each
 		// partition's state in the lake (package state).
@@ -262,6 +280,7 @@ func (p *Pipeline) Run(ctx context.Context) error {
 		errs = append(errs, h.Finish(flushCtx))
 	}
 	p.batcher.Close()
+	p.closeDead()
 	return errors.Join(errs...)
 }
 

@@ -112,7 +112,7 @@ func (p *Pipeline) newWorker() (*worker, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &worker{classifier: cl, dead: deadletter.New(p.sink)}, nil
+	return &worker{classifier: cl, dead: deadletter.New(p.dead)}, nil
 }
 
 // start prepares w for block b.
@@ -373,7 +373,8 @@ func (p *Pipeline) batchStage(msg *message.Message) error {
 		}
 		if s.act == actDead {
 			w.counts.dead++
-			w.dead.Add(at, s.stage, s.err, b.Records[j].Value)
+			rec := &b.Records[j]
+			w.dead.Add(at, s.stage, s.err, rec.Key, rec.Value, deadHeaders(rec.Headers))
 			if w.hold == nil {
 				w.hold = &at
 			}
@@ -384,4 +385,16 @@ func (p *Pipeline) batchStage(msg *message.Message) error {
 		}
 	}
 	return nil
+}
+
+// deadHeaders returns a record's headers for its dead letter.
+func deadHeaders(hs []source.Header) []deadletter.Header {
+	if len(hs) == 0 {
+		return nil
+	}
+	out := make([]deadletter.Header, len(hs))
+	for i, h := range hs {
+		out[i] = deadletter.Header{Key: h.Key, Value: h.Value}
+	}
+	return out
 }

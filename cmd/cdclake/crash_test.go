@@ -76,7 +76,13 @@ func TestCrashHarness(t *testing.T) {
 	if _, err := adm.CreateTopic(context.Background(), 6, 1, nil, topic); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { _, _ = adm.DeleteTopics(context.Background(), topic) })
+	t.Cleanup(func() {
+		// The test's client is closed by then.
+		if dcl, err := kgo.NewClient(kgo.SeedBrokers(broker)); err == nil {
+			_, _ = kadm.NewClient(dcl).DeleteTopics(context.Background(), topic)
+			dcl.Close()
+		}
+	})
 	recs, exp := kafkatest.Stream(t, topic, events, 24, 42, gen.Mixed)
 	expPath := filepath.Join(dir, "expected.json")
 	if data, err := json.Marshal(exp); err != nil {

@@ -1,7 +1,9 @@
 // Package deadletter keeps messages that could not be decoded, classified or
-// converted, with their original bytes, source position and reason.
+// converted, with their original key, value and headers, source position
+// and reason, in a Destination: the lake (Lake) or a Kafka topic (package
+// topic).
 //
-// # Format
+// # In the lake
 //
 // Dead letters are NDJSON objects under _dead_letter/ in the sink, one
 // object per message, named like data files by source, partition and
@@ -10,10 +12,12 @@
 // Each object holds one line:
 //
 //	{"source":"orders.ndjson","partition":0,"offset":17,"stage":"decode",
-//	 "reason":"…","value":"<original text when valid UTF-8>","value_base64":"…"}
+//	 "reason":"…","value":"<original text when valid UTF-8>","value_base64":"…",
+//	 "key":"…","key_base64":"…","headers":[{"key":"…","value":"…"}]}
 package deadletter
 
 import (
+	"bytes"
 	"context"
 	"encoding/base64"
 	"encoding/json"
@@ -26,43 +30,47 @@ import (
 // Dir is the folder dead letters are written to.
 const Dir = "_dead_letter"
 
-// Entry is one dead letter.
-type Entry struct {
-	Source      string  `json:"source"`
-	Partition   int32   `json:"partition"`
-	Offset      int64   `json:"offset"`
-	Stage       string  `json:"stage"`
-	Reason      string  `json:"reason"`
-	Value       *string `json:"value"`
-	ValueBase64 string  `json:"value_base64"`
+// Letter is one message that could not land, and why.
+type Letter struct {
+	At      sinks.Position
+	Stage   string
+	Reason  string
+	Key     []byte
+	Value   []byte
+	Headers []Header
+}
+
+// Header is a message header (a Kafka record header).
+type Header struct {
+	Key   string
+	Value []byte
+}
+
+// Destination keeps dead letters. Write returns nil once every letter is
+// durable; after an error it may be called again with the same letters.
+type Destination interface {
+	Write(ctx context.Context, letters []Letter) error
 }
 
 // Queue collects a block's dead letters until Flush writes them. Not safe
 // for concurrent use.
 type Queue struct {
-	store   sinks.ObjectWriter
-	pending []pending
+	dest    Destination
+	pending []Letter
 	total   int64
 }
 
-type pending struct {
-	at   sinks.Position
-	line []byte
-}
+// New returns a Queue writing to dest.
+func New(dest Destination) *Queue { return &Queue{dest: dest} }
 
-// New returns a Queue writing to store.
-func New(store sinks.ObjectWriter) *Queue { return &Queue{store: store} }
-
-// Add records a dead letter: raw is the original message.
-func (q *Queue) Add(at sinks.Position, stage string, reason error, raw []byte) {
-	e := Entry{Source: at.Source, Partition: at.Partition, Offset: at.Offset, Stage: stage,
-		Reason: reason.Error(), ValueBase64: base64.StdEncoding.EncodeToString(raw)}
-	if utf8.Valid(raw) {
-		s := string(raw)
-		e.Value = &s
+// Add records a dead letter: key, value and headers are the original
+// message's, copied.
+func (q *Queue) Add(at sinks.Position, stage string, reason error, key, value []byte, headers []Header) {
+	l := Letter{At: at, Stage: stage, Reason: reason.Error(), Key: bytes.Clone(key), Value: bytes.Clone(value)}
+	for _, h := range headers {
+		l.Headers = append(l.Headers, Header{Key: h.Key, Value: bytes.Clone(h.Value)})
 	}
-	line, _ := json.Marshal(e)
-	q.pending = append(q.pending, pending{at: at, line: append(line, '\n')})
+	q.pending = append(q.pending, l)
 }
 
 // Reset drops the pending dead letters (after a failure stopped the run).
@@ -75,18 +83,80 @@ func (q *Queue) Pending() int { return len(q.pending) }
 func (q *Queue) Total() int64 { return q.total }
 
 // Flush writes the pending dead letters; they are durable when it returns
-// nil. After an error the ones not yet written stay pending.
+// nil. After an error they stay pending.
 func (q *Queue) Flush(ctx context.Context) error {
-	for len(q.pending) > 0 {
-		p := q.pending[0]
-		key := Key(p.at)
-		if err := q.store.WriteObject(ctx, key, p.line, "application/x-ndjson"); err != nil {
+	if len(q.pending) == 0 {
+		return nil
+	}
+	if err := q.dest.Write(ctx, q.pending); err != nil {
+		return err
+	}
+	q.total += int64(len(q.pending))
+	clear(q.pending)
+	q.pending = q.pending[:0]
+	return nil
+}
+
+// Entry is the JSON form of a dead letter in the lake.
+type Entry struct {
+	Source      string        `json:"source"`
+	Partition   int32         `json:"partition"`
+	Offset      int64         `json:"offset"`
+	Stage       string        `json:"stage"`
+	Reason      string        `json:"reason"`
+	Value       *string       `json:"value"`
+	ValueBase64 string        `json:"value_base64"`
+	Key         *string       `json:"key,omitempty"`
+	KeyBase64   string        `json:"key_base64,omitempty"`
+	Headers     []EntryHeader `json:"headers,omitempty"`
+}
+
+// EntryHeader is a header of an Entry: its value as text when it is valid
+// UTF-8, always in base64.
+type EntryHeader struct {
+	Key         string  `json:"key"`
+	Value       *string `json:"value"`
+	ValueBase64 string  `json:"value_base64"`
+}
+
+// text returns b as a string when it is valid UTF-8, else nil.
+func text(b []byte) *string {
+	if !utf8.Valid(b) {
+		return nil
+	}
+	s := string(b)
+	return &s
+}
+
+// EntryOf returns the JSON form of l.
+func EntryOf(l *Letter) Entry {
+	e := Entry{Source: l.At.Source, Partition: l.At.Partition, Offset: l.At.Offset, Stage: l.Stage,
+		Reason: l.Reason, Value: text(l.Value), ValueBase64: base64.StdEncoding.EncodeToString(l.Value)}
+	if l.Key != nil {
+		e.Key, e.KeyBase64 = text(l.Key), base64.StdEncoding.EncodeToString(l.Key)
+	}
+	for _, h := range l.Headers {
+		e.Headers = append(e.Headers, EntryHeader{Key: h.Key, Value: text(h.Value), ValueBase64: base64.StdEncoding.EncodeToString(h.Value)})
+	}
+	return e
+}
+
+// Lake returns the Destination writing one object per dead letter to store.
+func Lake(store sinks.ObjectWriter) Destination { return lake{store} }
+
+type lake struct{ store sinks.ObjectWriter }
+
+func (d lake) Write(ctx context.Context, letters []Letter) error {
+	for i := range letters {
+		line, err := json.Marshal(EntryOf(&letters[i]))
+		if err != nil {
+			return err
+		}
+		key := Key(letters[i].At)
+		if err := d.store.WriteObject(ctx, key, append(line, '\n'), "application/x-ndjson"); err != nil {
 			return fmt.Errorf("writing dead letter %s: %w", key, err)
 		}
-		q.total++
-		q.pending = q.pending[1:]
 	}
-	q.pending = q.pending[:0]
 	return nil
 }
 

@@ -31,12 +31,13 @@ func (s *store) WriteObject(_ context.Context, key string, data []byte, contentT
 
 func TestQueue(t *testing.T) {
 	st := &store{objects: map[string][]byte{}}
-	q := deadletter.New(st)
+	q := deadletter.New(deadletter.Lake(st))
 	at := func(off int64) sinks.Position {
 		return sinks.Position{Source: "orders/topic", Partition: 3, Offset: off}
 	}
-	q.Add(at(17), "decode", errors.New("malformed message: no op"), []byte(`{"x":1}`))
-	q.Add(at(19), "convert", errors.New("column \"A\": not a number"), []byte{0xff, 'a', 0})
+	q.Add(at(17), "decode", errors.New("malformed message: no op"), []byte("k17"), []byte(`{"x":1}`),
+		[]deadletter.Header{{Key: "ce_type", Value: []byte("row")}, {Key: "bin", Value: []byte{0xfe}}})
+	q.Add(at(19), "convert", errors.New("column \"A\": not a number"), nil, []byte{0xff, 'a', 0}, nil)
 	if q.Pending() != 2 {
 		t.Fatalf("pending %d", q.Pending())
 	}
@@ -60,8 +61,13 @@ func TestQueue(t *testing.T) {
 		t.Fatal(err)
 	}
 	if e0.Source != "orders/topic" || e0.Partition != 3 || e0.Offset != 17 || e0.Stage != "decode" ||
-		e0.Reason != "malformed message: no op" || e0.Value == nil || *e0.Value != `{"x":1}` {
+		e0.Reason != "malformed message: no op" || e0.Value == nil || *e0.Value != `{"x":1}` ||
+		e0.Key == nil || *e0.Key != "k17" || len(e0.Headers) != 2 || *e0.Headers[0].Value != "row" ||
+		e0.Headers[1].Value != nil || e0.Headers[1].ValueBase64 != "/g==" {
 		t.Errorf("entry 0 = %+v", e0)
+	}
+	if e1.Key != nil || e1.KeyBase64 != "" || e1.Headers != nil {
+		t.Errorf("entry 1 has a key or headers: %+v", e1)
 	}
 	// Invalid UTF-8 has no text value; the base64 value is exact.
 	raw, err := base64.StdEncoding.DecodeString(e1.ValueBase64)
@@ -76,8 +82,8 @@ func TestQueue(t *testing.T) {
 
 func TestQueueKeepsEntriesWhenTheStoreFails(t *testing.T) {
 	st := &store{objects: map[string][]byte{}, fail: errors.New("store down")}
-	q := deadletter.New(st)
-	q.Add(sinks.Position{Source: "s", Offset: 5}, "unwrap", errors.New("not JSON"), []byte("{"))
+	q := deadletter.New(deadletter.Lake(st))
+	q.Add(sinks.Position{Source: "s", Offset: 5}, "unwrap", errors.New("not JSON"), nil, []byte("{"), nil)
 	if err := q.Flush(context.Background()); err == nil {
 		t.Fatal("flush into a failing store succeeded")
 	}
@@ -91,7 +97,7 @@ func TestQueueKeepsEntriesWhenTheStoreFails(t *testing.T) {
 	if _, ok := st.objects["_dead_letter/s-p0-o00000000000000000005.ndjson"]; !ok || q.Total() != 1 {
 		t.Errorf("retry wrote %v", st.objects)
 	}
-	q.Add(sinks.Position{Source: "s", Offset: 9}, "unwrap", errors.New("x"), []byte("{"))
+	q.Add(sinks.Position{Source: "s", Offset: 9}, "unwrap", errors.New("x"), nil, []byte("{"), nil)
 	q.Reset()
 	if q.Pending() != 0 {
 		t.Error("Reset kept entries")

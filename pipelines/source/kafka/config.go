@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/sasl"
 	"github.com/twmb/franz-go/pkg/sasl/plain"
 	"github.com/twmb/franz-go/pkg/sasl/scram"
@@ -37,6 +38,9 @@ type Config struct {
 	// SessionTimeout is how long the group waits for a silent member
 	// before moving its partitions (0: the client's default, 45s).
 	SessionTimeout time.Duration
+	// MetadataMaxAge is how often the topics are listed again: how soon a
+	// new topic matching Regex is read (0: the client's default, 5m).
+	MetadataMaxAge time.Duration
 	// FetchMaxBytes and FetchMaxPartitionBytes bound one fetch (0: the
 	// client's defaults).
 	FetchMaxBytes          int32
@@ -89,6 +93,7 @@ type SASL struct {
 //	client_id                  client id (default cdclake)
 //	instance_id                static group membership: a restart takes its partitions back at once
 //	session_timeout            e.g. 10s: how soon a dead member's partitions move
+//	metadata_max_age           e.g. 30s: how soon new topics matching regex are read
 //	fetch_max_bytes, fetch_max_partition_bytes
 //	commit_interval            e.g. 5s
 //	tls=true                   TLS, with tls_ca, tls_cert, tls_key, tls_server_name (files: PEM)
@@ -96,9 +101,20 @@ type SASL struct {
 //	sasl_user, sasl_password_env (a variable name) or sasl_password_file
 //
 // A password in the URL is refused.
-func ParseURL(raw string) (Config, error) {
+func ParseURL(raw string) (Config, error) { return parse(raw, false) }
+
+// ParseTopicURL parses the URL of a topic cdclake writes to (the dead
+// letters): kafka://host1:9092,host2:9092/topic with the connection
+// parameters of ParseURL (client_id, tls*, sasl*) and no consumer ones.
+func ParseTopicURL(raw string) (Config, error) { return parse(raw, true) }
+
+func parse(raw string, producer bool) (Config, error) {
+	what := "kafka source"
+	if producer {
+		what = "kafka topic"
+	}
 	fail := func(format string, args ...any) (Config, error) {
-		return Config{}, fmt.Errorf("kafka source: "+format, args...)
+		return Config{}, fmt.Errorf(what+": "+format, args...)
 	}
 	u, err := url.Parse(raw)
 	if err != nil {
@@ -126,6 +142,9 @@ func ParseURL(raw string) (Config, error) {
 	}
 	if len(cfg.Topics) == 0 {
 		return fail("no topics: kafka://brokers/topicA,topicB")
+	}
+	if producer && len(cfg.Topics) != 1 {
+		return fail("one topic, not %d", len(cfg.Topics))
 	}
 	q := u.Query()
 	var errs []error
@@ -166,15 +185,18 @@ func ParseURL(raw string) (Config, error) {
 			*dst = d
 		}
 	}
-	str("group", &cfg.Group)
-	boolean("regex", &cfg.Regex)
-	str("start", &cfg.Start)
+	if !producer {
+		str("group", &cfg.Group)
+		boolean("regex", &cfg.Regex)
+		str("start", &cfg.Start)
+		str("instance_id", &cfg.InstanceID)
+		duration("session_timeout", &cfg.SessionTimeout)
+		duration("metadata_max_age", &cfg.MetadataMaxAge)
+		int32v("fetch_max_bytes", &cfg.FetchMaxBytes)
+		int32v("fetch_max_partition_bytes", &cfg.FetchMaxPartitionBytes)
+		duration("commit_interval", &cfg.CommitInterval)
+	}
 	str("client_id", &cfg.ClientID)
-	str("instance_id", &cfg.InstanceID)
-	duration("session_timeout", &cfg.SessionTimeout)
-	int32v("fetch_max_bytes", &cfg.FetchMaxBytes)
-	int32v("fetch_max_partition_bytes", &cfg.FetchMaxPartitionBytes)
-	duration("commit_interval", &cfg.CommitInterval)
 	boolean("tls", &cfg.TLS.Enabled)
 	str("tls_ca", &cfg.TLS.CAFile)
 	str("tls_cert", &cfg.TLS.CertFile)
@@ -193,10 +215,36 @@ func ParseURL(raw string) (Config, error) {
 			errs = append(errs, fmt.Errorf("unknown parameter %q", k))
 		}
 	}
-	if err := errors.Join(append(errs, cfg.check())...); err != nil {
-		return Config{}, fmt.Errorf("kafka source: %w", err)
+	if !producer {
+		errs = append(errs, cfg.check())
+	} else {
+		errs = append(errs, cfg.checkConn())
+	}
+	if err := errors.Join(errs...); err != nil {
+		return Config{}, fmt.Errorf("%s: %w", what, err)
 	}
 	return cfg, nil
+}
+
+// ClientOptions returns the options connecting a franz-go client as cfg
+// says: brokers, client id, TLS and SASL.
+func (c Config) ClientOptions() ([]kgo.Opt, error) {
+	opts := []kgo.Opt{kgo.SeedBrokers(c.Brokers...), kgo.ClientID(c.ClientID)}
+	tlsCfg, err := c.TLS.tlsConfig()
+	if err != nil {
+		return nil, err
+	}
+	if tlsCfg != nil {
+		opts = append(opts, kgo.DialTLSConfig(tlsCfg))
+	}
+	mech, err := c.SASL.mechanism()
+	if err != nil {
+		return nil, err
+	}
+	if mech != nil {
+		opts = append(opts, kgo.SASL(mech))
+	}
+	return opts, nil
 }
 
 // redact removes a URL's user information from an error message.
@@ -216,6 +264,12 @@ func (c *Config) check() error {
 	if c.Start != "earliest" && c.Start != "latest" {
 		errs = append(errs, fmt.Errorf("start: %q, want earliest or latest", c.Start))
 	}
+	return errors.Join(append(errs, c.checkConn())...)
+}
+
+// checkConn checks the connection settings.
+func (c *Config) checkConn() error {
+	var errs []error
 	if (c.TLS.CertFile == "") != (c.TLS.KeyFile == "") {
 		errs = append(errs, errors.New("tls_cert and tls_key go together"))
 	}

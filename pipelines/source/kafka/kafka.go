@@ -171,9 +171,11 @@ func (s *Source) Subscribe(ctx context.Context, _ string) (<-chan *message.Messa
 }
 
 func (s *Source) options() ([]kgo.Opt, error) {
-	opts := []kgo.Opt{
-		kgo.SeedBrokers(s.cfg.Brokers...),
-		kgo.ClientID(s.cfg.ClientID),
+	opts, err := s.cfg.ClientOptions()
+	if err != nil {
+		return nil, err
+	}
+	opts = append(opts,
 		kgo.ConsumerGroup(s.cfg.Group),
 		kgo.ConsumeTopics(s.cfg.Topics...),
 		kgo.DisableAutoCommit(),
@@ -183,7 +185,7 @@ func (s *Source) options() ([]kgo.Opt, error) {
 		kgo.OnPartitionsRevoked(s.onRevoked),
 		kgo.OnPartitionsLost(s.onLost),
 		kgo.AdjustFetchOffsetsFn(s.adjustOffsets),
-	}
+	)
 	if s.cfg.Regex {
 		opts = append(opts, kgo.ConsumeRegex())
 	}
@@ -192,6 +194,9 @@ func (s *Source) options() ([]kgo.Opt, error) {
 	}
 	if s.cfg.SessionTimeout > 0 {
 		opts = append(opts, kgo.SessionTimeout(s.cfg.SessionTimeout))
+	}
+	if s.cfg.MetadataMaxAge > 0 {
+		opts = append(opts, kgo.MetadataMaxAge(s.cfg.MetadataMaxAge), kgo.MetadataMinAge(min(s.cfg.MetadataMaxAge, 5*time.Second)))
 	}
 	if s.cfg.Start == "latest" {
 		opts = append(opts, kgo.ConsumeResetOffset(kgo.NewOffset().AtEnd()))
@@ -203,20 +208,6 @@ func (s *Source) options() ([]kgo.Opt, error) {
 	}
 	if s.cfg.FetchMaxPartitionBytes > 0 {
 		opts = append(opts, kgo.FetchMaxPartitionBytes(s.cfg.FetchMaxPartitionBytes))
-	}
-	tlsCfg, err := s.cfg.TLS.tlsConfig()
-	if err != nil {
-		return nil, err
-	}
-	if tlsCfg != nil {
-		opts = append(opts, kgo.DialTLSConfig(tlsCfg))
-	}
-	mech, err := s.cfg.SASL.mechanism()
-	if err != nil {
-		return nil, err
-	}
-	if mech != nil {
-		opts = append(opts, kgo.SASL(mech))
 	}
 	return opts, nil
 }

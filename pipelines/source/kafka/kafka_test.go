@@ -38,6 +38,7 @@ type memberOptions struct {
 	maxRows      int
 	maxOpenFiles int
 	query        string                          // appended to the source URL
+	deadLetters  string                          // sink.dead_letters
 	wrap         func(*blob.Bucket) *blob.Bucket // the lake as the member sees it
 }
 
@@ -53,6 +54,7 @@ func startWith(t *testing.T, broker, topic, group, dir string, untilCaughtUp boo
 	if o.maxOpenFiles > 0 {
 		cfg.Batch.MaxOpenFiles = o.maxOpenFiles
 	}
+	cfg.Sink.DeadLetters = o.deadLetters
 	plan, err := pipelines.Compile(cfg)
 	if err != nil {
 		t.Fatal(err)
@@ -264,4 +266,69 @@ func TestFencedInstance(t *testing.T) {
 	a.stop()
 	a.wait(t, time.Minute)
 	kafkatest.SameOnce(t, "after a fenced instance's late upload", kafkatest.Landed(t, dir), reference(t, broker, topic))
+}
+
+// TestDeadLetterTopic: with sink.dead_letters a Kafka topic, messages that
+// cannot land are produced there with their original key, value and
+// headers and their position and reason as headers; the lake has none.
+func TestDeadLetterTopic(t *testing.T) {
+	broker := kafkatest.Brokers(t)
+	topic := kafkatest.Topic(t, broker, 1, 200, 31)
+	dlq := kafkatest.Empty(t, broker, 1)
+	cl, err := kgo.NewClient(kgo.SeedBrokers(broker))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	poison := []*kgo.Record{
+		{Topic: topic, Key: []byte("k1"), Value: []byte(`{"op":"c","after":`), Headers: []kgo.RecordHeader{{Key: "trace", Value: []byte("t-1")}}},
+		{Topic: topic, Key: []byte("k2"), Value: []byte{0xff, 0xfe, '{'}},
+	}
+	kafkatest.ProduceRecords(t, cl, poison)
+	kafkatest.ProduceRecords(t, cl, []*kgo.Record{{Topic: topic, Key: []byte("none"), Value: []byte(`{"ts_ms":1}`)}})
+	dir := t.TempDir()
+	m := startWith(t, broker, topic, "g-"+topic, dir, true, memberOptions{maxRows: 1000, deadLetters: fmt.Sprintf("kafka://%s/%s", broker, dlq)})
+	m.wait(t, 2*time.Minute)
+	if n := m.p.Stats().DeadLetters.Load(); n != 2 {
+		t.Errorf("%d dead letters, want 2", n)
+	}
+	if _, err := os.Stat(dir + "/_dead_letter"); !os.IsNotExist(err) {
+		t.Errorf("dead letters in the lake too: %v", err)
+	}
+	got := consume(t, broker, dlq, 2)
+	for i, r := range got {
+		h := map[string]string{}
+		for _, x := range r.Headers {
+			h[x.Key] = string(x.Value)
+		}
+		want := poison[i]
+		if string(r.Key) != string(want.Key) || string(r.Value) != string(want.Value) || h["cdclake.source"] != topic ||
+			h["cdclake.partition"] != "0" || h["cdclake.offset"] == "" || h["cdclake.stage"] == "" || h["cdclake.reason"] == "" {
+			t.Errorf("dead letter %d: key %q value %q headers %v", i, r.Key, r.Value, h)
+		}
+		if i == 0 && h["trace"] != "t-1" {
+			t.Errorf("the original header is missing: %v", h)
+		}
+	}
+}
+
+// consume reads n records of a topic from its start.
+func consume(t *testing.T, broker, topic string, n int) []*kgo.Record {
+	t.Helper()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(broker), kgo.ConsumeTopics(topic), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	var out []*kgo.Record
+	for len(out) < n {
+		fs := cl.PollFetches(ctx)
+		if ctx.Err() != nil {
+			t.Fatalf("read %d records of %s, want %d", len(out), topic, n)
+		}
+		out = append(out, fs.Records()...)
+	}
+	return out
 }

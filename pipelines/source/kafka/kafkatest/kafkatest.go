@@ -47,21 +47,43 @@ func Topic(t *testing.T, broker string, parts int32, events int, seed uint64) st
 // (gen.Mixed for all three).
 func TopicFormat(t *testing.T, broker string, parts int32, events int, seed uint64, format int) string {
 	t.Helper()
+	name, cl := create(t, broker, parts)
+	defer cl.Close()
+	ProduceFormat(t, cl, name, events, seed, format)
+	return name
+}
+
+// Empty creates an empty topic of parts partitions, deleted when the test
+// ends.
+func Empty(t *testing.T, broker string, parts int32) string {
+	t.Helper()
+	name, cl := create(t, broker, parts)
+	cl.Close()
+	return name
+}
+
+func create(t *testing.T, broker string, parts int32) (string, *kgo.Client) {
+	t.Helper()
 	name := fmt.Sprintf("cdclake-test-%s-%d", strings.ToLower(strings.ReplaceAll(t.Name(), "/", "-")), time.Now().UnixNano())
 	cl, err := kgo.NewClient(kgo.SeedBrokers(broker))
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer cl.Close()
-	adm := kadm.NewClient(cl)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	if _, err := adm.CreateTopic(ctx, parts, 1, nil, name); err != nil {
+	if _, err := kadm.NewClient(cl).CreateTopic(ctx, parts, 1, nil, name); err != nil {
+		cl.Close()
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { _, _ = adm.DeleteTopics(context.Background(), name) })
-	ProduceFormat(t, cl, name, events, seed, format)
-	return name
+	t.Cleanup(func() {
+		dcl, err := kgo.NewClient(kgo.SeedBrokers(broker))
+		if err != nil {
+			return
+		}
+		defer dcl.Close()
+		_, _ = kadm.NewClient(dcl).DeleteTopics(context.Background(), name)
+	})
+	return name, cl
 }
 
 // Produce writes a generated mixed stream (GoldenGate with metadata, DDL

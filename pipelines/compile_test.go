@@ -1,0 +1,33 @@
+package pipelines
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/cdclake/cdclake/config"
+)
+
+func TestCompileDeadLetters(t *testing.T) {
+	for url, want := range map[string]string{
+		"":                   "",
+		"kafka://h:9092/dlq": "",
+		"kafka://h:9092/dlq?sasl=PLAIN&sasl_user=u&sasl_password_env=P": "",
+		"s3://bucket/dlq":             `scheme "s3"`,
+		"kafka://h:9092/a,b":          "one topic",
+		"kafka://h:9092/dlq?group=g":  `unknown parameter "group"`,
+		"kafka://h:9092/dlq?sasl=XYZ": `sasl: "XYZ"`,
+	} {
+		cfg, err := config.Load("")
+		if err != nil {
+			t.Fatal(err)
+		}
+		cfg.Sink.DeadLetters = url
+		_, err = Compile(cfg)
+		switch {
+		case want == "" && err != nil:
+			t.Errorf("%q: %v", url, err)
+		case want != "" && (err == nil || !strings.Contains(err.Error(), "sink.dead_letters") || !strings.Contains(err.Error(), want)):
+			t.Errorf("%q: error %v, want sink.dead_letters and %q", url, err, want)
+		}
+	}
+}
