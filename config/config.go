@@ -119,6 +119,9 @@ type Route struct {
 	Columns Filter `yaml:"columns"`
 	// Types overrides column types by name (decimal(12,2), date, …).
 	Types map[string]string `yaml:"types"`
+	// SourceColumns lands the source record's key and headers with each
+	// row: [key], [headers] or [key, headers].
+	SourceColumns []string `yaml:"source_columns"`
 }
 
 // Default holds every default value; nothing else in cdclake has its own.
@@ -228,6 +231,9 @@ func fillRoute(r, def Route) Route {
 	if r.Types == nil {
 		r.Types = def.Types
 	}
+	if r.SourceColumns == nil {
+		r.SourceColumns = def.SourceColumns
+	}
 	return r
 }
 
@@ -306,6 +312,11 @@ func (r *Route) validate(key string, isRoute bool, bad func(string, string, ...a
 	}
 	globs(key+".columns.include", r.Columns.Include)
 	globs(key+".columns.exclude", r.Columns.Exclude)
+	for _, c := range r.SourceColumns {
+		if c != "key" && c != "headers" {
+			bad(key+".source_columns", "%q, want key or headers", c)
+		}
+	}
 }
 
 // Match reports whether name matches glob. '*' matches any run of

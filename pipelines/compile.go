@@ -3,6 +3,7 @@ package pipelines
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 	"sync"
 	"time"
@@ -94,6 +95,8 @@ func compileRoute(key string, r *config.Route) (*route, error) {
 		bad("layout", fmt.Errorf("unknown layout %q (images, flat)", r.Layout))
 	}
 	out.resolve.Layout = layout
+	out.resolve.SourceKey = slices.Contains(r.SourceColumns, "key")
+	out.resolve.SourceHeaders = slices.Contains(r.SourceColumns, "headers")
 	if _, err := parquet.Codec(r.Compression); err != nil {
 		bad("compression", err)
 	}

@@ -319,3 +319,48 @@ func TestHeadersReachTheRows(t *testing.T) {
 		}
 	}
 }
+
+// TestSourceColumns: a route's source_columns land each row's record key
+// (binary; NULL for a record without one, empty for an empty one) and
+// headers (JSON; a value that is not UTF-8 in base64); other routes do not.
+func TestSourceColumns(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "cdclake.yaml")
+	if err := os.WriteFile(file, []byte("routes:\n  - match: S.KEYED\n    source_columns: [key, headers]\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := config.Load(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	row := func(table string, id int) []byte {
+		return fmt.Appendf(nil, `{"qual_table":%q,"op_type":"INSERT","op_ts":"2026-07-13T04:01:01Z","after":{"ID":%d}}`, table, id)
+	}
+	blk := &source.Block{Source: "orders", Partition: 0, Records: []source.Record{
+		{Offset: 0, Value: row("S.KEYED", 1), Key: []byte(`{"ID":1}`),
+			Headers: []source.Header{{Key: "trace", Value: []byte("t-1")}, {Key: "bin", Value: []byte{0xff, 0x00}}}},
+		{Offset: 1, Value: row("S.KEYED", 2)},
+		{Offset: 2, Value: row("S.KEYED", 3), Key: []byte{}},
+		{Offset: 3, Value: row("S.PLAIN", 4), Key: []byte("k")},
+	}}
+	b, _ := landSource(t, cfg, source.NewMemory(blk))
+	for _, k := range keys(t, b) {
+		tbl := readTable(t, b, k)
+		defer tbl.Release()
+		if strings.HasPrefix(k, "S.PLAIN/") {
+			if tbl.Schema().HasField("_cdc_key") || tbl.Schema().HasField("_cdc_headers") {
+				t.Errorf("%s: source columns on a route without them: %v", k, tbl.Schema())
+			}
+			continue
+		}
+		// JSON (the Parquet JSON annotation) reads back as bytes here.
+		key, headers := column(t, tbl, "_cdc_key").(*array.Binary), column(t, tbl, "_cdc_headers").(*array.Binary)
+		if tbl.NumRows() != 3 || string(key.Value(0)) != `{"ID":1}` || !key.IsNull(1) || key.IsNull(2) || len(key.Value(2)) != 0 {
+			t.Errorf("%s: _cdc_key %v", k, key)
+		}
+		for i, want := range []string{`[{"key":"trace","value":"t-1"},{"key":"bin","value_base64":"/wA="}]`, `[]`, `[]`} {
+			if got := string(headers.Value(i)); got != want {
+				t.Errorf("%s row %d: _cdc_headers %s, want %s", k, i, got, want)
+			}
+		}
+	}
+}

@@ -2,17 +2,20 @@ package pipelines
 
 import (
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"sync"
 	"sync/atomic"
+	"unicode/utf8"
 
 	"github.com/ThreeDotsLabs/watermill/message"
 	"github.com/cdclake/cdclake/handlers/batch"
 	"github.com/cdclake/cdclake/handlers/change"
 	"github.com/cdclake/cdclake/handlers/classify"
 	"github.com/cdclake/cdclake/handlers/decode"
+	"github.com/cdclake/cdclake/handlers/resolve"
 	"github.com/cdclake/cdclake/handlers/schema"
 	"github.com/cdclake/cdclake/handlers/unwrap"
 	"github.com/cdclake/cdclake/pipelines/source"
@@ -275,6 +278,9 @@ func (p *Pipeline) classify(w *worker, i int) {
 		s.act = actDDL
 	case change.KindDML:
 		s.act = actRow
+		if o := p.plan.TableOptions(c.Table); o.SourceKey || o.SourceHeaders {
+			w.addSourceColumns(c, &w.block.Records[w.base+i], o)
+		}
 	default:
 		s.die("classify", fmt.Errorf("unhandled record class %s", c.Kind))
 	}
@@ -397,4 +403,39 @@ func deadHeaders(hs []source.Header) []deadletter.Header {
 		out[i] = deadletter.Header{Key: h.Key, Value: h.Value}
 	}
 	return out
+}
+
+// Names of the source columns a route can land (resolve.TableOptions).
+const (
+	colKey     = "_cdc_key"
+	colHeaders = "_cdc_headers"
+)
+
+// addSourceColumns adds a row's record key and headers as extra columns:
+// the key as binary (NULL when the record has none), the headers as a JSON
+// array of {"key", "value"} objects, a value that is not UTF-8 as
+// "value_base64" instead.
+func (w *worker) addSourceColumns(c *change.Change, rec *source.Record, o *resolve.TableOptions) {
+	if o.SourceKey {
+		c.AddBytes(colKey, rec.Key)
+	}
+	if o.SourceHeaders {
+		type header struct {
+			Key         string  `json:"key"`
+			Value       *string `json:"value,omitempty"`
+			ValueBase64 string  `json:"value_base64,omitempty"`
+		}
+		hs := make([]header, len(rec.Headers))
+		for i, h := range rec.Headers {
+			hs[i].Key = h.Key
+			if utf8.Valid(h.Value) {
+				v := string(h.Value)
+				hs[i].Value = &v
+			} else {
+				hs[i].ValueBase64 = base64.StdEncoding.EncodeToString(h.Value)
+			}
+		}
+		text, _ := json.Marshal(hs)
+		c.AddJSONText(colHeaders, text)
+	}
 }

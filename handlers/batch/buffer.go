@@ -192,10 +192,14 @@ func (b *buffer) appendExtras(c *change.Change) {
 				continue
 			}
 			found = true
-			switch col.Kind {
-			case change.ExtraTimestamp:
+			switch {
+			case e.Null:
+				bld.AppendNull()
+			case col.Kind == change.ExtraBinary:
+				bld.(*array.BinaryBuilder).Append(c.ExtraBytes(e))
+			case col.Kind == change.ExtraTimestamp:
 				bld.(*array.TimestampBuilder).Append(arrow.Timestamp(e.Micros))
-			case change.ExtraJSON:
+			case col.Kind == change.ExtraJSON:
 				bld.(*array.ExtensionBuilder).StorageBuilder().(*array.StringBuilder).BinaryBuilder.Append(c.ExtraBytes(e))
 			default:
 				bld.(*array.StringBuilder).BinaryBuilder.Append(c.ExtraBytes(e))

@@ -137,6 +137,8 @@ const (
 	ExtraJSON
 	// ExtraTimestamp lands as TIMESTAMP(µs, UTC); the value is Micros.
 	ExtraTimestamp
+	// ExtraBinary lands as a binary column.
+	ExtraBinary
 )
 
 // Extra is a format-specific metadata value. String and JSON values live in
@@ -146,6 +148,9 @@ type Extra struct {
 	Kind       ExtraKind
 	Start, End int
 	Micros     int64
+	// Null is set for a NULL value (a record without a key), which is not
+	// an empty one.
+	Null bool
 }
 
 // Reset clears c for reuse, keeping its buffers.
@@ -165,6 +170,20 @@ func (c *Change) AddString(name string, v []byte) {
 func (c *Change) AddJSON(name string, v *fastjson.Value) {
 	start := len(c.ExtraBuf)
 	c.ExtraBuf = v.MarshalTo(c.ExtraBuf)
+	c.Extras = append(c.Extras, Extra{Name: name, Kind: ExtraJSON, Start: start, End: len(c.ExtraBuf)})
+}
+
+// AddBytes appends a binary extra; nil v is NULL.
+func (c *Change) AddBytes(name string, v []byte) {
+	start := len(c.ExtraBuf)
+	c.ExtraBuf = append(c.ExtraBuf, v...)
+	c.Extras = append(c.Extras, Extra{Name: name, Kind: ExtraBinary, Start: start, End: len(c.ExtraBuf), Null: v == nil})
+}
+
+// AddJSONText appends a JSON extra given as text.
+func (c *Change) AddJSONText(name string, text []byte) {
+	start := len(c.ExtraBuf)
+	c.ExtraBuf = append(c.ExtraBuf, text...)
 	c.Extras = append(c.Extras, Extra{Name: name, Kind: ExtraJSON, Start: start, End: len(c.ExtraBuf)})
 }
 

@@ -56,6 +56,9 @@ type TableOptions struct {
 	// Ignore reports whether a source column is excluded; nil excludes
 	// none. It must be safe for concurrent use.
 	Ignore func(column string) bool
+	// SourceKey and SourceHeaders land each row's source record key
+	// (_cdc_key, binary) and headers (_cdc_headers, JSON).
+	SourceKey, SourceHeaders bool
 }
 
 func (o *TableOptions) ignored(column string) bool {

@@ -205,6 +205,8 @@ func extraType(k change.ExtraKind) arrow.DataType {
 		return jsonType
 	case change.ExtraTimestamp:
 		return tsUTC
+	case change.ExtraBinary:
+		return arrow.BinaryTypes.Binary
 	}
 	return arrow.BinaryTypes.String
 }
