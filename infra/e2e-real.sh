@@ -135,6 +135,7 @@ step "sink conformance (S3)" sink_conformance
 kafka_tests_once() {
   cd "$REPO_DIR" && CDCLAKE_TEST_KAFKA_BROKERS=$KAFKA_BOOTSTRAP \
     CDCLAKE_TEST_S3_URL="$(s3_sink scratch)" CDCLAKE_TEST_S3_DIR="$DATA_DIR/s3/scratch" CDCLAKE_TEST_INFRA="$INFRA_DIR" \
+    CDCLAKE_TEST_KAFKA_SASL_SSL=$HOST:$KAFKA_SASL_SSL_PORT CDCLAKE_TEST_KAFKA_CA=$KAFKA_TLS_DIR/ca.pem \
     AWS_ACCESS_KEY_ID=$S3_ACCESS_KEY AWS_SECRET_ACCESS_KEY=$S3_SECRET_KEY AWS_REGION=us-east-1 \
     go test -count=1 -timeout 15m -v ./pipelines/source/kafka/ ./cmd/cdclake/ \
     -run 'Test(UntilCaughtUp|StopAndRestart|Rebalance|FencedInstance|DeadLetterTopic|KafkaStoreOutage|ParseURL|SASL)' 2>&1
@@ -153,7 +154,7 @@ kafka_source_tests() {
     log "WARNING: the Kafka source tests passed on the second run"
   }
   local t
-  for t in TestUntilCaughtUpAndResume TestStopAndRestart TestRebalance TestFencedInstance TestDeadLetterTopic TestKafkaStoreOutage; do
+  for t in TestUntilCaughtUpAndResume TestStopAndRestart TestRebalance TestFencedInstance TestDeadLetterTopic TestSASLSSL TestKafkaStoreOutage; do
     grep -q -- "--- PASS: $t " <<<"$out" || die "the Kafka source test $t did not run"
   done
   log "kafka source: $(grep -c -- '--- PASS' <<<"$out") tests passed against $KAFKA_BOOTSTRAP"
@@ -201,13 +202,16 @@ fi
 # rest up to the end offsets (--until-caught-up). Its lake is verified
 # below with the one landed from the capture.
 KAFKA_LAKE=$DATA_DIR/s3/scratch/kafka-shop
-kafka_source() { # ARGS...: cdclake following the shop topics
-  AWS_ACCESS_KEY_ID=$S3_ACCESS_KEY AWS_SECRET_ACCESS_KEY=$S3_SECRET_KEY AWS_REGION=us-east-1 \
-    "$CDCLAKE_BIN" run --source "kafka://$KAFKA_BOOTSTRAP/shop\..*?regex=true&group=e2e-shop&instance_id=e2e-0&commit_interval=1s&metadata_max_age=2s" \
-    --sink "$(s3_sink scratch)&prefix=kafka-shop/" "$@"
-}
+kafka_source=(env AWS_ACCESS_KEY_ID="$S3_ACCESS_KEY" AWS_SECRET_ACCESS_KEY="$S3_SECRET_KEY" AWS_REGION=us-east-1
+  "$CDCLAKE_BIN" run --source "kafka://$KAFKA_BOOTSTRAP/shop\..*?regex=true&group=e2e-shop&instance_id=e2e-0&commit_interval=1s&metadata_max_age=2s"
+  --sink "$(s3_sink scratch)&prefix=kafka-shop/" --config "$E2E_DIR/kafka.yaml")
 rm -rf "$KAFKA_LAKE"
-kafka_source >"$E2E_DIR/cdclake-kafka-0.log" 2>&1 &
+# Small files and short ages, so that the kill falls between files written
+# and files open.
+mkdir -p "$E2E_DIR"
+printf 'progress_interval: 0s\ndefaults:\n  max_rows: 500\n  max_age: 1s\n' >"$E2E_DIR/kafka.yaml"
+# env execs cdclake: $! is cdclake's own pid, which the kill below needs.
+"${kafka_source[@]}" >"$E2E_DIR/cdclake-kafka-0.log" 2>&1 &
 kafka_pid=$!
 # Killed 4 to 10 s in: the workload writes for about 4 s, and Debezium
 # streams its changes for several seconds after.
@@ -220,11 +224,11 @@ wait "$killer" || true
 kill -9 "$kafka_pid" 2>/dev/null || true
 wait "$kafka_pid" 2>/dev/null || true
 land_from_kafka() {
-  [[ -f $E2E_DIR/cdclake-kafka-0.killed ]] || log "WARNING: the first Kafka instance ended before its kill"
+  [[ -f $E2E_DIR/cdclake-kafka-0.killed ]] || die "the first Kafka instance ended before its kill (log: $E2E_DIR/cdclake-kafka-0.log)"
   grep -q 'partitions assigned' "$E2E_DIR/cdclake-kafka-0.log" || die "the first Kafka instance joined no group (log: $E2E_DIR/cdclake-kafka-0.log)"
   local before
   before=$(find "$KAFKA_LAKE" -name '*.parquet' 2>/dev/null | wc -l)
-  kafka_source --until-caught-up >"$E2E_DIR/cdclake-kafka-1.log" 2>&1 || {
+  "${kafka_source[@]}" --until-caught-up >"$E2E_DIR/cdclake-kafka-1.log" 2>&1 || {
     tail -n 30 "$E2E_DIR/cdclake-kafka-1.log" >&2
     die "the restarted Kafka instance failed"
   }

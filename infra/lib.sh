@@ -28,6 +28,10 @@ S3_SECRET_KEY=${S3_SECRET_KEY:-cdclake-secret-key}
 S3_BUCKETS=${S3_BUCKETS:-lake lake-raw scratch}
 
 KAFKA_BOOTSTRAP=$HOST:$KAFKA_PORT
+# A second listener, SASL_SSL (SCRAM-SHA-256/512) with a certificate of a CA
+# that start.sh generates: $KAFKA_TLS_DIR/ca.pem.
+KAFKA_SASL_SSL_PORT=${KAFKA_SASL_SSL_PORT:-59094}
+KAFKA_TLS_DIR=$CDCLAKE_RUN/conf/kafka/tls
 # e2e-real and infra-capture purge, restart and stop the services: one at a
 # time per machine (the ports are the machine's), a second run waits.
 INFRA_LOCK=${INFRA_LOCK:-${TMPDIR:-/tmp}/cdclake-infra-$KAFKA_PORT.lock}

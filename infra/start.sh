@@ -85,6 +85,24 @@ kafka_cluster_id() {
   cat "$f"
 }
 
+# kafka_tls generates, once, a CA and the broker's certificate for the
+# SASL_SSL listener (PEM: key and chain in broker.pem, the CA in ca.pem).
+kafka_tls() {
+  [[ -f $KAFKA_TLS_DIR/broker.pem && -f $KAFKA_TLS_DIR/ca.pem ]] && return
+  command -v openssl >/dev/null || die "openssl is needed for the Kafka SASL_SSL listener (apt-get install openssl)"
+  local d=$KAFKA_TLS_DIR
+  mkdir -p "$d"
+  (
+    cd "$d"
+    openssl req -x509 -newkey rsa:2048 -nodes -keyout ca.key -out ca.pem -days 3650 -subj "/CN=cdclake test CA"
+    openssl req -newkey rsa:2048 -nodes -keyout broker.key -out broker.csr -subj "/CN=$HOST"
+    printf 'subjectAltName=IP:%s,DNS:localhost\n' "$HOST" >broker.ext
+    openssl x509 -req -in broker.csr -CA ca.pem -CAkey ca.key -CAcreateserial -out broker.crt -days 3650 -extfile broker.ext
+    openssl pkcs8 -topk8 -nocrypt -in broker.key -out broker.pk8
+    cat broker.pk8 broker.crt >broker.pem
+  ) >>"$LOG_DIR/kafka-tls.log" 2>&1 || die "generating the Kafka TLS certificates failed (log: $LOG_DIR/kafka-tls.log)"
+}
+
 start_kafka() {
   local logf=$LOG_DIR/kafka.log conf=$CONF_DIR/kafka/server.properties
   [[ -f $KAFKA_LIBS/.complete ]] || die "Kafka is not installed ($KAFKA_LIBS); run infra/install.sh kafka"
@@ -94,17 +112,26 @@ start_kafka() {
   fi
   port_free_or_ours kafka "$KAFKA_PORT"
   port_free_or_ours kafka "$KAFKA_CONTROLLER_PORT"
+  port_free_or_ours kafka "$KAFKA_SASL_SSL_PORT"
   mkdir -p "$CONF_DIR/kafka" "$DATA_DIR/kafka"
+  kafka_tls
   cat >"$conf" <<EOF
 # KRaft, one node that is both controller and broker, loopback only.
 process.roles=broker,controller
 node.id=1
 controller.quorum.voters=1@$HOST:$KAFKA_CONTROLLER_PORT
-listeners=PLAINTEXT://$HOST:$KAFKA_PORT,CONTROLLER://$HOST:$KAFKA_CONTROLLER_PORT
-advertised.listeners=PLAINTEXT://$HOST:$KAFKA_PORT
+listeners=PLAINTEXT://$HOST:$KAFKA_PORT,CONTROLLER://$HOST:$KAFKA_CONTROLLER_PORT,SASL_SSL://$HOST:$KAFKA_SASL_SSL_PORT
+advertised.listeners=PLAINTEXT://$HOST:$KAFKA_PORT,SASL_SSL://$HOST:$KAFKA_SASL_SSL_PORT
 controller.listener.names=CONTROLLER
 inter.broker.listener.name=PLAINTEXT
-listener.security.protocol.map=CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT
+listener.security.protocol.map=CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT,SASL_SSL:SASL_SSL
+# SASL_SSL: SCRAM users (created through the admin API, e.g. by the tests),
+# TLS with a certificate for 127.0.0.1 signed by the CA in $KAFKA_TLS_DIR.
+sasl.enabled.mechanisms=SCRAM-SHA-256,SCRAM-SHA-512
+listener.name.sasl_ssl.scram-sha-256.sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule required;
+listener.name.sasl_ssl.scram-sha-512.sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule required;
+listener.name.sasl_ssl.ssl.keystore.type=PEM
+listener.name.sasl_ssl.ssl.keystore.location=$KAFKA_TLS_DIR/broker.pem
 log.dirs=$DATA_DIR/kafka
 num.partitions=1
 default.replication.factor=1

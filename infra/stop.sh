@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # Stops every service started by infra/start.sh (Connect, Kafka, versitygw,
-# PostgreSQL). Usage: infra/stop.sh [--purge] | infra/stop.sh s3
+# PostgreSQL). Usage: infra/stop.sh [--purge] | infra/stop.sh s3 | infra/stop.sh kafka
 #   --purge  also deletes the services' data ($CDCLAKE_RUN/data, conf, pids);
 #            logs and the download cache are kept.
 #   s3       stops only the S3 server (an outage; infra/start.sh s3 ends it).
+#   kafka    stops only the broker (a restart, with infra/start.sh kafka).
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
 
@@ -15,7 +16,11 @@ for a in "$@"; do
     stop_pid versitygw 10
     exit 0
     ;;
-  *) die "usage: infra/stop.sh [--purge] | infra/stop.sh s3" ;;
+  kafka)
+    stop_pid kafka 60
+    exit 0
+    ;;
+  *) die "usage: infra/stop.sh [--purge] | infra/stop.sh s3 | infra/stop.sh kafka" ;;
   esac
 done
 

@@ -31,7 +31,8 @@ import (
 //  2. scaling: one instance, then three in the group, then one again,
 //     while the rest of the stream is produced;
 //  3. an outage: the S3 server is stopped for a while under the last
-//     instance, then started again;
+//     instance, then started again; with CDCLAKE_CRASH_BROKER_DOWN
+//     (seconds) the broker is then restarted too;
 //  4. the end: a run with --until-caught-up.
 //
 // While it runs, DuckDB samples the lake every few seconds: no sample may
@@ -54,6 +55,10 @@ func TestCrashHarness(t *testing.T) {
 	}
 	events, kills := envInt(t, "CDCLAKE_CRASH_EVENTS", 30000), envInt(t, "CDCLAKE_CRASH_KILLS", 5)
 	outage := time.Duration(envInt(t, "CDCLAKE_CRASH_OUTAGE", 10)) * time.Second
+	var brokerDown time.Duration
+	if os.Getenv("CDCLAKE_CRASH_BROKER_DOWN") != "" {
+		brokerDown = time.Duration(envInt(t, "CDCLAKE_CRASH_BROKER_DOWN", 10)) * time.Second
+	}
 	bin := build(t, "github.com/cdclake/cdclake/cmd/cdclake")
 	repo, err := filepath.Abs("../..")
 	if err != nil {
@@ -191,7 +196,7 @@ func TestCrashHarness(t *testing.T) {
 			n := min(len(rest), len(recs)/20+1)
 			kafkatest.ProduceRecords(t, cl, rest[:n])
 			rest = rest[n:]
-			time.Sleep(200 * time.Millisecond)
+			time.Sleep(time.Second)
 		}
 	}()
 	time.Sleep(4 * time.Second)
@@ -199,10 +204,9 @@ func TestCrashHarness(t *testing.T) {
 	time.Sleep(8 * time.Second)
 	stop(second)
 	stop(third)
-	<-produced
 
-	// 3. The S3 server goes away under the remaining instance.
-	time.Sleep(2 * time.Second)
+	// 3. The S3 server goes away under the remaining instance while the
+	// stream still arrives.
 	if out, err := exec.Command(filepath.Join(infra, "stop.sh"), "s3").CombinedOutput(); err != nil {
 		t.Fatalf("stopping the S3 server: %v\n%s", err, out)
 	}
@@ -213,6 +217,17 @@ func TestCrashHarness(t *testing.T) {
 	}
 	outageFor := time.Since(down)
 	time.Sleep(3 * time.Second)
+	if brokerDown > 0 {
+		if out, err := exec.Command(filepath.Join(infra, "stop.sh"), "kafka").CombinedOutput(); err != nil {
+			t.Fatalf("stopping the broker: %v\n%s", err, out)
+		}
+		time.Sleep(brokerDown)
+		if out, err := exec.Command(filepath.Join(infra, "start.sh"), "kafka").CombinedOutput(); err != nil {
+			t.Fatalf("starting the broker: %v\n%s", err, out)
+		}
+		time.Sleep(5 * time.Second)
+	}
+	<-produced
 	select {
 	case <-first.done:
 		log, _ := os.ReadFile(first.log)
@@ -247,9 +262,9 @@ func TestCrashHarness(t *testing.T) {
 	out, verr := exec.Command(py, filepath.Join(repo, "testdata", "e2e", "verify.py"), lakeDir, expPath).CombinedOutput()
 	lines := strings.Split(strings.TrimSpace(string(out)), "\n")
 	summary := fmt.Sprintf("produced %d messages (%d change rows in %d tables); landed %d message rows; duplicates %d (worst sample %d, %d samples, %d unreadable); "+
-		"kills %d; rebalances %d; outage %s; %s; verify: %s",
+		"kills %d; rebalances %d; S3 outage %s; broker down %s; %s; verify: %s",
 		len(recs), rows, len(exp.Tables), len(got), dups, worst, samples, unreadable, kills, rebalances,
-		outageFor.Round(time.Second), elapsed.Round(time.Second), lines[len(lines)-1])
+		outageFor.Round(time.Second), brokerDown, elapsed.Round(time.Second), lines[len(lines)-1])
 	t.Log(summary)
 	_ = os.WriteFile(filepath.Join(dir, "summary.txt"), []byte(summary+"\n"), 0o644)
 	if verr != nil {

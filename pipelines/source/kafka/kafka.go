@@ -605,10 +605,13 @@ func (s *Source) onRevoked(ctx context.Context, _ *kgo.Client, revoked map[strin
 // onLost drops partitions taken away without a handover: nothing of them
 // is written or committed by this member any more.
 func (s *Source) onLost(_ context.Context, _ *kgo.Client, lost map[string][]int32) {
-	for _, k := range s.release(lost) {
+	gone := s.release(lost)
+	for _, k := range gone {
 		s.hooks.Drop(k.topic, k.part)
 	}
-	s.log.Warn("partitions lost", "partitions", lost)
+	if len(gone) > 0 {
+		s.log.Warn("partitions lost; their next owner reads them again from the last commit", "partitions", len(gone))
+	}
 }
 
 // commitLoop commits durable offsets every CommitInterval.

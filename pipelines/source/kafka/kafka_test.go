@@ -17,6 +17,7 @@ import (
 	"github.com/cdclake/cdclake/pipelines/source/kafka/kafkatest"
 	"github.com/cdclake/cdclake/sinks/lake"
 	"github.com/cdclake/cdclake/sinks/sinktest"
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"gocloud.dev/blob"
 )
@@ -331,4 +332,40 @@ func consume(t *testing.T, broker, topic string, n int) []*kgo.Record {
 		out = append(out, fs.Records()...)
 	}
 	return out
+}
+
+// TestSASLSSL lands a topic through the broker's SASL_SSL listener: TLS
+// verified against the CA that infra/ generated, SCRAM-SHA-512 with a
+// password from an environment variable. It needs
+// CDCLAKE_TEST_KAFKA_SASL_SSL (the listener) and CDCLAKE_TEST_KAFKA_CA
+// (the CA's PEM file), which make e2e sets.
+func TestSASLSSL(t *testing.T) {
+	broker := kafkatest.Brokers(t)
+	secure, ca := os.Getenv("CDCLAKE_TEST_KAFKA_SASL_SSL"), os.Getenv("CDCLAKE_TEST_KAFKA_CA")
+	if secure == "" || ca == "" {
+		t.Skip("CDCLAKE_TEST_KAFKA_SASL_SSL and CDCLAKE_TEST_KAFKA_CA are not set (make e2e sets them)")
+	}
+	// A SCRAM user, created over the plaintext listener.
+	cl, err := kgo.NewClient(kgo.SeedBrokers(broker))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	password := fmt.Sprintf("pw-%d", time.Now().UnixNano())
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	res, err := kadm.NewClient(cl).AlterUserSCRAMs(ctx, nil, []kadm.UpsertSCRAM{
+		{User: "cdclake-test", Mechanism: kadm.ScramSha512, Iterations: 8192, Password: password}})
+	if err == nil {
+		err = res.Error()
+	}
+	if err != nil {
+		t.Fatalf("creating the SCRAM user: %v", err)
+	}
+	t.Setenv("CDCLAKE_TEST_SASL_PASSWORD", password)
+	topic := kafkatest.Topic(t, broker, 3, 2000, 41)
+	dir := t.TempDir()
+	startWith(t, secure, topic, "g-"+topic, dir, true, memberOptions{maxRows: 1000,
+		query: "&tls=true&tls_ca=" + ca + "&sasl=SCRAM-SHA-512&sasl_user=cdclake-test&sasl_password_env=CDCLAKE_TEST_SASL_PASSWORD"}).wait(t, 2*time.Minute)
+	kafkatest.SameOnce(t, "through SASL_SSL", kafkatest.Landed(t, dir), reference(t, broker, topic))
 }
