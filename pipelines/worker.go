@@ -257,6 +257,7 @@ func (p *Pipeline) classify(w *worker, i int) {
 	}
 	s.dec = dec
 	c := &s.c
+	c.RecordMicros = w.block.Records[w.base+i].TimeMicros
 	if c.Table != "" && c.Kind != change.KindSchemaRecord && !p.plan.Allowed(c.Table) {
 		s.act = actSkip
 		w.counts.filtered++

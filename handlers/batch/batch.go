@@ -237,7 +237,10 @@ func (b *Batcher) Add(ctx context.Context, c *change.Change, t *schema.Table, at
 	tc := b.tables(t.Name)
 	now := b.now()
 	tsMicros := now.UnixMicro()
-	dirTS := tsMicros
+	// The directory comes from the input alone, so that a replay at another
+	// time writes the same objects: the change's time, else its record's,
+	// else the epoch.
+	dirTS := c.RecordMicros
 	if c.HasTS {
 		dirTS = c.TSMicros
 	}

@@ -693,7 +693,9 @@ func TestBatcherImageColumns(t *testing.T) {
 		TSMicros: day.UnixMicro(), HasTS: true,
 		Before: image(t, `{"id":1,"v":1,"w":1}`), After: image(t, `{"id":1,"v":2}`)}
 	h.add(c, v1, at(0), 1)
-	del := &change.Change{Kind: change.KindDML, Op: change.OpDelete, Table: "db.t", Before: image(t, `{"id":2}`)}
+	// A delete without a time of its own: its record's time places it.
+	del := &change.Change{Kind: change.KindDML, Op: change.OpDelete, Table: "db.t", Before: image(t, `{"id":2}`),
+		RecordMicros: day.Add(time.Hour).UnixMicro()}
 	h.add(del, v1, at(1), 1)
 	h.sink.inspect = func(f *sinks.File) {
 		rec := f.Record
@@ -739,9 +741,19 @@ func TestBatcherImageColumns(t *testing.T) {
 	if len(h.sink.files) != 1 {
 		t.Fatalf("%d files", len(h.sink.files))
 	}
-	// The delete has no _cdc_ts: its directory comes from the ingestion time.
+	// The delete has no _cdc_ts: its directory comes from its record's
+	// time, not from the ingestion time; without either, the epoch's.
 	if h.sink.files[0].Key != key("db.t/date=2024-01-31", 0) {
 		t.Errorf("key %s", h.sink.files[0].Key)
+	}
+	h.now = day.AddDate(0, 0, 3)
+	h.add(&change.Change{Kind: change.KindDML, Op: change.OpDelete, Table: "db.t", Before: image(t, `{"id":3}`)}, v1, at(2), 1)
+	h.sink.inspect = nil
+	if err := h.b.FlushAll(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if len(h.sink.files) != 2 || h.sink.files[1].Key != key("db.t/date=1970-01-01", 2) {
+		t.Errorf("a change with no time and no record time: files %v", h.keys())
 	}
 }
 
@@ -765,7 +777,8 @@ func TestBatcherFlatLayout(t *testing.T) {
 	h := newHarness(t, Config{}, TableConfig{})
 	flat := table("db.f", 1, schema.LayoutFlat, cols("v", "w"))
 	h.add(insert(t, "db.f", `{"id":1,"v":1}`), flat, at(0), 1)
-	h.add(&change.Change{Kind: change.KindDML, Op: change.OpDelete, Table: "db.f", Before: image(t, `{"id":2,"v":2,"w":2}`)}, flat, at(1), 1)
+	h.add(&change.Change{Kind: change.KindDML, Op: change.OpDelete, Table: "db.f", Before: image(t, `{"id":2,"v":2,"w":2}`),
+		TSMicros: day.UnixMicro(), HasTS: true}, flat, at(1), 1)
 	if re := h.add(insert(t, "db.f", `{"id":3,"w":1000}`), flat, at(2), 1); re == nil {
 		t.Errorf("w=1000 into int8: want a row error")
 	}

@@ -96,7 +96,11 @@ type Change struct {
 	// (UTC); HasTS is false when the message carries none.
 	TSMicros int64
 	HasTS    bool
-	Xid      string
+	// RecordMicros is the source record's own timestamp (Kafka's record
+	// timestamp), 0 when it has none. It places a change without TSMicros
+	// in a partition directory; it is not landed.
+	RecordMicros int64
+	Xid          string
 	// Pos is the source's own opaque position (GoldenGate pos, Debezium LSN
 	// or binlog coordinates), stored exactly.
 	Pos string

@@ -89,6 +89,9 @@ type Record struct {
 	Key []byte
 	// Headers are the message headers (Kafka), in order.
 	Headers []Header
+	// TimeMicros is the record's own timestamp (Kafka's record timestamp),
+	// in microseconds since the epoch; 0 when the source has none.
+	TimeMicros int64
 }
 
 // Header is a message header.
