@@ -141,6 +141,14 @@ func runCmd(args []string, stdout, stderr io.Writer) int {
 		log.Error("opening source", "err", err)
 		return 1
 	}
+	// A file:// lake's objects are written in a folder of its own (see
+	// lake.FileTemp), which the file driver finds as os.TempDir.
+	if tmp, err := lake.FileTemp(cfg.Sink.URL); err != nil {
+		log.Error("opening sink", "err", err)
+		return 1
+	} else if tmp != "" {
+		_ = os.Setenv("TMPDIR", tmp)
+	}
 	bucket, err := lake.OpenBucket(ctx, cfg.Sink.URL)
 	if err != nil {
 		log.Error("opening sink", "err", err)

@@ -25,6 +25,7 @@ import (
 	"io"
 	"log/slog"
 	"net/url"
+	"os"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -68,6 +69,41 @@ func NormalizeURL(raw string) (string, error) {
 	}
 	u.RawQuery = q.Encode()
 	return u.String(), nil
+}
+
+// TempDir is the folder of a file:// lake that holds objects being written.
+const TempDir = "_cdclake/tmp"
+
+// FileTemp prepares the folder of a file:// lake's objects being written
+// and returns it ("" for other lakes, or when the URL asks for no_tmp_dir):
+// TempDir under the lake's root, on the lake's file system (an object is
+// renamed into place, which cannot cross file systems) and in a folder
+// every engine skips. Files left there by a killed writer more than an
+// hour ago are removed. The file driver writes into os.TempDir: point
+// TMPDIR at the folder.
+func FileTemp(raw string) (string, error) {
+	norm, err := NormalizeURL(raw)
+	if err != nil {
+		return "", err
+	}
+	u, err := url.Parse(norm)
+	if err != nil || u.Scheme != "file" || u.Query().Get("no_tmp_dir") != "" {
+		return "", err
+	}
+	dir := filepath.Join(filepath.FromSlash(u.Path), filepath.FromSlash(TempDir))
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return "", fmt.Errorf("the lake's temporary folder: %w", err)
+	}
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return "", fmt.Errorf("the lake's temporary folder: %w", err)
+	}
+	for _, e := range entries {
+		if info, err := e.Info(); err == nil && !e.IsDir() && time.Since(info.ModTime()) > time.Hour {
+			_ = os.Remove(filepath.Join(dir, e.Name()))
+		}
+	}
+	return dir, nil
 }
 
 // OpenBucket opens the bucket of a sink URL.

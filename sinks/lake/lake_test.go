@@ -187,3 +187,38 @@ func TestObjectRanges(t *testing.T) {
 		t.Errorf("a missing object: %v", err)
 	}
 }
+
+// TestFileTemp: a file:// lake's objects are written in a folder of the
+// lake that engines skip; a killed writer's leftovers there are removed
+// once they are an hour old; other lakes have no such folder.
+func TestFileTemp(t *testing.T) {
+	root := t.TempDir()
+	dir, err := lake.FileTemp(root)
+	if err != nil || dir != filepath.Join(root, "_cdclake", "tmp") {
+		t.Fatalf("FileTemp = %q, %v", dir, err)
+	}
+	stale, fresh := filepath.Join(dir, "fileblob1"), filepath.Join(dir, "fileblob2")
+	for _, f := range []string{stale, fresh} {
+		if err := os.WriteFile(f, []byte("PAR1"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	old := time.Now().Add(-2 * time.Hour)
+	if err := os.Chtimes(stale, old, old); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := lake.FileTemp("file://" + filepath.ToSlash(root)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(stale); !os.IsNotExist(err) {
+		t.Errorf("a stale temporary file was kept: %v", err)
+	}
+	if _, err := os.Stat(fresh); err != nil {
+		t.Errorf("a recent temporary file (another writer's) was removed: %v", err)
+	}
+	for _, u := range []string{"mem://", "file://" + filepath.ToSlash(root) + "?no_tmp_dir=1"} {
+		if dir, err := lake.FileTemp(u); dir != "" || err != nil {
+			t.Errorf("FileTemp(%s) = %q, %v", u, dir, err)
+		}
+	}
+}
