@@ -2,6 +2,8 @@ package main
 
 import (
 	"bytes"
+	"errors"
+	"fmt"
 	"io"
 	"os"
 	"os/exec"
@@ -240,5 +242,39 @@ func TestSignalAndMaxAge(t *testing.T) {
 	out := stdout.String()
 	if !strings.Contains(out, "rows 2,") || !strings.Contains(out, "interrupted") {
 		t.Errorf("summary:\n%s", out)
+	}
+}
+
+// TestInterruptedFileSource: a run of a file source stopped by SIGTERM
+// before the end of its input lands what it read, says how far each file
+// landed, and exits with status 3, not 0.
+func TestInterruptedFileSource(t *testing.T) {
+	bin := build(t, "github.com/cdclake/cdclake/cmd/cdclake")
+	cmd := exec.Command(bin, "run", "--source", "-", "--sink", t.TempDir())
+	in, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out strings.Builder
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	// The input stays open: the source has not ended when the signal comes.
+	for i := range 10 {
+		fmt.Fprintf(in, `{"qual_table":"S.T","op_type":"INSERT","op_ts":"2026-07-13T04:01:01Z","after":{"ID":%d}}`+"\n", i)
+	}
+	time.Sleep(500 * time.Millisecond)
+	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	err = cmd.Wait()
+	in.Close()
+	var exit *exec.ExitError
+	if !errors.As(err, &exit) || exit.ExitCode() != 3 {
+		t.Fatalf("exit %v, want status 3:\n%s", err, out.String())
+	}
+	if !strings.Contains(out.String(), "interrupted before the end of the input; landed:") || !strings.Contains(out.String(), "stdin: ") {
+		t.Errorf("the summary does not say how far the input landed:\n%s", out.String())
 	}
 }

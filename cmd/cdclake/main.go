@@ -22,6 +22,7 @@ import (
 	"time"
 
 	"github.com/cdclake/cdclake/config"
+	"github.com/cdclake/cdclake/handlers/batch"
 	"github.com/cdclake/cdclake/pipelines"
 	"github.com/cdclake/cdclake/pipelines/source"
 	"github.com/cdclake/cdclake/pipelines/source/kafka"
@@ -170,8 +171,39 @@ func runCmd(args []string, stdout, stderr io.Writer) int {
 	}
 	if errors.Is(ctx.Err(), context.Canceled) {
 		log.Info("stopped by signal after flushing")
+		if files, ok := src.(*source.Files); ok && !drained(files) {
+			// A file source has an end: stopping before it is not success.
+			printResume(stdout, files, p.Batcher())
+			return exitInterrupted
+		}
 	}
 	return 0
+}
+
+// exitInterrupted is the status of a run of a file source stopped by a
+// signal before the end of its input (what was read is landed).
+const exitInterrupted = 3
+
+func drained(s source.Source) bool {
+	select {
+	case <-s.Drained():
+		return true
+	default:
+		return false
+	}
+}
+
+// printResume says how far each file landed: every line below the one
+// given is in the lake or a dead letter.
+func printResume(w io.Writer, files *source.Files, b *batch.Batcher) {
+	fmt.Fprintln(w, "interrupted before the end of the input; landed:")
+	for _, name := range files.Sources() {
+		if next, ok := b.Durable(name, 0); ok {
+			fmt.Fprintf(w, "  %s: every line below %d\n", name, next)
+		} else {
+			fmt.Fprintf(w, "  %s: nothing\n", name)
+		}
+	}
 }
 
 // openSource opens the source a URL names: kafka://… or files.

@@ -132,6 +132,19 @@ func (s *Files) Backlog() int64 {
 	return s.total - s.read.Load()
 }
 
+// Sources returns the names positions give the files (their base names),
+// in reading order.
+func (s *Files) Sources() []string {
+	if s.stdin != nil {
+		return []string{s.stdinName}
+	}
+	out := make([]string, len(s.files))
+	for i, f := range s.files {
+		out[i] = filepath.Base(f)
+	}
+	return out
+}
+
 // Drained is closed when the input ended and every block was acked, or
 // reading failed (see Err).
 func (s *Files) Drained() <-chan struct{} { return s.drained }
