@@ -189,7 +189,8 @@ func TestDeadLetters(t *testing.T) {
 
 // TestSignalAndMaxAge feeds a pipe slowly: an idle table's file is written
 // once it reaches max_age while cdclake keeps running, and SIGTERM makes it
-// write what it holds, print the summary and exit 0.
+// write what it holds, print the summary and exit 3 (the input had not
+// ended).
 func TestSignalAndMaxAge(t *testing.T) {
 	cdclake := build(t, "github.com/cdclake/cdclake/cmd/cdclake")
 	dir := t.TempDir()
@@ -233,8 +234,13 @@ func TestSignalAndMaxAge(t *testing.T) {
 	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
 	}
-	if err := cmd.Wait(); err != nil {
-		t.Fatalf("exit after SIGTERM: %v\nstderr:\n%s", err, stderr.String())
+	// The input did not end: status 3, and how far it landed.
+	var exit *exec.ExitError
+	if err := cmd.Wait(); !errors.As(err, &exit) || exit.ExitCode() != 3 {
+		t.Fatalf("exit after SIGTERM: %v, want status 3\nstderr:\n%s", err, stderr.String())
+	}
+	if !strings.Contains(stdout.String(), "stdin: every line below 3") {
+		t.Errorf("the summary does not say that lines 1 and 2 landed:\n%s", stdout.String())
 	}
 	if _, err := os.Stat(filepath.Join(lakeDir, "S.HELD", "date=2026-07-13", "stdin-p0-o00000000000000000002.parquet")); err != nil {
 		t.Errorf("held file not written on SIGTERM: %v", err)
@@ -276,5 +282,76 @@ func TestInterruptedFileSource(t *testing.T) {
 	}
 	if !strings.Contains(out.String(), "interrupted before the end of the input; landed:") || !strings.Contains(out.String(), "stdin: ") {
 		t.Errorf("the summary does not say how far the input landed:\n%s", out.String())
+	}
+}
+
+// TestMalformedCorpus lands messages with a bad byte or a bad value in
+// every field that becomes a string, JSON or time: each goes to the dead
+// letters, every dataset that lands is read in full by DuckDB, and every
+// message is accounted for in the summary.
+func TestMalformedCorpus(t *testing.T) {
+	py := python(t)
+	cdclake := build(t, "github.com/cdclake/cdclake/cmd/cdclake")
+	gg := func(table, xid, pos, ts, after string) string {
+		return `{"qual_table":"` + table + `","op_type":"INSERT","op_ts":"` + ts + `","xid":"` + xid + `","pos":"` + pos + `","after":` + after + `}`
+	}
+	const ts = "2026-07-13T04:01:01Z"
+	dbz := func(doc, db, id string) string {
+		return `{"schema":{"type":"struct","fields":[{"type":"struct","optional":true,"field":"after","fields":[` +
+			`{"type":"int32","optional":false,"field":"id"},{"type":"string","optional":true,"name":"io.debezium.data.Json","version":1,"field":"doc"}]},` +
+			`{"type":"struct","optional":false,"field":"source","fields":[{"type":"string","optional":false,"field":"db"},` +
+			`{"type":"string","optional":false,"field":"table"},{"type":"int64","optional":false,"field":"ts_ms"}]},` +
+			`{"type":"string","optional":false,"field":"op"},{"type":"int64","optional":true,"field":"ts_ms"}],"name":"shop.inv.docs.Envelope"},` +
+			`"payload":{"after":{"id":` + id + `,"doc":` + doc + `},"source":{"db":"` + db + `","table":"docs","ts_ms":1752379261000},"op":"c","ts_ms":1752379261000}}`
+	}
+	cases := []struct {
+		line string
+		dead bool
+	}{
+		{"\ufeff" + gg("S.T", "1", "p1", ts, `{"ID":1,"NAME":"ok"}`), false}, // a byte-order mark, stripped
+		{gg("S.T", "\xff", "p2", ts, `{"ID":2}`), true},                      // transaction id
+		{gg("S.T", "3", "p\xff", ts, `{"ID":3}`), true},                      // position
+		{gg("S.\xffT", "4", "p4", ts, `{"ID":4}`), true},                     // table name
+		{gg("S.T", "5", "p5", ts, "{\"ID\":5,\"N\xffAME\":\"x\"}"), true},    // column name
+		{gg("S.T", "6", "p6", ts, "{\"ID\":6,\"NAME\":\"\xff\"}"), true},     // value
+		{gg("S.T", "7", "p7", "yesterday", `{"ID":7}`), true},                // time
+		{`{"qual_table":"S.T","op_type":"INSERT","op_ts":"` + ts + `","xid":"8","pos":"p8","tokens":{"k":"` + "\xff" + `"},"after":{"ID":8}}`, true},
+		{`{"specversion":"1.0","id":"e9","source":"/s","type":"t` + "\xff" + `","datacontenttype":"application/json","data":` +
+			gg("S.T", "9", "p9", ts, `{"ID":9}`) + `}`, true}, // CloudEvents attribute
+		{gg("S.T", "10", "p10", ts, `{"ID":10,"NAME":"fine"}`), false},
+		{dbz(`"{\"a\": 1}"`, "shop", "11"), false},
+		{dbz(`"{\"a\": "`, "shop", "12"), true},       // Json column, not JSON
+		{dbz(`"{\"a\": 1}"`, "sh\xffop", "13"), true}, // source block
+		{`{"status":"BEGIN","id":"tx` + "\xff" + `","event_count":null,"data_collections":null,"ts_ms":1752379261000}`, true},
+	}
+	dir := t.TempDir()
+	in := filepath.Join(dir, "in.ndjson")
+	var text []string
+	dead := 0
+	for _, c := range cases {
+		text = append(text, c.line)
+		if c.dead {
+			dead++
+		}
+	}
+	if err := os.WriteFile(in, []byte(strings.Join(text, "\n")+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	lakeDir := filepath.Join(dir, "lake")
+	stdout, _ := runBin(t, cdclake, "run", "--source", in, "--sink", lakeDir)
+	if want := fmt.Sprintf("dead letters %d\n", dead); !strings.Contains(stdout, want) ||
+		!strings.Contains(stdout, fmt.Sprintf("messages %d ", len(cases))) || !strings.Contains(stdout, "rows 3,") {
+		t.Errorf("want %d messages, 3 rows and %d dead letters:\n%s", len(cases), dead, stdout)
+	}
+	for i, c := range cases {
+		_, err := os.Stat(filepath.Join(lakeDir, "_dead_letter", fmt.Sprintf("in.ndjson-p0-o%020d.ndjson", i+1)))
+		if (err == nil) != c.dead {
+			t.Errorf("line %d: dead letter %v, want %v: %q", i+1, err == nil, c.dead, c.line)
+		}
+	}
+	out, err := exec.Command(py, filepath.Join("..", "..", "testdata", "e2e", "readall.py"), lakeDir).CombinedOutput()
+	t.Logf("DuckDB:\n%s", out)
+	if err != nil {
+		t.Errorf("DuckDB cannot read every dataset: %v", err)
 	}
 }

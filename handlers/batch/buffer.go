@@ -3,6 +3,7 @@ package batch
 import (
 	"errors"
 	"fmt"
+	"unicode/utf8"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
@@ -151,8 +152,11 @@ func (b *buffer) append(c *change.Change, at sinks.Position, ingested int64, siz
 		}
 		err = b.flat.append(b.table, img)
 	case schema.LayoutEvents:
-		b.appendEvent(c)
+		err = b.appendEvent(c)
 	}
+	// The row is appended whatever it holds, so that the builders stay
+	// aligned; an invalid row is never written.
+	err = errors.Join(checkText(c), err)
 	if err != nil {
 		b.invalid = append(b.invalid, row)
 	}
@@ -275,17 +279,38 @@ func (ib *imageBuilder) append(t *schema.Table, img change.Image) error {
 	return first
 }
 
-func (b *buffer) appendEvent(c *change.Change) {
+func (b *buffer) appendEvent(c *change.Change) error {
 	e := b.events
 	e.kind.Append(c.Kind.String())
 	appendOpt(e.object, c.Table)
 	appendOpt(e.statement, c.Statement)
 	if c.Raw == nil {
 		e.eventExt.AppendNull()
-		return
+		return nil
 	}
 	b.scratch = c.Raw.MarshalTo(b.scratch[:0])
 	e.event.BinaryBuilder.Append(b.scratch)
+	if !utf8.Valid(b.scratch) {
+		return errors.New("the event holds text that is not valid UTF-8")
+	}
+	return nil
+}
+
+// checkText returns an error when a string of c that lands is not valid
+// UTF-8: engines refuse to read a file that holds one.
+func checkText(c *change.Change) error {
+	for _, f := range [...]struct{ name, v string }{
+		{"table name", c.Table}, {"transaction id", c.Xid}, {"position", c.Pos}, {"statement", c.Statement}} {
+		if !utf8.ValidString(f.v) {
+			return fmt.Errorf("the %s is not valid UTF-8", f.name)
+		}
+	}
+	for _, e := range c.Extras {
+		if (e.Kind == change.ExtraString || e.Kind == change.ExtraJSON) && !e.Null && !utf8.Valid(c.ExtraBytes(e)) {
+			return fmt.Errorf("%s is not valid UTF-8", e.Name)
+		}
+	}
+	return nil
 }
 
 // validRanges returns the [start, end) row ranges that converted cleanly.

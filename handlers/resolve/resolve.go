@@ -36,6 +36,7 @@ import (
 	"log/slog"
 	"slices"
 	"sync"
+	"unicode/utf8"
 
 	"github.com/cdclake/cdclake/handlers/change"
 	"github.com/cdclake/cdclake/handlers/decode"
@@ -240,6 +241,9 @@ func (r *Resolver) Event(name string, c *change.Change) *schema.Table {
 func (r *Resolver) build(st *tableState, c *change.Change, cols []schema.Column, declared bool) (*schema.Table, error) {
 	out := make([]schema.Column, 0, len(cols))
 	for _, col := range cols {
+		if !utf8.ValidString(col.Name) {
+			return nil, fmt.Errorf("table %s: a column name is not valid UTF-8: %q", c.Table, col.Name)
+		}
 		if st.opts.ignored(col.Name) {
 			continue
 		}
@@ -316,6 +320,7 @@ func (r *Resolver) evolve(st *tableState, cur *schema.Table, c *change.Change) (
 		}
 	}
 	declared := cur != nil && cur.Declared
+	var badName []byte
 	for _, img := range [2]change.Image{c.Before, c.After} {
 		if !img.Present() {
 			continue
@@ -331,6 +336,10 @@ func (r *Resolver) evolve(st *tableState, cur *schema.Table, c *change.Change) (
 			if !ok {
 				name := string(key)
 				if st.opts.ignored(name) {
+					return
+				}
+				if !utf8.Valid(key) {
+					badName = key
 					return
 				}
 				ensure()
@@ -380,6 +389,9 @@ func (r *Resolver) evolve(st *tableState, cur *schema.Table, c *change.Change) (
 				changed = true
 			}
 		})
+	}
+	if badName != nil {
+		return nil, false, fmt.Errorf("table %s: a column name is not valid UTF-8: %q", c.Table, badName)
 	}
 	var extras []schema.ExtraColumn
 	for _, e := range c.Extras {

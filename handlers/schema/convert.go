@@ -160,15 +160,23 @@ func compileJSON(b array.Builder, fail failFunc) Appender {
 			b.AppendNull()
 			return nil
 		}
+		// A JSON column holds valid JSON in valid UTF-8 only: engines refuse
+		// to read a file with one bad value.
 		if v.Type() == fastjson.TypeString {
 			s, _ := v.StringBytes()
 			if !utf8.Valid(s) {
 				return fail(v, "invalid UTF-8")
 			}
+			if err := fastjson.ValidateBytes(s); err != nil {
+				return fail(v, "not valid JSON text")
+			}
 			sb.BinaryBuilder.Append(s)
 			return nil
 		}
 		scratch = v.MarshalTo(scratch[:0])
+		if !utf8.Valid(scratch) {
+			return fail(v, "invalid UTF-8")
+		}
 		sb.BinaryBuilder.Append(scratch)
 		return nil
 	}
@@ -591,7 +599,12 @@ func textValue(dst []byte, t Type, v *fastjson.Value) ([]byte, error) {
 			}
 			return append(dst, s...), nil
 		}
-		return v.MarshalTo(dst), nil
+		n := len(dst)
+		dst = v.MarshalTo(dst)
+		if !utf8.Valid(dst[n:]) {
+			return dst[:n], errors.New("invalid UTF-8")
+		}
+		return dst, nil
 	}
 	s, err := v.StringBytes()
 	if err != nil {

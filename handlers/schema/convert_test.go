@@ -467,6 +467,9 @@ func TestStrings(t *testing.T) {
 		{"json: string kept as sent", Type{Kind: JSON}, `"{\"a\": 1}"`, `{"a": 1}`, true},
 		{"json: number", Type{Kind: JSON}, `5`, `5`, true},
 		{"json: invalid utf8 string", Type{Kind: JSON}, invalid, "", false},
+		{"json: string that is not JSON text", Type{Kind: JSON}, `"{\"a\": "`, "", false},
+		{"json: object holding invalid utf8", Type{Kind: JSON}, "{\"a\":\"\xff\"}", "", false},
+		{"text: object holding invalid utf8", Type{Kind: String, Enc: EncText}, "{\"a\":\"\xff\"}", "", false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

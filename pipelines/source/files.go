@@ -244,6 +244,11 @@ func (b *blockBuilder) build(name string) *Block {
 
 func (s *Files) readOne(ctx context.Context, name string, r io.Reader, out chan<- *message.Message) error {
 	br := bufio.NewReaderSize(r, 1<<20)
+	// A leading UTF-8 byte-order mark (some editors and exporters write
+	// one) is not part of the first message.
+	if bom, err := br.Peek(3); err == nil && string(bom) == "\ufeff" {
+		_, _ = br.Discard(3)
+	}
 	line := int64(0)
 	var bb blockBuilder
 	send := func() error {

@@ -191,3 +191,17 @@ func TestMemorySource(t *testing.T) {
 	}
 	src.Close()
 }
+
+// TestByteOrderMark: a file's leading UTF-8 byte-order mark is not part of
+// its first message; one elsewhere is data.
+func TestByteOrderMark(t *testing.T) {
+	var got []string
+	drain(t, source.NewReader("in", strings.NewReader("\ufeff{\"a\":1}\n\ufeff{\"b\":2}\n"), 10, 1<<20), func(b *source.Block) {
+		for _, r := range b.Records {
+			got = append(got, string(r.Value))
+		}
+	})
+	if len(got) != 2 || got[0] != `{"a":1}` || got[1] != "\ufeff{\"b\":2}" {
+		t.Errorf("records %q", got)
+	}
+}
