@@ -3,8 +3,10 @@ package pipelines
 import (
 	"errors"
 	"fmt"
+	"path"
 	"slices"
 	"sort"
+	"strings"
 	"sync"
 	"time"
 
@@ -116,6 +118,14 @@ func compileRoute(key string, r *config.Route) (*route, error) {
 		t, err := schema.ParseType(r.Types[col])
 		if err != nil {
 			bad("types."+col, err)
+			continue
+		}
+		if strings.ContainsAny(col, "*?[") {
+			if _, err := path.Match(col, ""); err != nil {
+				bad("types."+col, fmt.Errorf("bad glob: %w", err))
+				continue
+			}
+			out.resolve.OverrideGlobs = append(out.resolve.OverrideGlobs, resolve.GlobType{Glob: col, Type: t})
 			continue
 		}
 		out.resolve.Overrides[col] = t

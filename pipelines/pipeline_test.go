@@ -364,3 +364,93 @@ func TestSourceColumns(t *testing.T) {
 		}
 	}
 }
+
+// TestSchemalessCatalog: Debezium JSON without schemas, typed by a route's
+// types (some by glob), lands every value exactly from Debezium's
+// encodings: epoch days, epoch ms and µs, µs since midnight, base64,
+// decimal strings and numbers; a value that does not fit its declared type
+// is a dead letter.
+func TestSchemalessCatalog(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "cdclake.yaml")
+	if err := os.WriteFile(file, []byte(`routes:
+  - match: "shop.public.*"
+    types:
+      birth_date: date
+      "*_at": timestamptz(us)
+      pickup_time: time(us)
+      OPENED_ON: timestamp(ms)
+      thumbnail: binary
+      "amount*": decimal(12,2)
+`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := config.Load(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	msg := func(after string) []byte {
+		return []byte(`{"before":null,"after":` + after + `,"source":{"connector":"postgresql","db":"shop","schema":"public","table":"people","ts_ms":1752379261000},"op":"c","ts_ms":1752379261000}`)
+	}
+	blk := &source.Block{Source: "shop.public.people", Records: []source.Record{
+		{Offset: 0, Value: msg(`{"id":1,"birth_date":19753,"created_at":1700000000123456,"pickup_time":45296123456,` +
+			`"OPENED_ON":1700000000123,"thumbnail":"AQID/w==","amount":"12.50","amount_net":7.25}`)},
+		{Offset: 1, Value: msg(`{"id":2,"birth_date":-1,"created_at":"2024-01-31T12:34:56.123456Z","pickup_time":0,` +
+			`"OPENED_ON":0,"thumbnail":"","amount":"-0.01","amount_net":-3}`)},
+		{Offset: 2, Value: msg(`{"id":3,"birth_date":"someday"}`)},
+		{Offset: 3, Value: msg(`{"id":4,"amount":"1.234"}`)},
+	}}
+	b, p := landSource(t, cfg, source.NewMemory(blk))
+	if p.Stats().Rows.Load() != 2 || p.Stats().DeadLetters.Load() != 2 {
+		t.Fatalf("rows %d, dead letters %d; want 2 and 2", p.Stats().Rows.Load(), p.Stats().DeadLetters.Load())
+	}
+	var key string
+	var reasons []string
+	for _, k := range keys(t, b) {
+		if strings.HasPrefix(k, "shop.public.people/") {
+			key = k
+		}
+		if strings.HasPrefix(k, "_dead_letter/") {
+			data, _ := b.ReadAll(context.Background(), k)
+			reasons = append(reasons, string(data))
+		}
+	}
+	// The reason names the column, the declared type and the value.
+	for i, want := range []string{`birth_date`, `amount`} {
+		if i >= len(reasons) || !strings.Contains(reasons[i], want) {
+			t.Errorf("dead letter %d does not name %s: %v", i, want, reasons)
+		}
+	}
+	tbl := readTable(t, b, key)
+	defer tbl.Release()
+	after := column(t, tbl, "after").(*array.Struct)
+	st := after.DataType().(*arrow.StructType)
+	field := func(name string) arrow.Array {
+		i, ok := st.FieldIdx(name)
+		if !ok {
+			t.Fatalf("no column %s in %s", name, st)
+		}
+		return after.Field(i)
+	}
+	for name, want := range map[string][2]string{
+		"birth_date":  {"2024-01-31", "1969-12-31"},
+		"created_at":  {"2023-11-14T22:13:20.123456Z", "2024-01-31T12:34:56.123456Z"},
+		"pickup_time": {"12:34:56.123456", "00:00:00.000000"},
+		"OPENED_ON":   {"2023-11-14T22:13:20.123", "1970-01-01T00:00:00"},
+		"amount":      {"12.50", "-0.01"},
+		"amount_net":  {"7.25", "-3.00"},
+	} {
+		a := field(name)
+		for i := range 2 {
+			got := a.ValueStr(i)
+			if d, ok := a.(*array.Decimal128); ok {
+				got = d.Value(i).ToString(2) // the exact value at its scale
+			}
+			if got != want[i] {
+				t.Errorf("%s[%d] = %s (%s), want %s", name, i, got, a.DataType(), want[i])
+			}
+		}
+	}
+	if th := field("thumbnail").(*array.Binary); !bytes.Equal(th.Value(0), []byte{1, 2, 3, 0xff}) || th.IsNull(1) || len(th.Value(1)) != 0 {
+		t.Errorf("thumbnail = %v", th)
+	}
+}

@@ -34,6 +34,7 @@ import (
 	"bytes"
 	"fmt"
 	"log/slog"
+	"path"
 	"slices"
 	"sync"
 	"unicode/utf8"
@@ -52,14 +53,37 @@ type TableOptions struct {
 	// (GoldenGate), when no override names them. Kind Null means exact
 	// decimal text.
 	Numbers schema.Type
-	// Overrides replace the type of named columns.
-	Overrides map[string]schema.Type
+	// Overrides replace the type of named columns; OverrideGlobs those of
+	// the columns whose names match a glob (path.Match), tried in order
+	// after Overrides (see Override).
+	Overrides     map[string]schema.Type
+	OverrideGlobs []GlobType
 	// Ignore reports whether a source column is excluded; nil excludes
 	// none. It must be safe for concurrent use.
 	Ignore func(column string) bool
 	// SourceKey and SourceHeaders land each row's source record key
 	// (_cdc_key, binary) and headers (_cdc_headers, JSON).
 	SourceKey, SourceHeaders bool
+}
+
+// GlobType is a type override for the columns a glob matches.
+type GlobType struct {
+	Glob string
+	Type schema.Type
+}
+
+// Override returns the type a route declares for a column: by its name,
+// else by the first glob that matches it.
+func (o *TableOptions) Override(column string) (schema.Type, bool) {
+	if t, ok := o.Overrides[column]; ok {
+		return t, true
+	}
+	for _, g := range o.OverrideGlobs {
+		if ok, _ := path.Match(g.Glob, column); ok {
+			return g.Type, true
+		}
+	}
+	return schema.Type{}, false
 }
 
 func (o *TableOptions) ignored(column string) bool {
@@ -247,7 +271,7 @@ func (r *Resolver) build(st *tableState, c *change.Change, cols []schema.Column,
 		if st.opts.ignored(col.Name) {
 			continue
 		}
-		if ov, ok := st.opts.Overrides[col.Name]; ok {
+		if ov, ok := st.opts.Override(col.Name); ok {
 			t, err := override(col.Type, ov)
 			if err != nil {
 				return nil, fmt.Errorf("table %s column %s: %w", c.Table, col.Name, err)
@@ -344,7 +368,7 @@ func (r *Resolver) evolve(st *tableState, cur *schema.Table, c *change.Change) (
 				}
 				ensure()
 				t := schema.Infer(v)
-				if ov, has := st.opts.Overrides[name]; has {
+				if ov, has := st.opts.Override(name); has {
 					t = ov
 				}
 				cols = append(cols, schema.Column{Name: name, Type: t, Nullable: true})
@@ -380,7 +404,7 @@ func (r *Resolver) evolve(st *tableState, cur *schema.Table, c *change.Change) (
 				}
 				return
 			}
-			if _, has := st.opts.Overrides[string(key)]; has {
+			if _, has := st.opts.Override(string(key)); has {
 				return
 			}
 			if !schema.Accepts(t, v) {

@@ -237,7 +237,9 @@ func compileDate(t Type, b array.Builder, fail failFunc) Appender {
 			db.AppendNull()
 			return nil
 		}
-		if t.Enc == EncEpochDays {
+		// A declared date (EncNative) also takes Debezium's integer epoch
+		// days, as schemaless JSON carries them.
+		if t.Enc == EncEpochDays || t.Enc == EncNative && v.Type() == fastjson.TypeNumber {
 			d, err := v.Int64()
 			if err != nil || d < math.MinInt32 || d > math.MaxInt32 {
 				return fail(v, "not an integer day count")
@@ -265,7 +267,9 @@ func compileTimestamp(t Type, b array.Builder, fail failFunc) Appender {
 			tb.AppendNull()
 			return nil
 		}
-		if t.Enc == EncEpochUnit {
+		// A declared timestamp also takes an integer count of its unit
+		// since the epoch (Debezium's Timestamp, MicroTimestamp).
+		if t.Enc == EncEpochUnit || t.Enc == EncNative && v.Type() == fastjson.TypeNumber {
 			n, err := v.Int64()
 			if err != nil {
 				return fail(v, "not an integer timestamp")
@@ -546,7 +550,9 @@ func compileTime(t Type, b array.Builder, fail failFunc) Appender {
 			b.AppendNull()
 			return nil
 		}
-		if t.Enc == EncEpochUnit {
+		// A declared time also takes an integer count of its unit since
+		// midnight (Debezium's Time, MicroTime, NanoTime).
+		if t.Enc == EncEpochUnit || t.Enc == EncNative && v.Type() == fastjson.TypeNumber {
 			n, err := v.Int64()
 			if err != nil || n < 0 || n > day {
 				return fail(v, "not a time of day")

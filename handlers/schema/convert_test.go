@@ -594,7 +594,11 @@ func TestDate(t *testing.T) {
 		{text, `"2024-01-31 12:00"`, 0, false},
 		{text, `"2024-01-31X"`, 0, false},
 		{text, `"2024-01-31 "`, 0, false},
-		{text, `20240131`, 0, false},
+		// A declared date takes Debezium's integer epoch days too.
+		{text, `19753`, days(2024, 1, 31), true},
+		{text, `-1`, -1, true},
+		{text, `2147483648`, 0, false},
+		{text, `19753.5`, 0, false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.in, func(t *testing.T) {
@@ -653,7 +657,13 @@ func TestTime(t *testing.T) {
 		{text(Micros), `"12:34:61"`, 0, false},
 		{text(Micros), `"1:02:03"`, 0, false},
 		{text(Micros), `"12-34-56"`, 0, false},
-		{text(Micros), `45296`, 0, false},
+		// A declared time takes an integer count of its unit since
+		// midnight too (Debezium's MicroTime for time(us)).
+		{text(Micros), `45296123456`, clock*1e6 + 123456, true},
+		{text(Millis), `45296123`, clock*1e3 + 123, true},
+		{text(Micros), `86400000001`, 0, false},
+		{text(Micros), `-1`, 0, false},
+		{text(Micros), `45296.5`, 0, false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.typ.String()+"/"+tt.in, func(t *testing.T) {
@@ -760,7 +770,14 @@ func TestTimestamp(t *testing.T) {
 		{local(Micros), `"2024-01-31X12:00:00"`, 0, false},
 		{local(Micros), `"2024-01-31T12:34:56 "`, 0, false},
 		{local(Micros), `"2024"`, 0, false},
-		{local(Micros), `1700000000`, 0, false},
+		// A declared timestamp takes an integer count of its unit since
+		// the epoch too (Debezium's Timestamp for timestamp(ms),
+		// MicroTimestamp for timestamp(us)).
+		{local(Micros), `1700000000123456`, 1700000000123456, true},
+		{local(Millis), `1700000000123`, 1700000000123, true},
+		{utc(Micros), `-1`, -1, true},
+		{local(Micros), `1700000000.5`, 0, false},
+		{local(Micros), `17000000001234567890`, 0, false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.typ.String()+"/"+tt.in, func(t *testing.T) {
