@@ -575,6 +575,9 @@ func compileTime(t Type, b array.Builder, fail failFunc) Appender {
 
 // textValue renders v for a String or DecimalText column.
 func textValue(dst []byte, t Type, v *fastjson.Value) ([]byte, error) {
+	if t.Enc == EncBase64Decimal && v.Type() == fastjson.TypeNumber {
+		t.Enc = EncNative // decimal.format=NUMERIC, see decimalValue
+	}
 	if t.Kind == DecimalText {
 		switch t.Enc {
 		case EncVariableScale:
@@ -623,6 +626,12 @@ func textValue(dst []byte, t Type, v *fastjson.Value) ([]byte, error) {
 }
 
 func decimalValue(t Type, v *fastjson.Value, scratch *[]byte) (decimal128.Num, error) {
+	if t.Enc == EncBase64Decimal && v.Type() == fastjson.TypeNumber {
+		// The JsonConverter with decimal.format=NUMERIC writes a Connect
+		// Decimal as the number itself: exact from its text, never through
+		// a float.
+		t.Enc = EncNative
+	}
 	if n, ok, err := fastDecimal(t, v, scratch); ok || err != nil {
 		return n, err
 	}

@@ -185,7 +185,12 @@ func TestDecimal(t *testing.T) {
 		{"base64 precision overflow", b64(5, 2), jsonStr(n123456), ""},
 		{"base64 38 digits", b64(38, 10), jsonStr(b64Decimal(bigInt(t, "-99999999999999999999999999999999999999"))), "-9999999999999999999999999999.9999999999"},
 		{"base64 invalid", b64(10, 2), `"!!!"`, ""},
-		{"base64 not text", b64(10, 2), `123456`, ""},
+		{"base64 not text", b64(10, 2), `true`, ""},
+		// decimal.format=NUMERIC: the value as a JSON number.
+		{"numeric format", b64(10, 2), `1234.56`, "1234.56"},
+		{"numeric format integer", b64(10, 2), `123456`, "123456.00"},
+		{"numeric format never rounds", b64(10, 2), `0.125`, ""},
+		{"numeric format 38 digits", b64(38, 0), `-99999999999999999999999999999999999999`, "-99999999999999999999999999999999999999"},
 
 		// Debezium VariableScaleDecimal landed in a fixed decimal.
 		{"variable scale", vs(10, 4), `{"scale":2,"value":"` + n123456 + `"}`, "1234.5600"},
@@ -249,6 +254,7 @@ func TestDecimalText(t *testing.T) {
 		{"base64 negative scale", b64(-2), jsonStr(n123456), "12345600"},
 		{"base64 small value large scale", b64(8), jsonStr(n123456), "0.00123456"},
 		{"base64 invalid", b64(2), `"%%"`, ""},
+		{"numeric format, >38 digits", b64(5), digits45[:40] + ".12345", "1234567890123456789012345678901234567890.12345"},
 
 		{"variable scale", vs, `{"scale":3,"value":"` + n123456 + `"}`, "123.456"},
 		{"variable scale zero", vs, `{"scale":0,"value":"` + n123456 + `"}`, "123456"},

@@ -245,8 +245,18 @@ func (d *Decoder) decodeOp(v *fastjson.Value, c *change.Change) error {
 	if err := d.readSource(c); err != nil {
 		return err
 	}
+	if c.Table == "" && c.Schema != nil {
+		// The Oracle connector's documented events name no schema or
+		// table in their source block; the Envelope schema is named
+		// {topic prefix}.{schema}.{table}.Envelope, like the topic.
+		if name, ok := stringBytes(c.Schema.Get("name")); ok {
+			if t, found := bytes.CutSuffix(name, []byte(".Envelope")); found && len(t) > 0 {
+				c.Table = d.tables.Get(t)
+			}
+		}
+	}
 	if c.Table == "" {
-		return decode.Malformed("debezium: source names no table")
+		return decode.Malformed("debezium: source names no table, nor does an Envelope schema name")
 	}
 	// The database's own transaction id (PostgreSQL and Oracle txId) is the
 	// same for every event of a transaction; Debezium's transaction.id is
