@@ -29,6 +29,7 @@ import (
 	"os"
 	"path"
 	"reflect"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -148,11 +149,17 @@ func Load(file string) (*Config, error) {
 		if err := yaml.Unmarshal(data, &doc); err != nil {
 			return nil, fmt.Errorf("%s: %w", file, err)
 		}
+		// Every unknown key and every bad value, each with its key path; a
+		// value that cannot be decoded stops here, the others are reported
+		// with what Validate finds.
 		unknown := unknownKeys(&doc, reflect.TypeOf(Config{}), "")
+		if slices.ContainsFunc(unknown, func(err error) bool { _, ok := err.(valueError); return ok }) {
+			return nil, fmt.Errorf("%s: %w", file, errors.Join(unknown...))
+		}
 		var raw Config
 		if len(doc.Content) > 0 {
 			if err := doc.Decode(&raw); err != nil {
-				return nil, errors.Join(append(unknown, fmt.Errorf("%s: %w", file, err))...)
+				return nil, fmt.Errorf("%s: %w", file, err)
 			}
 		}
 		c = merge(c, raw)

@@ -166,3 +166,35 @@ func TestFilter(t *testing.T) {
 		t.Error("* must match across dots")
 	}
 }
+
+// TestEveryBadValue: values that cannot be decoded are all reported, each
+// with its key path, and a number with a fraction is not an integer.
+func TestEveryBadValue(t *testing.T) {
+	_, err := load(t, `
+batch:
+  max_buffered_bytes: lots
+  max_open_files: "many"
+defaults:
+  max_rows: 1.5
+  max_age: soon
+routes:
+  - match: "A.*"
+    row_group_rows: 2e3
+    types: [a, b]
+`)
+	if err == nil {
+		t.Fatal("no error")
+	}
+	for _, want := range []string{
+		`batch.max_buffered_bytes: line 3: bad size "lots"`,
+		`batch.max_open_files: "many" is not an integer (line 4)`,
+		`defaults.max_rows: "1.5" is not an integer (line 6)`,
+		`defaults.max_age: line 7: bad duration "soon"`,
+		`routes[0].row_group_rows: "2e3" is not an integer (line 10)`,
+		`routes[0].types: `,
+	} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("missing %q in:\n%v", want, err)
+		}
+	}
+}

@@ -1,6 +1,7 @@
 package config
 
 import (
+	"errors"
 	"fmt"
 	"reflect"
 	"strings"
@@ -36,7 +37,7 @@ func unknownKeys(n *yaml.Node, t reflect.Type, path string) []error {
 			fields[name] = f.Type
 		}
 		if _, custom := reflect.New(t).Interface().(yaml.Unmarshaler); custom {
-			return nil
+			return leafError(n, t, path)
 		}
 		for i := 0; i+1 < len(n.Content); i += 2 {
 			k, v := n.Content[i], n.Content[i+1]
@@ -50,14 +51,50 @@ func unknownKeys(n *yaml.Node, t reflect.Type, path string) []error {
 		}
 	case reflect.Slice:
 		if n.Kind != yaml.SequenceNode {
-			return nil
+			return leafError(n, t, path)
 		}
 		for i, item := range n.Content {
 			errs = append(errs, unknownKeys(item, t.Elem(), fmt.Sprintf("%s[%d]", path, i))...)
 		}
+	case reflect.Map:
+		if n.Kind != yaml.MappingNode {
+			return leafError(n, t, path)
+		}
+		for i := 0; i+1 < len(n.Content); i += 2 {
+			errs = append(errs, unknownKeys(n.Content[i+1], t.Elem(), join(path, n.Content[i].Value))...)
+		}
+	default:
+		return leafError(n, t, path)
 	}
 	return errs
 }
+
+// leafError decodes a value alone into its type, so that every bad value
+// is reported with its key path, not only the first one the decoder meets.
+// A number with a fraction is not an integer (the decoder would truncate
+// max_rows: 1.5 to 1).
+func leafError(n *yaml.Node, t reflect.Type, path string) []error {
+	switch t.Kind() {
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64:
+		if _, custom := reflect.New(t).Interface().(yaml.Unmarshaler); !custom && n.Kind == yaml.ScalarNode && n.ShortTag() != "!!int" {
+			return []error{valueError{fmt.Errorf("%s: %q is not an integer (line %d)", path, n.Value, n.Line)}}
+		}
+	}
+	if err := n.Decode(reflect.New(t).Interface()); err != nil {
+		msg := err.Error()
+		var te *yaml.TypeError
+		if errors.As(err, &te) && len(te.Errors) > 0 {
+			msg = strings.Join(te.Errors, "; ")
+		}
+		return []error{valueError{fmt.Errorf("%s: %s", path, msg)}}
+	}
+	return nil
+}
+
+// valueError is a value that cannot be decoded into its key's type.
+type valueError struct{ error }
+
+func (e valueError) Unwrap() error { return e.error }
 
 func join(path, key string) string {
 	if path == "" {
