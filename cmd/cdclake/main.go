@@ -164,7 +164,7 @@ func runCmd(args []string, stdout, stderr io.Writer) int {
 	start := time.Now()
 	log.Info("landing", "source", cfg.Source.URL, "sink", cfg.Sink.URL)
 	runErr := p.Run(ctx)
-	printSummary(stdout, p, time.Since(start), ctx.Err() != nil)
+	printSummary(stdout, p, time.Since(start), ctx.Err() != nil, runErr != nil)
 	if runErr != nil {
 		log.Error("run failed", "err", runErr)
 		return 1
@@ -223,7 +223,9 @@ func openSource(cfg *config.Config, untilCaughtUp bool, log *slog.Logger) (sourc
 	return source.OpenFiles(cfg.Source.URL, cfg.Source.BlockLines, int(cfg.Source.BlockBytes))
 }
 
-func printSummary(w io.Writer, p *pipelines.Pipeline, elapsed time.Duration, interrupted bool) {
+// printSummary prints what landed (the table: rows in written files only)
+// and what was read.
+func printSummary(w io.Writer, p *pipelines.Pipeline, elapsed time.Duration, interrupted, failed bool) {
 	st := p.Stats()
 	tables := p.Batcher().Stats()
 	names := make([]string, 0, len(tables))
@@ -249,7 +251,10 @@ func printSummary(w io.Writer, p *pipelines.Pipeline, elapsed time.Duration, int
 		st.Skipped.Load(), st.Schemas.Load(), st.Filtered.Load())
 	fmt.Fprintf(w, "dead letters %d\n", st.DeadLetters.Load())
 	fmt.Fprintf(w, "elapsed %s, %.0f messages/s\n", elapsed.Round(time.Millisecond), rate)
-	if interrupted {
+	switch {
+	case failed:
+		fmt.Fprintln(w, "failed: the table counts the rows in written files only; what was read after them was not landed, and a new run reads it again")
+	case interrupted:
 		fmt.Fprintln(w, "interrupted: stopped reading, landed everything read")
 	}
 }

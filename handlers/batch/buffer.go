@@ -248,7 +248,11 @@ func (ib *imageBuilder) append(t *schema.Table, img change.Image) error {
 			return
 		}
 		ib.seen[i] = true
-		if j, ok := t.Sibling(i); ok && !schema.ZonedFits(v) {
+		if t.Declared && !t.Columns[i].Nullable && v.Type() == fastjson.TypeNull && first == nil {
+			// The source's schema says the column is never NULL.
+			first = fmt.Errorf("column %q is NULL, which its declared type (not optional) does not allow", key)
+		}
+		if j, ok := t.Sibling(i); ok && schema.ZonedOverflow(v) {
 			// A value the typed column cannot hold lands in its text
 			// sibling; the typed column is NULL.
 			_ = ib.app[i](nil)

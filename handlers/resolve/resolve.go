@@ -387,7 +387,7 @@ func (r *Resolver) evolve(st *tableState, cur *schema.Table, c *change.Change) (
 				// digits, PostgreSQL's year 294276) goes, as exact text, to
 				// the column's text sibling, added here on first need; the
 				// typed column keeps its type.
-				if t.Enc == schema.EncZoned && !schema.ZonedFits(v) {
+				if t.Enc == schema.EncZoned && schema.ZonedOverflow(v) {
 					name := schema.TextSibling(string(key))
 					has := false
 					if cols != nil {

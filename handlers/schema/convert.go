@@ -446,7 +446,7 @@ func compileInt(name string, t Type, b array.Builder, fail failFunc) Appender {
 		case fastjson.TypeNumber:
 			if n, err := v.Int64(); err == nil {
 				if n < lo || n > hi {
-					return fail(v, "out of range")
+					return fail(v, fmt.Sprintf("out of %s range", t))
 				}
 				app(n)
 				return nil
@@ -458,15 +458,18 @@ func compileInt(name string, t Type, b array.Builder, fail failFunc) Appender {
 			return fail(v, "not an integer")
 		}
 		n, err := strconv.ParseInt(string(raw), 10, 64)
+		if errors.Is(err, strconv.ErrRange) {
+			return fail(v, fmt.Sprintf("out of %s range", t))
+		}
 		if err != nil {
 			// Accept integral values written with a zero fraction (1.0, 1e3).
 			n, err = integralDecimal(raw)
 			if err != nil {
-				return fail(v, "not an integer")
+				return fail(v, err.Error())
 			}
 		}
 		if n < lo || n > hi {
-			return fail(v, "out of range")
+			return fail(v, fmt.Sprintf("out of %s range", t))
 		}
 		app(n)
 		return nil
@@ -476,11 +479,14 @@ func compileInt(name string, t Type, b array.Builder, fail failFunc) Appender {
 func integralDecimal(raw []byte) (int64, error) {
 	d, err := ParseDecimal(raw)
 	if err != nil {
-		return 0, err
+		return 0, errors.New("not an integer")
 	}
 	num, err := d.Rescale(0)
-	if err != nil || !num.IsInt64() {
+	if err != nil {
 		return 0, errors.New("not an integer")
+	}
+	if !num.IsInt64() {
+		return 0, errors.New("out of int64 range")
 	}
 	return num.Int64(), nil
 }

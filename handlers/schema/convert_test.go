@@ -978,3 +978,26 @@ func TestConvertErrorText(t *testing.T) {
 		t.Errorf("message %q: want the column, the type and a value cut at 80 bytes", msg)
 	}
 }
+
+// The reason says what was wrong with a number an integer column cannot
+// hold.
+func TestIntegerReasons(t *testing.T) {
+	for _, tt := range []struct {
+		typ  Type
+		in   string
+		want string
+	}{
+		{Type{Kind: Int64}, `9223372036854775808`, "out of int64 range"},
+		{Type{Kind: Int64}, `"-9223372036854775809"`, "out of int64 range"},
+		{Type{Kind: Int64}, `1e19`, "out of int64 range"},
+		{Type{Kind: Int8}, `300`, "out of int8 range"},
+		{Type{Kind: Int32}, `"3000000000"`, "out of int32 range"},
+		{Type{Kind: Int64}, `1.5`, "not an integer"},
+		{Type{Kind: Int64}, `"x"`, "not an integer"},
+	} {
+		_, err := convertOne(t, tt.typ, tt.in)
+		if err == nil || !strings.Contains(err.Error(), tt.want) {
+			t.Errorf("%s into %s: %v, want %q", tt.in, tt.typ, err, tt.want)
+		}
+	}
+}

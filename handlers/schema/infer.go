@@ -1,6 +1,8 @@
 package schema
 
 import (
+	"regexp"
+
 	"github.com/valyala/fastjson"
 )
 
@@ -100,6 +102,23 @@ func ZonedFits(v *fastjson.Value) bool {
 	}
 	_, err := ParseTimestamp(s, Micros, true)
 	return err == nil
+}
+
+// zonedText is the shape of an ISO 8601 date-time with an offset, with any
+// number of fraction digits and a year of any length.
+var zonedText = regexp.MustCompile(`^[+-]?[0-9]{4,}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}(\.[0-9]+)?(Z|[+-][0-9]{2}(:?[0-9]{2})?)$`)
+
+// ZonedOverflow reports whether v is a zoned timestamp (Debezium
+// ZonedTimestamp text) that TIMESTAMP(µs, UTC) cannot hold: a non-zero
+// seventh fraction digit, a year beyond its range. Such a value lands as
+// exact text in the column's text sibling; a value that is no timestamp
+// at all is an error, not text.
+func ZonedOverflow(v *fastjson.Value) bool {
+	if ZonedFits(v) {
+		return false
+	}
+	s, _ := v.StringBytes()
+	return zonedText.Match(s)
 }
 
 func digits4(s []byte) bool {

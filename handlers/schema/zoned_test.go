@@ -23,3 +23,22 @@ func TestZonedFitsAgreesWithParse(t *testing.T) {
 		}
 	}
 }
+
+// ZonedOverflow sends to the text sibling only real timestamps the typed
+// column cannot hold; anything else is the converter's error.
+func TestZonedOverflow(t *testing.T) {
+	for in, want := range map[string]bool{
+		`"2024-01-31T12:34:56.1234567Z"`:     true,  // SQL Server datetimeoffset(7)
+		`"+294276-01-01T00:00:00Z"`:          true,  // PostgreSQL's last year
+		`"2024-01-31T12:34:56.123456+05:30"`: false, // fits
+		`"2024-01-31T12:34:56.1234560Z"`:     false, // the 7th digit is zero: fits
+		`"yesterday"`:                        false, // no timestamp: an error, not text
+		`"2024-01-31T12:34:56.1234567"`:      false, // no offset
+		`12`:                                 false,
+		`null`:                               false,
+	} {
+		if got := ZonedOverflow(fastjson.MustParse(in)); got != want {
+			t.Errorf("ZonedOverflow(%s) = %v, want %v", in, got, want)
+		}
+	}
+}

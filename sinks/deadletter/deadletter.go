@@ -66,11 +66,28 @@ func New(dest Destination) *Queue { return &Queue{dest: dest} }
 // Add records a dead letter: key, value and headers are the original
 // message's, copied.
 func (q *Queue) Add(at sinks.Position, stage string, reason error, key, value []byte, headers []Header) {
-	l := Letter{At: at, Stage: stage, Reason: reason.Error(), Key: bytes.Clone(key), Value: bytes.Clone(value)}
+	l := Letter{At: at, Stage: stage, Reason: Bound(reason.Error()), Key: bytes.Clone(key), Value: bytes.Clone(value)}
 	for _, h := range headers {
 		l.Headers = append(l.Headers, Header{Key: h.Key, Value: bytes.Clone(h.Value)})
 	}
 	q.pending = append(q.pending, l)
+}
+
+// MaxReason bounds the length of a reason, in bytes.
+const MaxReason = 1024
+
+// Bound returns reason cut to MaxReason bytes, on a character boundary,
+// with an ellipsis when it was longer: the message itself is in the dead
+// letter.
+func Bound(reason string) string {
+	if len(reason) <= MaxReason {
+		return reason
+	}
+	cut := MaxReason - len("…")
+	for cut > 0 && !utf8.RuneStart(reason[cut]) {
+		cut--
+	}
+	return reason[:cut] + "…"
 }
 
 // Reset drops the pending dead letters (after a failure stopped the run).

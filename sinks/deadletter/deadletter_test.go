@@ -6,7 +6,9 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"errors"
+	"strings"
 	"testing"
+	"unicode/utf8"
 
 	"github.com/cdclake/cdclake/sinks"
 	"github.com/cdclake/cdclake/sinks/deadletter"
@@ -101,5 +103,16 @@ func TestQueueKeepsEntriesWhenTheStoreFails(t *testing.T) {
 	q.Reset()
 	if q.Pending() != 0 {
 		t.Error("Reset kept entries")
+	}
+}
+
+func TestBound(t *testing.T) {
+	long := strings.Repeat("é", 2000) // 4000 bytes
+	got := deadletter.Bound(long)
+	if len(got) > deadletter.MaxReason || !utf8.ValidString(got) || !strings.HasSuffix(got, "…") {
+		t.Errorf("Bound: %d bytes, valid %v", len(got), utf8.ValidString(got))
+	}
+	if deadletter.Bound("short") != "short" {
+		t.Error("a short reason changed")
 	}
 }
