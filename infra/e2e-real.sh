@@ -160,22 +160,28 @@ kafka_source_tests() {
   log "kafka source: $(grep -c -- '--- PASS' <<<"$out") tests passed against $KAFKA_BOOTSTRAP"
 }
 step "kafka source tests" kafka_source_tests
-# kill -9 at random moments (make crash-test runs it larger). One run in
-# about a dozen has ended with rows missing (never duplicated) at the end:
-# under investigation, so its result is reported here but does not fail
-# the run; make crash-test fails on it.
-kafka_kill9() {
-  local out rc=0
-  out=$(cd "$REPO_DIR" && CDCLAKE_TEST_KAFKA_BROKERS=$KAFKA_BOOTSTRAP \
-    go test -count=1 -timeout 15m -v -run 'TestKafkaKill9' ./cmd/cdclake/ 2>&1) || rc=$?
-  echo "$out" | grep -E 'kafka_test|^(---|ok|FAIL)' >&2 || true
-  if ((rc != 0)); then
-    log "WARNING: TestKafkaKill9 failed (see above); reported, not blocking"
-  else
-    log "kill -9: every row once after the kills"
-  fi
+# kill -9 at random moments (make crash-test runs it larger). A failure is
+# shown and the test runs once more: a pass then is reported as a warning
+# (one run of about twenty once ended with rows not landed; see the README).
+kafka_kill9_once() {
+  cd "$REPO_DIR" && CDCLAKE_TEST_KAFKA_BROKERS=$KAFKA_BOOTSTRAP \
+    go test -count=1 -timeout 15m -v -run 'TestKafkaKill9' ./cmd/cdclake/ 2>&1
 }
-step "kill -9 (reported)" kafka_kill9
+kafka_kill9() {
+  local out
+  out=$(kafka_kill9_once) || {
+    echo "$out" | grep -E 'kafka_test|^(---|ok|FAIL)' >&2 || true
+    log "WARNING: TestKafkaKill9 failed; running it once more"
+    out=$(kafka_kill9_once) || {
+      echo "$out" | grep -E 'kafka_test|^(---|ok|FAIL)' >&2 || true
+      die "TestKafkaKill9 failed twice"
+    }
+    log "WARNING: TestKafkaKill9 passed on the second run"
+  }
+  echo "$out" | grep -E 'kafka_test.*kills' >&2 || true
+  log "kill -9: every row once after the kills"
+}
+step "kill -9" kafka_kill9
 # The crash harness in its short form (make crash-test runs it with
 # 1,000,000 changes): kills, scaling 1 -> 3 -> 1, a 10 s S3 outage, DuckDB
 # samples, and the lake checked against the generated stream.
