@@ -1,0 +1,43 @@
+"""Compares two lakes landed from the same input: the same objects, each
+holding the same rows in the same order, every column equal but
+_cdc_ingested_at (the landing time).
+
+usage: same.py LAKE_A LAKE_B
+Prints the differences and a closing line; exits 1 when there are any.
+"""
+import sys
+from pathlib import Path
+
+import duckdb
+
+
+def files(lake):
+    root = Path(lake)
+    return sorted(str(p.relative_to(root)) for p in root.rglob("*")
+                  if p.is_file() and not str(p.relative_to(root)).startswith("_cdclake/"))
+
+
+def main(a, b):
+    fa, fb = files(a), files(b)
+    diffs = [f"only in {a}: {f}" for f in sorted(set(fa) - set(fb))] + [f"only in {b}: {f}" for f in sorted(set(fb) - set(fa))]
+    con = duckdb.connect()
+    compared = 0
+    for f in sorted(set(fa) & set(fb)):
+        pa, pb = Path(a) / f, Path(b) / f
+        if not f.endswith(".parquet"):
+            if pa.read_bytes() != pb.read_bytes():
+                diffs.append(f"{f}: differs")
+            continue
+        q = "SELECT * EXCLUDE (_cdc_ingested_at) FROM read_parquet('{}')"
+        ra, rb = con.execute(q.format(pa)).fetchall(), con.execute(q.format(pb)).fetchall()
+        compared += 1
+        if ra != rb:
+            diffs.append(f"{f}: {len(ra)} rows vs {len(rb)}, or different values")
+    for d in diffs[:20]:
+        print(d)
+    print(f"{compared} Parquet files compared, {len(fa)} objects, {len(diffs)} differences")
+    return 1 if diffs else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1], sys.argv[2]))
