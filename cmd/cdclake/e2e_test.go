@@ -81,11 +81,7 @@ func listFiles(t *testing.T, dir string) []string {
 // every change row is there, every column lands with its type, and the
 // current state rebuilt from the change rows equals the generator's.
 func TestEndToEndGenerated(t *testing.T) {
-	py := python(t)
-	cdclake := build(t, "github.com/cdclake/cdclake/cmd/cdclake")
-	gen := build(t, "github.com/cdclake/cdclake/cmd/cdcgen")
-	dir := t.TempDir()
-	runBin(t, gen, "--out", dir, "--events", "3000", "--tables", "9", "--seed", "42")
+	py, cdclake, dir := generated(t, 42)
 	lakeDir := filepath.Join(dir, "lake")
 	cfg := filepath.Join("..", "..", "testdata", "e2e", "config.yaml")
 	stream := filepath.Join(dir, "stream.ndjson")
@@ -360,11 +356,7 @@ func TestMalformedCorpus(t *testing.T) {
 // with bad lines among it) twice, with different block sizes: the same
 // objects, holding the same rows, every value equal but _cdc_ingested_at.
 func TestReplaysAreDeterministic(t *testing.T) {
-	py := python(t)
-	cdclake := build(t, "github.com/cdclake/cdclake/cmd/cdclake")
-	gen := build(t, "github.com/cdclake/cdclake/cmd/cdcgen")
-	dir := t.TempDir()
-	runBin(t, gen, "--out", dir, "--events", "3000", "--tables", "9", "--seed", "7")
+	py, cdclake, dir := generated(t, 7)
 	stream := filepath.Join(dir, "stream.ndjson")
 	data, err := os.ReadFile(stream)
 	if err != nil {
@@ -394,4 +386,17 @@ func TestReplaysAreDeterministic(t *testing.T) {
 	if err != nil {
 		t.Errorf("two landings of the same input differ: %v", err)
 	}
+}
+
+// generated builds cdclake and writes a generated stream of 3000 changes
+// over 9 tables (stream.ndjson, expected.json) into a new folder; it
+// returns DuckDB's Python, the binary and the folder.
+func generated(t *testing.T, seed int) (py, cdclake, dir string) {
+	t.Helper()
+	py = python(t)
+	cdclake = build(t, "github.com/cdclake/cdclake/cmd/cdclake")
+	gen := build(t, "github.com/cdclake/cdclake/cmd/cdcgen")
+	dir = t.TempDir()
+	runBin(t, gen, "--out", dir, "--events", "3000", "--tables", "9", "--seed", strconv.Itoa(seed))
+	return py, cdclake, dir
 }
