@@ -219,9 +219,16 @@ printf 'progress_interval: 0s\ndefaults:\n  max_rows: 500\n  max_age: 1s\n' >"$E
 # env execs cdclake: $! is cdclake's own pid, which the kill below needs.
 "${kafka_source[@]}" >"$E2E_DIR/cdclake-kafka-0.log" 2>&1 &
 kafka_pid=$!
-# Killed 4 to 10 s in: the workload writes for about 4 s, and Debezium
-# streams its changes for several seconds after.
-(sleep $((4 + RANDOM % 7)) && kill -9 "$kafka_pid" 2>/dev/null && echo "killed" >"$E2E_DIR/cdclake-kafka-0.killed") &
+# Killed mid-stream: 0 to 3 s after its first file appeared (Debezium
+# streams the workload's changes for several seconds).
+(
+  for _ in $(seq 1 600); do
+    [[ -n $(find "$KAFKA_LAKE" -name '*.parquet' -print -quit 2>/dev/null) ]] && break
+    sleep 0.1
+  done
+  sleep "$((RANDOM % 3)).$((RANDOM % 10))"
+  kill -9 "$kafka_pid" 2>/dev/null && echo "killed" >"$E2E_DIR/cdclake-kafka-0.killed"
+) &
 killer=$!
 step "workload ($E2E_ROWS rows)" "$INFRA_DIR/workload.sh" all "$E2E_ROWS"
 step "capture topics" "$INFRA_DIR/capture.sh" "$E2E_DIR/capture"
