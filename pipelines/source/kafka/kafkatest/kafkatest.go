@@ -27,7 +27,7 @@ import (
 
 // Brokers returns the broker of CDCLAKE_TEST_KAFKA_BROKERS, or skips the
 // test: make e2e starts Kafka from infra/ and sets it.
-func Brokers(t *testing.T) string {
+func Brokers(t testing.TB) string {
 	b := os.Getenv("CDCLAKE_TEST_KAFKA_BROKERS")
 	if b == "" {
 		t.Skip("CDCLAKE_TEST_KAFKA_BROKERS is not set (make e2e sets it)")
@@ -65,6 +65,13 @@ func Empty(t *testing.T, broker string, parts int32) string {
 func create(t *testing.T, broker string, parts int32) (string, *kgo.Client) {
 	t.Helper()
 	name := fmt.Sprintf("cdclake-test-%s-%d", strings.ToLower(strings.ReplaceAll(t.Name(), "/", "-")), time.Now().UnixNano())
+	return name, CreateTopic(t, broker, name, parts)
+}
+
+// CreateTopic creates a topic of parts partitions, deleted when the test
+// ends, and returns a client of the broker.
+func CreateTopic(t testing.TB, broker, name string, parts int32) *kgo.Client {
+	t.Helper()
 	cl, err := kgo.NewClient(kgo.SeedBrokers(broker))
 	if err != nil {
 		t.Fatal(err)
@@ -83,7 +90,7 @@ func create(t *testing.T, broker string, parts int32) (string, *kgo.Client) {
 		defer dcl.Close()
 		_, _ = kadm.NewClient(dcl).DeleteTopics(context.Background(), name)
 	})
-	return name, cl
+	return cl
 }
 
 // Produce writes a generated mixed stream (GoldenGate with metadata, DDL
