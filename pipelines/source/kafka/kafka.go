@@ -77,7 +77,10 @@ type Source struct {
 	groupDone map[tp]bool
 	// resume holds the offsets claimed partitions resume from (the lake's
 	// state): at least that much is committed.
-	resume   map[tp]int64
+	resume map[tp]int64
+	// claimed marks assigned partitions whose state in the lake was read:
+	// only then is it known where they start.
+	claimed  map[tp]bool
 	assigned bool
 	err      error
 	closed   bool
@@ -124,6 +127,7 @@ func New(cfg Config, log *slog.Logger) (*Source, error) {
 	}
 	return &Source{cfg: cfg, log: log.With("component", "kafka"), parts: map[tp]*partition{},
 		committed: map[tp]int64{}, targets: map[tp]int64{}, starts: map[tp]int64{}, groupDone: map[tp]bool{}, resume: map[tp]int64{},
+		claimed: map[tp]bool{},
 		drained: make(chan struct{}), stopped: make(chan struct{})}, nil
 }
 
@@ -446,9 +450,11 @@ func (s *Source) fail(err error) {
 
 // checkCaughtUp closes Drained once, in UntilCaughtUp mode, every
 // partition that had something to read at start was read to its target:
-// by this member (an assigned partition acked up to it) or by the group (a
-// commit at or past it). A member alone in the group does it all; a member
-// whose partitions moved to another does not wait for them.
+// an assigned one by this member, from where the lake's state says it
+// starts (its claim; the group's offset may be ahead of the lake); one
+// assigned to another member by the group (a commit at or past it). A
+// member alone in the group does it all; a member whose partitions moved
+// to another does not wait for them.
 func (s *Source) checkCaughtUp() {
 	if !s.cfg.UntilCaughtUp {
 		return
@@ -456,10 +462,22 @@ func (s *Source) checkCaughtUp() {
 	s.mu.Lock()
 	done := s.assigned
 	for k, target := range s.targets {
-		if s.starts[k] >= target || s.groupDone[k] {
+		p, assigned := s.parts[k]
+		if !assigned {
+			if s.starts[k] >= target || s.groupDone[k] {
+				continue
+			}
+			done = false
+			break
+		}
+		if !s.claimed[k] {
+			done = false
+			break
+		}
+		if s.starts[k] >= target {
 			continue
 		}
-		if p, ok := s.parts[k]; !ok || len(p.queue) > 0 || p.next < target {
+		if len(p.queue) > 0 || p.next < target {
 			done = false
 			break
 		}
@@ -528,6 +546,9 @@ func (s *Source) adjustOffsets(ctx context.Context, offsets map[string]map[int32
 				s.logOnce("claiming a partition's state failed; retrying", "topic", topic, "partition", part, "err", err)
 				return nil, err
 			}
+			s.mu.Lock()
+			s.claimed[tp{topic, part}] = true
+			s.mu.Unlock()
 			if ok {
 				parts[part] = kgo.NewOffset().At(off)
 				k := tp{topic, part}
@@ -543,6 +564,9 @@ func (s *Source) adjustOffsets(ctx context.Context, offsets map[string]map[int32
 			}
 		}
 	}
+	// A partition whose state already reaches its target has nothing to
+	// read: one with nothing anywhere ends the run now.
+	go s.checkCaughtUp()
 	return offsets, nil
 }
 
@@ -560,6 +584,7 @@ func (s *Source) release(parts map[string][]int32) []tp {
 				gone = append(gone, p)
 			}
 			delete(s.resume, k)
+			delete(s.claimed, k)
 		}
 	}
 	s.mu.Unlock()

@@ -369,3 +369,33 @@ func TestSASLSSL(t *testing.T) {
 		query: "&tls=true&tls_ca=" + ca + "&sasl=SCRAM-SHA-512&sasl_user=cdclake-test&sasl_password_env=CDCLAKE_TEST_SASL_PASSWORD"}).wait(t, 2*time.Minute)
 	kafkatest.SameOnce(t, "through SASL_SSL", kafkatest.Landed(t, dir), reference(t, broker, topic))
 }
+
+// TestStateWinsOverGroupOffsets: when the group's offsets are ahead of
+// what the lake's state says landed, --until-caught-up reads from the
+// lake's state and lands the rest, instead of taking the group's word that
+// the partitions are done.
+func TestStateWinsOverGroupOffsets(t *testing.T) {
+	broker := kafkatest.Brokers(t)
+	topic := kafkatest.Topic(t, broker, 2, 1000, 51)
+	dir, group := t.TempDir(), "g-"+topic
+	start(t, broker, topic, group, dir, true, 1_000_000).wait(t, 2*time.Minute)
+	cl, err := kgo.NewClient(kgo.SeedBrokers(broker))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	kafkatest.Produce(t, cl, topic, 500, 52)
+	// The group says everything is done; the lake's state does not.
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	adm := kadm.NewClient(cl)
+	ends, err := adm.ListEndOffsets(ctx, topic)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := adm.CommitAllOffsets(ctx, group, ends.Offsets()); err != nil {
+		t.Fatal(err)
+	}
+	start(t, broker, topic, group, dir, true, 1_000_000).wait(t, 2*time.Minute)
+	kafkatest.SameOnce(t, "after the group's offsets ran ahead", kafkatest.Landed(t, dir), reference(t, broker, topic))
+}
