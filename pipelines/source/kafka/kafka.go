@@ -353,6 +353,7 @@ func (s *Source) enqueue(fp kgo.FetchTopicPartition) {
 	if !p.paused && p.bytes > 4*s.cfg.BlockBytes {
 		p.paused = true
 		s.cl.PauseFetchPartitions(map[string][]int32{p.topic: {p.part}})
+		s.log.Debug("partition paused: its queue is full", "topic", p.topic, "partition", p.part, "bytes", p.bytes)
 	}
 	select {
 	case p.wake <- struct{}{}:
@@ -385,6 +386,7 @@ func (s *Source) take(p *partition) *source.Block {
 	if p.paused && p.bytes < s.cfg.BlockBytes {
 		p.paused = false
 		s.cl.ResumeFetchPartitions(map[string][]int32{p.topic: {p.part}})
+		s.log.Debug("partition resumed", "topic", p.topic, "partition", p.part, "bytes", p.bytes)
 	}
 	return b
 }
