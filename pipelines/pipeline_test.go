@@ -454,3 +454,22 @@ func TestSchemalessCatalog(t *testing.T) {
 		t.Errorf("thumbnail = %v", th)
 	}
 }
+
+// TestTableFromTopic: a Debezium event that names its table nowhere lands
+// under its Kafka topic's name.
+func TestTableFromTopic(t *testing.T) {
+	cfg, err := config.Load("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	value := []byte(`{"before":null,"after":{"ID":1},"source":{"connector":"oracle","name":"server1","ts_ms":1752379261000},"op":"c","ts_ms":1752379261000}`)
+	blk := &source.Block{Source: "server1.INVENTORY.CUSTOMERS", Topic: "server1.INVENTORY.CUSTOMERS",
+		Records: []source.Record{{Offset: 7, Value: value}}}
+	b, p := landSource(t, cfg, source.NewMemory(blk))
+	if p.Stats().Rows.Load() != 1 {
+		t.Fatalf("rows %d, dead letters %d", p.Stats().Rows.Load(), p.Stats().DeadLetters.Load())
+	}
+	if ks := keys(t, b); len(ks) != 1 || !strings.HasPrefix(ks[0], "server1.INVENTORY.CUSTOMERS/") {
+		t.Errorf("objects %v", ks)
+	}
+}

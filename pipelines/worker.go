@@ -250,6 +250,7 @@ func (p *Pipeline) unwrap(w *worker, i int) {
 // classify decodes a record and decides what becomes of it.
 func (p *Pipeline) classify(w *worker, i int) {
 	s := &w.slots[i]
+	s.c.Topic = w.block.Topic
 	dec, err := w.classifier.Decode(s.v, &s.c)
 	if err != nil {
 		s.die("decode", err)

@@ -96,6 +96,9 @@ type Change struct {
 	// (UTC); HasTS is false when the message carries none.
 	TSMicros int64
 	HasTS    bool
+	// Topic is the Kafka topic the message came from, empty for other
+	// sources; a decoder names the table after it when nothing else does.
+	Topic string
 	// RecordMicros is the source record's own timestamp (Kafka's record
 	// timestamp), 0 when it has none. It places a change without TSMicros
 	// in a partition directory; it is not landed.

@@ -105,6 +105,9 @@ type Block struct {
 	Source    string
 	Partition int32
 	Records   []Record
+	// Topic is the Kafka topic of the records, empty for sources without
+	// topics (files).
+	Topic string
 }
 
 // Position returns the position of the block's i-th record.

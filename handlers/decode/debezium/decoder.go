@@ -255,8 +255,11 @@ func (d *Decoder) decodeOp(v *fastjson.Value, c *change.Change) error {
 			}
 		}
 	}
+	if c.Table == "" && c.Topic != "" {
+		c.Table = c.Topic // the topic, named after the table by Debezium
+	}
 	if c.Table == "" {
-		return decode.Malformed("debezium: source names no table, nor does an Envelope schema name")
+		return decode.Malformed("debezium: source names no table, nor does an Envelope schema name or a topic")
 	}
 	// The database's own transaction id (PostgreSQL and Oracle txId) is the
 	// same for every event of a transaction; Debezium's transaction.id is

@@ -68,3 +68,21 @@ func unwrap(tb testing.TB, msg []byte, c *change.Change) *fastjson.Value {
 	}
 	return v
 }
+
+// TestTableFromTopic: an event whose source block names no table and that
+// has no Envelope schema takes its Kafka topic's name; without a topic it
+// is malformed.
+func TestTableFromTopic(t *testing.T) {
+	d, err := newDecoder()
+	if err != nil {
+		t.Fatal(err)
+	}
+	v := fastjson.MustParse(`{"before":null,"after":{"ID":1},"source":{"connector":"oracle","name":"server1","ts_ms":1752379261000},"op":"c","ts_ms":1752379261000}`)
+	c := &change.Change{Topic: "server1.INVENTORY.CUSTOMERS"}
+	if err := d.Decode(v, c); err != nil || c.Table != "server1.INVENTORY.CUSTOMERS" {
+		t.Errorf("with a topic: table %q, %v", c.Table, err)
+	}
+	if err := d.Decode(v, &change.Change{}); err == nil || !strings.Contains(err.Error(), "names no table") {
+		t.Errorf("without a topic: %v, want malformed", err)
+	}
+}

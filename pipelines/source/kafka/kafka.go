@@ -368,7 +368,7 @@ func (s *Source) take(p *partition) *source.Block {
 	if len(p.queue) == 0 {
 		return nil
 	}
-	b := &source.Block{Source: p.topic, Partition: p.part}
+	b := &source.Block{Source: p.topic, Partition: p.part, Topic: p.topic}
 	n, size := 0, 0
 	for n < len(p.queue) && n < s.cfg.BlockRecords && (n == 0 || size+len(p.queue[n].Value) <= s.cfg.BlockBytes) {
 		r := p.queue[n]
