@@ -138,7 +138,7 @@ kafka_tests_once() {
     CDCLAKE_TEST_KAFKA_SASL_SSL=$HOST:$KAFKA_SASL_SSL_PORT CDCLAKE_TEST_KAFKA_CA=$KAFKA_TLS_DIR/ca.pem \
     AWS_ACCESS_KEY_ID=$S3_ACCESS_KEY AWS_SECRET_ACCESS_KEY=$S3_SECRET_KEY AWS_REGION=us-east-1 \
     go test -count=1 -timeout 15m -v ./pipelines/source/kafka/ ./cmd/cdclake/ \
-    -run 'Test(UntilCaughtUp|StopAndRestart|Rebalance|FencedInstance|DeadLetterTopic|StateWinsOverGroupOffsets|KafkaStoreOutage|ParseURL|SASL)' 2>&1
+    -run 'Test(UntilCaughtUp|StopAndRestart|Rebalance|FencedInstance|DeadLetterTopic|StateWinsOverGroupOffsets|AssignedBeforeTargets|KafkaStoreOutage|ParseURL|SASL)' 2>&1
 }
 kafka_source_tests() {
   local out
@@ -154,7 +154,7 @@ kafka_source_tests() {
     log "WARNING: the Kafka source tests passed on the second run"
   }
   local t
-  for t in TestUntilCaughtUpAndResume TestStopAndRestart TestRebalance TestFencedInstance TestDeadLetterTopic TestStateWinsOverGroupOffsets TestSASLSSL TestKafkaStoreOutage; do
+  for t in TestUntilCaughtUpAndResume TestStopAndRestart TestRebalance TestFencedInstance TestDeadLetterTopic TestStateWinsOverGroupOffsets TestAssignedBeforeTargets TestSASLSSL TestKafkaStoreOutage; do
     grep -q -- "--- PASS: $t " <<<"$out" || die "the Kafka source test $t did not run"
   done
   log "kafka source: $(grep -c -- '--- PASS' <<<"$out") tests passed against $KAFKA_BOOTSTRAP"

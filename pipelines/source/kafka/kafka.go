@@ -72,6 +72,11 @@ type Source struct {
 	// offsets consumption begins at.
 	targets map[tp]int64
 	starts  map[tp]int64
+	// loaded is set once targets and starts are known: the group may
+	// assign partitions before (the client joins while they are listed).
+	loaded bool
+	// beforeLoad, when set (tests), runs before the targets are listed.
+	beforeLoad func()
 	// groupDone marks target partitions the group committed up to their
 	// target: landed by this member or another.
 	groupDone map[tp]bool
@@ -152,10 +157,13 @@ func (s *Source) Subscribe(ctx context.Context, _ string) (<-chan *message.Messa
 	s.ctx, s.cancel = context.WithCancel(ctx)
 	s.out = make(chan *message.Message)
 	if s.cfg.UntilCaughtUp {
+		// The client joins the group meanwhile: partitions may be assigned
+		// (and claimed) before the targets are known.
 		if err := s.loadTargets(s.ctx); err != nil {
 			cl.Close()
 			return nil, fmt.Errorf("kafka source: reading the end offsets: %w", err)
 		}
+		s.checkCaughtUp()
 	}
 	s.wg.Add(2)
 	go s.poll()
@@ -219,6 +227,9 @@ func (s *Source) options() ([]kgo.Opt, error) {
 // loadTargets records, for UntilCaughtUp, each partition's end offset and
 // where the group starts reading it.
 func (s *Source) loadTargets(ctx context.Context) error {
+	if s.beforeLoad != nil {
+		s.beforeLoad()
+	}
 	adm := kadm.NewClient(s.cl)
 	topics := s.cfg.Topics
 	if s.cfg.Regex {
@@ -237,6 +248,9 @@ func (s *Source) loadTargets(ctx context.Context) error {
 		}
 	}
 	if len(topics) == 0 {
+		s.mu.Lock()
+		s.loaded = true
+		s.mu.Unlock()
 		return nil
 	}
 	// A topic just created can be missing from the first answers: ask
@@ -287,7 +301,9 @@ func (s *Source) loadTargets(ctx context.Context) error {
 	ends.Each(func(o kadm.ListedOffset) {
 		k := tp{o.Topic, o.Partition}
 		s.targets[k] = o.Offset
-		if c, ok := committed.Lookup(o.Topic, o.Partition); ok && c.Err == nil && c.At >= 0 {
+		if r, claimed := s.resume[k]; claimed {
+			s.starts[k] = r // claimed already: the lake's state says
+		} else if c, ok := committed.Lookup(o.Topic, o.Partition); ok && c.Err == nil && c.At >= 0 {
 			s.starts[k] = c.At
 		} else if so, ok := startAt.Lookup(o.Topic, o.Partition); ok && so.Err == nil {
 			s.starts[k] = so.Offset
@@ -296,6 +312,7 @@ func (s *Source) loadTargets(ctx context.Context) error {
 			backlog += n
 		}
 	})
+	s.loaded = true
 	s.log.Info("reading up to the end offsets", "partitions", len(s.targets), "records", backlog)
 	return nil
 }
@@ -462,7 +479,7 @@ func (s *Source) checkCaughtUp() {
 		return
 	}
 	s.mu.Lock()
-	done := s.assigned
+	done := s.assigned && s.loaded
 	for k, target := range s.targets {
 		p, assigned := s.parts[k]
 		if !assigned {

@@ -39,6 +39,7 @@ type memberOptions struct {
 	maxRows      int
 	maxOpenFiles int
 	query        string                          // appended to the source URL
+	beforeLoad   func()                          // kafka.SetBeforeLoad
 	deadLetters  string                          // sink.dead_letters
 	wrap         func(*blob.Bucket) *blob.Bucket // the lake as the member sees it
 }
@@ -76,6 +77,9 @@ func startWith(t *testing.T, broker, topic, group, dir string, untilCaughtUp boo
 	src, err := kafka.New(kc, log)
 	if err != nil {
 		t.Fatal(err)
+	}
+	if o.beforeLoad != nil {
+		kafka.SetBeforeLoad(src, o.beforeLoad)
 	}
 	bucket, err := lake.OpenBucket(context.Background(), dir)
 	if err != nil {
@@ -398,4 +402,18 @@ func TestStateWinsOverGroupOffsets(t *testing.T) {
 	}
 	start(t, broker, topic, group, dir, true, 1_000_000).wait(t, 2*time.Minute)
 	kafkatest.SameOnce(t, "after the group's offsets ran ahead", kafkatest.Landed(t, dir), reference(t, broker, topic))
+}
+
+// TestAssignedBeforeTargets: the client joins the group while
+// --until-caught-up lists the end offsets; partitions assigned (and
+// claimed) before the listing ends are read to their end all the same, not
+// taken for done because no target was known yet.
+func TestAssignedBeforeTargets(t *testing.T) {
+	broker := kafkatest.Brokers(t)
+	topic := kafkatest.Topic(t, broker, 3, 1500, 61)
+	dir := t.TempDir()
+	m := startWith(t, broker, topic, "g-"+topic, dir, true, memberOptions{maxRows: 1_000_000,
+		beforeLoad: func() { time.Sleep(3 * time.Second) }})
+	m.wait(t, 2*time.Minute)
+	kafkatest.SameOnce(t, "assigned before the targets", kafkatest.Landed(t, dir), reference(t, broker, topic))
 }
