@@ -149,13 +149,18 @@ func (s *Source) Subscribe(ctx context.Context, _ string) (<-chan *message.Messa
 	if err != nil {
 		return nil, fmt.Errorf("kafka source: %w", err)
 	}
-	cl, err := kgo.NewClient(opts...)
-	if err != nil {
-		return nil, fmt.Errorf("kafka source: %w", err)
-	}
-	s.cl = cl
+	// The client joins the group at once, and the group's callbacks start
+	// deliverers, which use the context and the channel: both exist first.
 	s.ctx, s.cancel = context.WithCancel(ctx)
 	s.out = make(chan *message.Message)
+	cl, err := kgo.NewClient(opts...)
+	if err != nil {
+		s.cancel()
+		return nil, fmt.Errorf("kafka source: %w", err)
+	}
+	s.mu.Lock()
+	s.cl = cl
+	s.mu.Unlock()
 	if s.cfg.UntilCaughtUp {
 		// The client joins the group meanwhile: partitions may be assigned
 		// (and claimed) before the targets are known.
@@ -710,7 +715,13 @@ func (s *Source) commit(ctx context.Context, only []tp) error {
 		return nil
 	}
 	var cerr error
-	s.cl.CommitOffsetsSync(ctx, offsets, func(_ *kgo.Client, _ *kmsg.OffsetCommitRequest, resp *kmsg.OffsetCommitResponse, err error) {
+	s.mu.Lock()
+	cl := s.cl // set under the lock: the group may revoke before Subscribe returns
+	s.mu.Unlock()
+	if cl == nil {
+		return errors.New("not connected")
+	}
+	cl.CommitOffsetsSync(ctx, offsets, func(_ *kgo.Client, _ *kmsg.OffsetCommitRequest, resp *kmsg.OffsetCommitResponse, err error) {
 		if err != nil {
 			cerr = err
 			return
