@@ -67,12 +67,16 @@ grep -E 'capture: [0-9]+ topics|holds' "$LOG_DIR/capture.log" >&2 || true
 
 # Replace the previous capture (README.md is rewritten below).
 rm -rf "$out/keys"
-find "$out" -maxdepth 1 -type f \( -name '*.ndjson' -o -name '_manifest.tsv' -o -name '_postgres.json' \) -delete
+find "$out" -maxdepth 1 -type f \( -name '*.ndjson' -o -name '_manifest.tsv' -o -name '_postgres.json' -o -name '_connectors.json' \) -delete
 mv "$tmp"/*.ndjson "$tmp/_manifest.tsv" "$out/"
 mv "$tmp/keys" "$out/keys"
 
 pg_version=$(psql_shop -tAc "SHOW server_version")
 connector_config() { curl -fsS --max-time 5 "$CONNECT_URL/connectors/$1/config" | jq -S 'del(.name)'; }
+# The connectors' settings by topic prefix: verify_real.py reads how each
+# encoded its values (decimal.handling.mode, time.precision.mode).
+jq -n -S --argjson shop "$(connector_config shop-schema)" --argjson shopraw "$(connector_config shop-raw)" \
+  '{shop: $shop, shopraw: $shopraw}' >"$out/_connectors.json"
 # PostgreSQL's tables, keys and final state, so the capture can be verified
 # without services (infra/verify_real.py --pg-dump).
 [[ -x $VPY ]] || die "the Python venv is missing ($VPY); run infra/install.sh python"
@@ -100,6 +104,7 @@ number of heartbeats.
   A topic with several partitions (\`*.public.events\`: 3) holds partition 0,
   then 1, then 2, each in offset order, so each key's changes keep their order.
 - \`keys/<topic>.ndjson\`: the message **keys**, line for line.
+- \`_connectors.json\`: both connectors' settings by topic prefix.
 - \`_manifest.tsv\`: per topic partition, its first line in the file, message
   count and Kafka offsets.
 - \`_postgres.json\`: PostgreSQL after the workload: each table's columns

@@ -5,11 +5,14 @@
 #   shop-schema  topics shop.*     JSON with schemas (key and value), transaction
 #                                  metadata on (topic shop.transaction)
 #   shop-raw     topics shopraw.*  JSON without schemas, heartbeats every 2 s
-#                                  (topic __debezium-heartbeat.shopraw)
+#                                  (topic __debezium-heartbeat.shopraw),
+#                                  decimal.handling.mode=string: schemaless JSON
+#                                  cannot carry a precise decimal's scale, a
+#                                  catalog (testdata/e2e/shopraw-catalog.yaml)
+#                                  types the text
 #
 # Both: plugin pgoutput, their own slot and publication (FOR ALL TABLES, so a
-# table created later is captured), decimal.handling.mode=precise (the
-# default), snapshot.mode=initial, logical decoding messages to <prefix>.message,
+# table created later is captured), snapshot.mode=initial, logical decoding messages to <prefix>.message,
 # skipped.operations=none (Debezium skips TRUNCATE events by default).
 # Usage: infra/connectors.sh [--delete]
 set -euo pipefail
@@ -84,7 +87,8 @@ put_connector shop-schema "$(config shop-schema shop true '{
   "provide.transaction.metadata": "true"
 }')"
 put_connector shop-raw "$(config shop-raw shopraw false '{
-  "heartbeat.interval.ms": "2000"
+  "heartbeat.interval.ms": "2000",
+  "decimal.handling.mode": "string"
 }')"
 for n in "${NAMES[@]}"; do
   wait_until "connector $n running" "$CONNECTOR_TIMEOUT" "$LOG_DIR/connect.log" connect task_running "$n"

@@ -86,10 +86,11 @@ peak_rss() {
   fi
 }
 
-land() { # PREFIX GLOB BUCKET
-  local prefix=$1 glob=$2 bucket=$3 logf=$E2E_DIR/cdclake-$1.log
+land() { # PREFIX GLOB BUCKET [cdclake run options]
+  local prefix=$1 glob=$2 bucket=$3 logf=$E2E_DIR/cdclake-$1-$3.log
+  shift 3
   AWS_ACCESS_KEY_ID=$S3_ACCESS_KEY AWS_SECRET_ACCESS_KEY=$S3_SECRET_KEY AWS_REGION=us-east-1 \
-    peak_rss "cdclake-$prefix" "$CDCLAKE_BIN" run --source "$E2E_DIR/capture/$glob" --sink "$(s3_sink "$bucket")" \
+    peak_rss "cdclake-$prefix-$bucket" "$CDCLAKE_BIN" run --source "$E2E_DIR/capture/$glob" --sink "$(s3_sink "$bucket")" "$@" \
     >"$logf" 2>&1 || {
     tail -n 30 "$logf" >&2
     die "cdclake run failed for $prefix (log: $logf)"
@@ -250,6 +251,9 @@ land_from_kafka() {
 step "land shop from Kafka (kill -9, restart)" land_from_kafka
 step "land shop (schemas)" land shop 'shop.*.ndjson' lake
 step "land shopraw (no schemas)" land shopraw '*shopraw*.ndjson' lake-raw
+# The same schemaless topics typed by a catalog of route types.
+step "land shopraw (no schemas, catalog)" land shopraw '*shopraw*.ndjson' lake-catalog \
+  --config "$REPO_DIR/testdata/e2e/shopraw-catalog.yaml"
 # Landing the same input again rewrites the same objects (file names are a
 # function of the input): the listing must not change, and the verification
 # below then also proves that nothing landed twice.
@@ -267,7 +271,8 @@ spark_flag=()
 verify() {
   JAVA_HOME=$(java_home) TZ=UTC SPARK_LOCAL_IP=$HOST peak_rss verify "$VPY" "$INFRA_DIR/verify_real.py" \
     --capture "$E2E_DIR/capture" \
-    --lake "shop=$DATA_DIR/s3/lake" --lake "shopraw=$DATA_DIR/s3/lake-raw" --lake "shop=$KAFKA_LAKE" \
+    --lake "shop=$DATA_DIR/s3/lake" --lake "shopraw=$DATA_DIR/s3/lake-raw" \
+    --lake "shopraw+catalog=$DATA_DIR/s3/lake-catalog" --lake "shop=$KAFKA_LAKE" \
     --pg "host=$HOST port=$PG_PORT user=postgres dbname=$PG_DB" \
     --report "$E2E_DIR/report.txt" "${spark_flag[@]}" 2> >(grep -v -E '^(WARNING|Using Spark|Setting default log level|To adjust logging)' >&2)
 }

@@ -25,7 +25,7 @@ PG_DB=${PG_DB:-shop}
 S3_PORT=${S3_PORT:-57070}
 S3_ACCESS_KEY=${S3_ACCESS_KEY:-cdclake}
 S3_SECRET_KEY=${S3_SECRET_KEY:-cdclake-secret-key}
-S3_BUCKETS=${S3_BUCKETS:-lake lake-raw scratch}
+S3_BUCKETS=${S3_BUCKETS:-lake lake-raw lake-catalog scratch}
 
 KAFKA_BOOTSTRAP=$HOST:$KAFKA_PORT
 # A second listener, SASL_SSL (SCRAM-SHA-256/512) with a certificate of a CA

@@ -17,10 +17,14 @@ trap 'rm -rf "$work"' EXIT
   { cat "$work/shop.log" >&2; die "cdclake run failed (shop)"; }
 "$REPO_DIR/bin/cdclake" run --source "$capture/*shopraw*.ndjson" --sink "$work/lake-raw" >"$work/shopraw.log" 2>&1 ||
   { cat "$work/shopraw.log" >&2; die "cdclake run failed (shopraw)"; }
+"$REPO_DIR/bin/cdclake" run --source "$capture/*shopraw*.ndjson" --sink "$work/lake-catalog" \
+  --config "$REPO_DIR/testdata/e2e/shopraw-catalog.yaml" >"$work/catalog.log" 2>&1 ||
+  { cat "$work/catalog.log" >&2; die "cdclake run failed (shopraw with its catalog)"; }
 spark=()
 [[ ${VERIFY_SPARK:-1} == 1 ]] || spark=(--no-spark)
 JAVA_HOME=$(java_home) TZ=UTC SPARK_LOCAL_IP=$HOST "$VPY" "$INFRA_DIR/verify_real.py" \
   --capture "$capture" --pg-dump "$capture/_postgres.json" \
-  --lake "shop=$work/lake" --lake "shopraw=$work/lake-raw" "${spark[@]}" \
+  --lake "shop=$work/lake" --lake "shopraw=$work/lake-raw" \
+  --lake "shopraw+catalog=$work/lake-catalog" "${spark[@]}" \
   --report "$CDCLAKE_RUN/verify-capture-report.txt" \
   2> >(grep -v -E '^(WARNING|Using Spark|Setting default log level|To adjust logging|.*WARN NativeCodeLoader)' >&2)

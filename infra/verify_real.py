@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Verifies lakes that cdclake landed from a real Debezium capture.
 
-usage: verify_real.py --capture DIR --lake PREFIX=LAKE_DIR [--lake ...]
+usage: verify_real.py --capture DIR --lake PREFIX[+catalog]=LAKE_DIR [--lake ...]
                       (--pg DSN | --pg-dump FILE) [--no-spark] [--report FILE]
        verify_real.py --pg DSN --dump-pg FILE
 
@@ -31,7 +31,14 @@ objects that cdclake wrote through the S3 API, from the file system). Checks:
    _cdc_xid is source.txId (else source.xid, else transaction.id).
 3. types: each column lands with the Parquet/DuckDB (and Spark) type the
    README's type table gives for the PostgreSQL type (schemas enabled), or an
-   inferred type (schemas disabled).
+   inferred type (schemas disabled). PREFIX+catalog=LAKE_DIR names a lake of
+   the schemaless connector landed with its catalog
+   (testdata/e2e/shopraw-catalog.yaml): its columns must have the types of
+   the schemas connector's lake (arrays excepted: the catalog leaves them to
+   inference), and the values the catalog's types cannot hold must be dead
+   letters (EXPECTED_DEAD_LETTERS), the only rows the state may lack.
+   The decimals of a connector with decimal.handling.mode=string (read from
+   the capture's _connectors.json) are exact decimal text.
 4. current state: the table rebuilt from its change rows (README "Current state
    of a table": the latest change per key decides whether the row exists; each
    column takes its latest value from an after image that carried it; a
@@ -71,11 +78,18 @@ OPS = {"c": "INSERT", "u": "UPDATE", "d": "DELETE", "r": "READ", "t": "TRUNCATE"
 DAYS_PER_MONTH_AVG = 365.25 / 12.0
 
 # Dead letters that are the right outcome: values PostgreSQL and Debezium
-# produce that cdclake must reject. Entries are (table, substring of the
-# reason, substring of the message value). None are expected: values that
-# TIMESTAMP(µs, UTC) cannot hold (year 294276) now land in the column's text
-# sibling, and "infinity"/"-infinity" land as int64 max / -(int64 max).
-EXPECTED_DEAD_LETTERS = []
+# produce that cdclake must reject. Entries are (flavour, table, substring of
+# the reason, substring of the message value). With schemas none are
+# expected: values that TIMESTAMP(µs, UTC) cannot hold (year 294276) land in
+# the column's text sibling, and "infinity"/"-infinity" as int64 max /
+# -(int64 max). A catalog's declared type has no sibling: a value it cannot
+# hold is a dead letter naming column, type and value.
+EXPECTED_DEAD_LETTERS = [
+    ("catalog", "edge_values", 'column "c_tstz" (timestamp(us,utc)): value "+294276-12-31T23:59:59.999999Z"', "+294276"),
+    ("catalog", "edge_values", 'column "c_numeric_any" (decimal_text): value "NAN": not a decimal number', '"NAN"'),
+]
+# decimal.handling.mode of the connector being verified (_connectors.json).
+decimal_mode = "precise"
 
 # A typed column's text sibling (cdclake: values the type cannot hold, as
 # exact text; only ZonedTimestamp columns have one).
@@ -274,6 +288,8 @@ def canon_debezium(col, v, precision_ms=False):
     if c == "f64":
         return f64_hex(v)
     if c == "dec":
+        if decimal_mode == "string":
+            return dec_text(Decimal(v))
         if isinstance(v, dict):  # VariableScaleDecimal
             unscaled = int.from_bytes(base64.b64decode(v["value"]), "big", signed=True)
             return dec_text(Decimal(f"{unscaled}E-{int(v['scale'])}"))  # exact: no context rounding
@@ -397,7 +413,7 @@ def canon_lake(col, v, flavor):
     if v is None:
         return None
     c = col.cat
-    if flavor == "raw":
+    if flavor == "raw" or (flavor == "catalog" and c == "list"):
         # Schemaless: cdclake inferred a type from the JSON; decode the
         # landed value as the JSON value Debezium sent.
         return canon_debezium(col, raw_value(col, v), precision_ms=col.precision_ms)
@@ -630,7 +646,7 @@ def from_json(v):
 def expected_duck_type(col, flavor):
     """Allowed DuckDB types (prefixes) of a landed column."""
     c = col.cat
-    if flavor == "raw":
+    if flavor == "raw" or (flavor == "catalog" and c == "list"):
         return {
             "int": ("BIGINT",), "bool": ("BOOLEAN",), "str": ("VARCHAR",), "json": ("VARCHAR", "JSON"),
             "dec": ("VARCHAR", "JSON"), "f32": ("VARCHAR", "BIGINT", "DOUBLE"), "f64": ("VARCHAR", "BIGINT", "DOUBLE"),
@@ -819,16 +835,22 @@ def load_dead_letters(lake):
     return out
 
 
-def expected_dead_letter(table, d):
-    return any(t == table and c in d.get("reason", "") and s in (d.get("value") or "")
-               for t, c, s in EXPECTED_DEAD_LETTERS)
+def expected_dead_letter(flavor, table, d):
+    return any(f == flavor and t == table and c in d.get("reason", "") and s in (d.get("value") or "")
+               for f, t, c, s in EXPECTED_DEAD_LETTERS)
 
 
-def compare_states(rep, what, got, pg, ref, cols, keys, findings):
-    """got/pg/ref: {key: {col: canonical}}. Attributes each difference."""
+def compare_states(rep, what, got, pg, ref, cols, keys, findings, excused=()):
+    """got/pg/ref: {key: {col: canonical}}. Attributes each difference.
+    excused: keys whose changes include an expected dead letter (their rows
+    may differ; a note counts them)."""
     bad, upstream = [], []
+    excused_diff = 0
     for key in sorted(set(got) | set(pg), key=repr):
         g, p, r = got.get(key), pg.get(key), ref.get(key)
+        if key in excused:
+            excused_diff += g != p
+            continue
         if g is None or p is None:
             side = "missing in lake" if g is None else "not in PostgreSQL"
             ref_agrees = (r is None) == (p is None)
@@ -843,7 +865,8 @@ def compare_states(rep, what, got, pg, ref, cols, keys, findings):
             msg = f"key {key} column {name}: lake {short(gv)} PostgreSQL {short(pv)} capture {short(rv)}"
             (upstream if rv == gv else bad).append(msg)
     rep.check(not bad, f"{what}: current state equals PostgreSQL ({len(pg)} rows)" +
-              (f", {len(bad)} differences" if bad else ""), bad[:25])
+              (f", {len(bad)} differences" if bad else "") +
+              (f"; {excused_diff} rows differ by their expected dead letters" if excused_diff else ""), bad[:25])
     if upstream:
         rep.up(f"{what}: {len(upstream)} differences the captured messages already carry (Debezium/logical decoding, not cdclake)",
                upstream[:25])
@@ -882,32 +905,40 @@ def from_kafka(raw):
 
 
 def verify_prefix(rep, args, prefix, lake, pg, con, spark):
-    flavor = "schema" if prefix == args.schema_prefix else "raw"
+    global decimal_mode
+    prefix, catalog = prefix.removesuffix("+catalog"), prefix.endswith("+catalog")
+    flavor = "schema" if prefix == args.schema_prefix else "catalog" if catalog else "raw"
+    connectors = Path(args.capture) / "_connectors.json"
+    settings = json.loads(connectors.read_text()).get(prefix, {}) if connectors.exists() else {}
+    decimal_mode = settings.get("decimal.handling.mode", "precise")
+    label = prefix + ("+catalog" if catalog else "")
+    if catalog:
+        rep.note(f"[{label}] {lake}: the schemaless topics landed with a catalog of route types")
     tables, other = load_capture(args.capture, prefix)
     partition_of = kafka_positions(con, args.capture, lake)
     if partition_of:
-        rep.note(f"[{prefix}] {lake}: landed straight from Kafka; positions mapped to the capture by its manifest")
-    rep.note(f"[{prefix}] capture: {sum(len(r) for _, r in tables.values())} change messages in {len(tables)} tables; "
+        rep.note(f"[{label}] {lake}: landed straight from Kafka; positions mapped to the capture by its manifest")
+    rep.note(f"[{label}] capture: {sum(len(r) for _, r in tables.values())} change messages in {len(tables)} tables; "
              + ", ".join(f"{k} {v}" for k, v in sorted(other.items())))
     dead = load_dead_letters(lake)
     dl_reasons = Counter()
     for (src, off), d in dead.items():
         dl_reasons[(src, d.get("stage"), d.get("reason", "")[:200])] += 1
     unexpected_dead = {k: d for k, d in dead.items()
-                       if not expected_dead_letter(k[0].split(".public.")[-1].removesuffix(".ndjson"), d)}
-    rep.check(not unexpected_dead, f"[{prefix}] dead letters: {len(dead)} ({len(dead) - len(unexpected_dead)} expected)",
+                       if not expected_dead_letter(flavor, k[0].split(".public.")[-1].removesuffix(".ndjson"), d)}
+    rep.check(not unexpected_dead, f"[{label}] dead letters: {len(dead)} ({len(dead) - len(unexpected_dead)} expected)",
               [f"{n} x {src} stage {st}: {reason}" for (src, st, reason), n in sorted(dl_reasons.items())][:40])
 
     # Transactions (BEGIN/END) land in _transactions.
     if other.get("transaction"):
         n = con.execute(f"SELECT count(*) FROM read_parquet('{lake}/_transactions/*/*.parquet', union_by_name = true)").fetchone()[0]
-        rep.check(n == other["transaction"], f"[{prefix}] _transactions: {n} rows, {other['transaction']} transaction messages captured")
+        rep.check(n == other["transaction"], f"[{label}] _transactions: {n} rows, {other['transaction']} transaction messages captured")
     lake_xids = set()  # _cdc_xid of the change rows, for the _transactions note below
 
     for table in pg.tables():
         cols, keys = pg.columns(table)
         fname, rows = tables.get(table, (f"{prefix}.public.{table}.ndjson", []))
-        what = f"[{prefix}] {table}"
+        what = f"[{label}] {table}"
         lname = f"{args.db}.public.{table}"
         tdir = Path(lake) / lname
         files = sorted(tdir.glob("*/*.parquet"))
@@ -933,7 +964,12 @@ def verify_prefix(rep, args, prefix, lake, pg, con, spark):
             detail.append(f"missing {k[0]}:{k[1]}" + (f" (dead letter, {d['stage']}: {d['reason'][:240]})" if d else " (no dead letter)"))
         detail += [f"twice {k}" for k in twice[:5]] + [f"extra {k}" for k in extra[:5]]
         detail += [f"op {k}: lake {got_op[k]}, message {want[k]}" for k in wrong_op[:5]]
-        missing_expected = [k for k in missing if k in dead and expected_dead_letter(table, dead[k])]
+        missing_expected = [k for k in missing if k in dead and expected_dead_letter(flavor, table, dead[k])]
+        excused = set()
+        for line, op, before, after, *_ in rows:
+            if (fname, line) in missing_expected:
+                img = after if after is not None else before
+                excused.add(tuple(canon_debezium(cols[k], img.get(k), cols[k].precision_ms) for k in keys))
         ok = not (set(missing) - set(missing_expected)) and not twice and not extra and not wrong_op
         rep.check(ok, f"{what}: {sum(got.values())} change rows for {len(want)} change messages, each once"
                   + (f" ({len(missing_expected)} expected dead letters)" if missing_expected else ""), detail)
@@ -1076,7 +1112,7 @@ def verify_prefix(rep, args, prefix, lake, pg, con, spark):
                 except Exception as e:  # noqa: BLE001
                     row[n] = f"<undecodable {short(v)}: {e}>"
             dstate[tuple(row[k] for k in keys)] = row
-        compare_states(rep, f"{what} DuckDB", dstate, pgs, ref, cols, keys, [])
+        compare_states(rep, f"{what} DuckDB", dstate, pgs, ref, cols, keys, [], excused)
         if spark is not None:
             try:
                 srows, stypes = spark_rebuild(spark, str(tdir), cols, keys)
@@ -1089,7 +1125,7 @@ def verify_prefix(rep, args, prefix, lake, pg, con, spark):
                         except Exception as e:  # noqa: BLE001
                             row[n] = f"<undecodable {short(r[n])}: {e}>"
                     sstate[tuple(row[k] for k in keys)] = row
-                compare_states(rep, f"{what} Spark", sstate, pgs, ref, cols, keys, [])
+                compare_states(rep, f"{what} Spark", sstate, pgs, ref, cols, keys, [], excused)
                 inf = Counter(f"{n} {row[n][1]}" for row in sstate.values() for n in cols
                               if stypes.get(n) == "timestamp" and row.get(n) in (("text", "infinity"), ("text", "-infinity")))
                 if inf:
@@ -1115,14 +1151,14 @@ def verify_prefix(rep, args, prefix, lake, pg, con, spark):
         tx = con.execute(f"SELECT _cdc_xid FROM read_parquet('{lake}/_transactions/*/*.parquet', union_by_name = true)").fetchall()
         joinable = sum(1 for (x,) in tx if x in lake_xids)
         sample = sorted({x for (x,) in tx}, key=str)[:2]
-        rep.note(f"[{prefix}] _transactions: {joinable} of {len(tx)} BEGIN/END rows have a _cdc_xid that change rows have "
+        rep.note(f"[{label}] _transactions: {joinable} of {len(tx)} BEGIN/END rows have a _cdc_xid that change rows have "
                  f"(theirs is Debezium's transaction id, e.g. {', '.join(map(str, sample))}; change rows carry source.txId)")
 
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--capture")
-    ap.add_argument("--lake", action="append", default=[], help="PREFIX=LAKE_DIR")
+    ap.add_argument("--lake", action="append", default=[], help="PREFIX=LAKE_DIR or PREFIX+catalog=LAKE_DIR")
     src = ap.add_mutually_exclusive_group(required=True)
     src.add_argument("--pg", help="libpq connection string of the PostgreSQL the workload ran on")
     src.add_argument("--pg-dump", help="instead: the JSON that --dump-pg wrote (tables, keys, current state)")
