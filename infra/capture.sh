@@ -57,8 +57,9 @@ t=$SECONDS
 "$(java_bin)" -Xmx768m "${JVM_TOOL_OPTS[@]}" \
   -Dlog4j2.configurationFile="$INFRA_DIR/conf/log4j2-tools.properties" \
   -cp "$KAFKA_LIBS/*" "$INFRA_DIR/capture/Capture.java" \
-  --bootstrap "$KAFKA_BOOTSTRAP" --include '(shop|shopraw)\..*|__debezium-heartbeat\..*' \
+  --bootstrap "$KAFKA_BOOTSTRAP" --include '(shop|shopraw|maria)\..*|maria|__debezium-heartbeat\..*' \
   --await shop.message=workload-end --await shopraw.message=workload-end \
+  --await maria.shop.workload_end=workload-end \
   --timeout "$CAPTURE_TIMEOUT" --out "$tmp" >"$LOG_DIR/capture.log" 2>&1 || {
   cat "$LOG_DIR/capture.log" >&2
   die "capture failed (log: $LOG_DIR/capture.log)"
@@ -67,7 +68,7 @@ grep -E 'capture: [0-9]+ topics|holds' "$LOG_DIR/capture.log" >&2 || true
 
 # Replace the previous capture (README.md is rewritten below).
 rm -rf "$out/keys"
-find "$out" -maxdepth 1 -type f \( -name '*.ndjson' -o -name '_manifest.tsv' -o -name '_postgres.json' -o -name '_connectors.json' \) -delete
+find "$out" -maxdepth 1 -type f \( -name '*.ndjson' -o -name '_manifest.tsv' -o -name '_postgres.json' -o -name '_mariadb.json' -o -name '_connectors.json' \) -delete
 mv "$tmp"/*.ndjson "$tmp/_manifest.tsv" "$out/"
 mv "$tmp/keys" "$out/keys"
 
@@ -76,13 +77,15 @@ connector_config() { curl -fsS --max-time 5 "$CONNECT_URL/connectors/$1/config" 
 # The connectors' settings by topic prefix: verify_real.py reads how each
 # encoded its values (decimal.handling.mode, time.precision.mode).
 jq -n -S --argjson shop "$(connector_config shop-schema)" --argjson shopraw "$(connector_config shop-raw)" \
-  '{shop: $shop, shopraw: $shopraw}' >"$out/_connectors.json"
+  --argjson maria "$(connector_config maria)" '{shop: $shop, shopraw: $shopraw, maria: $maria}' >"$out/_connectors.json"
 # PostgreSQL's tables, keys and final state, so the capture can be verified
 # without services (infra/verify_real.py --pg-dump).
 [[ -x $VPY ]] || die "the Python venv is missing ($VPY); run infra/install.sh python"
 "$VPY" "$INFRA_DIR/verify_real.py" --pg "host=$HOST port=$PG_PORT user=postgres dbname=$PG_DB" --dump-pg "$out/_postgres.json"
+"$VPY" "$INFRA_DIR/verify_mariadb.py" --socket "$MARIADB_SOCKET" --db "$MARIADB_DB" --save "$out/_mariadb.json"
+maria_version=$(maria -N -e "SELECT VERSION()")
 cat >"$out/README.md" <<EOF
-# Real Debezium PostgreSQL capture
+# Real Debezium PostgreSQL and MariaDB capture
 
 Captured by \`infra/capture.sh\` (\`make -f Makefile.infra infra-capture\`) on
 $(date -u +%Y-%m-%d) from real services on 127.0.0.1. Regenerate it with the same
@@ -94,6 +97,8 @@ number of heartbeats.
 | Apache Kafka (KRaft, one node) and Kafka Connect (distributed, one worker) | $KAFKA_VERSION (Maven Central \`org.apache.kafka:kafka_$SCALA_BINARY\`, \`connect-runtime\`) |
 | Debezium PostgreSQL connector | $DEBEZIUM_VERSION (\`io.debezium:debezium-connector-postgres\`), plugin \`pgoutput\` |
 | PostgreSQL | $pg_version (Debian \`postgresql-$PG_MAJOR\`), \`wal_level=logical\`, server time zone Asia/Kolkata |
+| Debezium MariaDB connector | $DEBEZIUM_MARIADB_VERSION (\`io.debezium:debezium-connector-mariadb\`) |
+| MariaDB | $maria_version (Debian \`mariadb-server\`), \`binlog_format=ROW\`, \`binlog_row_image=FULL\`, server time zone UTC, \`sql_mode=''\` |
 | JSON converter | \`org.apache.kafka.connect.json.JsonConverter\` $KAFKA_VERSION |
 
 ## Files
@@ -123,6 +128,12 @@ marks the end of the workload. Both connectors read the same database, so
 their table names (\`source.db.schema.table\` = \`shop.public.*\`) are the same:
 land them into different lakes.
 
+\`maria.shop.*\` come from connector \`maria\` on MariaDB's database \`shop\`
+(JSON with schemas; transaction metadata: \`maria.transaction\`; schema
+changes: topic \`maria\`); the row in \`maria.shop.workload_end\` marks the
+end of its workload. \`_mariadb.json\` holds MariaDB's tables and rows after
+the workload, in the canonical form of \`infra/verify_mariadb.py\`.
+
 ## Workload
 
 \`infra/workload-setup.sql\` (schema and the rows of the initial snapshot, op
@@ -136,6 +147,14 @@ TRUNCATE, and values at the edges of their types (\`edge_values\`: NaN and
 infinities, \`time 24:00:00\`, numeric NaN, infinite timestamps and dates,
 years before 1 and after 9999, a 1000-digit numeric, a text equal to the
 placeholder).
+
+\`infra/mariadb-workload-setup.sql\` and \`infra/mariadb-workload.sql\` (a
+large batch of $((rows / 4)) rows): every MariaDB type of interest
+(\`all_types\`: BIGINT UNSIGNED up to 2^64-1, DECIMAL(65,30), DATETIME(6),
+TIMESTAMP(6), zero dates, TIME(6) from -838:59:59 to 838:59:59, YEAR,
+BIT(1/12/64), ENUM, SET, JSON, BLOB, BINARY, utf8mb4 text with 4-byte
+characters), a primary-key update, a multi-table transaction, ALTER TABLE
+ADD COLUMN (with a default) and DROP COLUMN mid-stream.
 
 ## Connector settings
 
@@ -151,6 +170,12 @@ shop-raw:
 $(connector_config shop-raw)
 \`\`\`
 
+maria:
+
+\`\`\`json
+$(connector_config maria)
+\`\`\`
+
 Land it with cdclake (one lake per connector) and verify it, no services
 needed (\`make -f Makefile.infra verify-capture\` does both):
 
@@ -160,6 +185,9 @@ needed (\`make -f Makefile.infra verify-capture\` does both):
 infra/.venv/bin/python infra/verify_real.py --capture testdata/debezium-real \\
   --pg-dump testdata/debezium-real/_postgres.json \\
   --lake shop=/tmp/lake-schema --lake shopraw=/tmp/lake-raw
+./bin/cdclake run --source 'testdata/debezium-real/maria*.ndjson' --sink /tmp/lake-maria
+infra/.venv/bin/python infra/verify_mariadb.py --capture testdata/debezium-real \\
+  --dump testdata/debezium-real/_mariadb.json --lake /tmp/lake-maria
 \`\`\`
 EOF
 size=$(du -sk "$out" | cut -f1)

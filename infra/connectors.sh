@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Registers the two Debezium PostgreSQL connectors with Kafka Connect and waits
-# until their tasks run (idempotent: PUT /connectors/NAME/config).
+# Registers the Debezium connectors with Kafka Connect and waits until their
+# tasks run (idempotent: PUT /connectors/NAME/config): two on PostgreSQL, one
+# on MariaDB.
 #
 #   shop-schema  topics shop.*     JSON with schemas (key and value), transaction
 #                                  metadata on (topic shop.transaction)
@@ -14,12 +15,17 @@
 # Both: plugin pgoutput, their own slot and publication (FOR ALL TABLES, so a
 # table created later is captured), snapshot.mode=initial, logical decoding messages to <prefix>.message,
 # skipped.operations=none (Debezium skips TRUNCATE events by default).
+#
+#   maria        topics maria.*    MariaDB database shop: JSON with schemas,
+#                                  transaction metadata (maria.transaction),
+#                                  schema changes (topic maria),
+#                                  bigint.unsigned.handling.mode=precise
 # Usage: infra/connectors.sh [--delete]
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
 
 CONNECTOR_TIMEOUT=${CONNECTOR_TIMEOUT:-120}
-NAMES=(shop-schema shop-raw)
+NAMES=(shop-schema shop-raw maria)
 
 config() { # NAME PREFIX SCHEMAS EXTRA_JSON
   jq -n --arg prefix "$2" --arg slot "cdclake_${2}" --arg schemas "$3" \
@@ -50,6 +56,37 @@ config() { # NAME PREFIX SCHEMAS EXTRA_JSON
     "topic.creation.default.replication.factor": "1",
     "topic.creation.default.partitions": "1"
   } + $extra'
+}
+
+maria_config() {
+  jq -n --arg host "$HOST" --arg port "$MARIADB_PORT" --arg db "$MARIADB_DB" --arg bootstrap "$KAFKA_BOOTSTRAP" '{
+    "connector.class": "io.debezium.connector.mariadb.MariaDbConnector",
+    "tasks.max": "1",
+    "database.hostname": $host,
+    "database.port": $port,
+    "database.user": "debezium",
+    "database.password": "dbz",
+    "database.server.id": "5401",
+    "database.ssl.mode": "disable",
+    "topic.prefix": "maria",
+    "database.include.list": $db,
+    "snapshot.mode": "initial",
+    "bigint.unsigned.handling.mode": "precise",
+    "decimal.handling.mode": "precise",
+    "time.precision.mode": "adaptive_time_microseconds",
+    "binary.handling.mode": "bytes",
+    "include.schema.changes": "true",
+    "provide.transaction.metadata": "true",
+    "schema.history.internal.kafka.bootstrap.servers": $bootstrap,
+    "schema.history.internal.kafka.topic": "_schema-history.maria",
+    "key.converter": "org.apache.kafka.connect.json.JsonConverter",
+    "value.converter": "org.apache.kafka.connect.json.JsonConverter",
+    "key.converter.schemas.enable": "true",
+    "value.converter.schemas.enable": "true",
+    "tombstones.on.delete": "true",
+    "topic.creation.default.replication.factor": "1",
+    "topic.creation.default.partitions": "1"
+  }'
 }
 
 put_connector() { # NAME JSON
@@ -90,6 +127,7 @@ put_connector shop-raw "$(config shop-raw shopraw false '{
   "heartbeat.interval.ms": "2000",
   "decimal.handling.mode": "string"
 }')"
+put_connector maria "$(maria_config)"
 for n in "${NAMES[@]}"; do
   wait_until "connector $n running" "$CONNECTOR_TIMEOUT" "$LOG_DIR/connect.log" connect task_running "$n"
 done

@@ -4,7 +4,7 @@
 # capture every Debezium topic to a temporary folder, land the capture with
 # ./bin/cdclake into versitygw over the S3 API (one bucket per connector), and
 # verify the lakes with DuckDB and Spark against the capture and PostgreSQL
-# (infra/verify_real.py).
+# (infra/verify_real.py) and MariaDB (infra/verify_mariadb.py).
 #
 # usage: infra/e2e-real.sh        (make -f Makefile.infra e2e-real)
 #   E2E_ROWS=20000   size of the large batch
@@ -254,6 +254,7 @@ step "land shopraw (no schemas)" land shopraw '*shopraw*.ndjson' lake-raw
 # The same schemaless topics typed by a catalog of route types.
 step "land shopraw (no schemas, catalog)" land shopraw '*shopraw*.ndjson' lake-catalog \
   --config "$REPO_DIR/testdata/e2e/shopraw-catalog.yaml"
+step "land maria (MariaDB)" land maria 'maria*.ndjson' lake-maria
 # Landing the same input again rewrites the same objects (file names are a
 # function of the input): the listing must not change, and the verification
 # below then also proves that nothing landed twice.
@@ -276,7 +277,13 @@ verify() {
     --pg "host=$HOST port=$PG_PORT user=postgres dbname=$PG_DB" \
     --report "$E2E_DIR/report.txt" "${spark_flag[@]}" 2> >(grep -v -E '^(WARNING|Using Spark|Setting default log level|To adjust logging)' >&2)
 }
+verify_maria() {
+  JAVA_HOME=$(java_home) TZ=UTC SPARK_LOCAL_IP=$HOST peak_rss verify-mariadb "$VPY" "$INFRA_DIR/verify_mariadb.py" \
+    --capture "$E2E_DIR/capture" --lake "$DATA_DIR/s3/lake-maria" --socket "$MARIADB_SOCKET" --db "$MARIADB_DB" \
+    --report "$E2E_DIR/report-mariadb.txt" "${spark_flag[@]}" 2> >(grep -v -E '^(WARNING|Using Spark|Setting default log level|To adjust logging)' >&2)
+}
 rc=0
 step "verify (DuckDB, Spark)" verify || rc=$?
-log "report: $E2E_DIR/report.txt"
+step "verify MariaDB (DuckDB, Spark)" verify_maria || rc=$?
+log "reports: $E2E_DIR/report.txt, $E2E_DIR/report-mariadb.txt"
 exit $rc

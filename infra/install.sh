@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Installs the pinned services into $CDCLAKE_CACHE (idempotent: what is there
-# is reused). Usage: infra/install.sh [kafka|debezium|versitygw|postgres|python ...]
+# is reused). Usage: infra/install.sh [kafka|debezium|versitygw|postgres|mariadb|python ...]
 # (default: all). The independent downloads run in parallel.
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
@@ -75,6 +75,11 @@ install_debezium() {
   mvn_copy debezium-connector-postgres "$CONNECT_PLUGIN_PATH/debezium-connector-postgres" \
     "$(dep io.debezium debezium-connector-postgres "$DEBEZIUM_VERSION")" \
     -DexcludeGroupIds=org.apache.kafka,org.slf4j
+  # The MariaDB connector in a folder of its own: Connect isolates plugins,
+  # so its Debezium version may differ from the PostgreSQL connector's.
+  mvn_copy debezium-connector-mariadb "$CONNECT_PLUGIN_PATH/debezium-connector-mariadb" \
+    "$(dep io.debezium debezium-connector-mariadb "$DEBEZIUM_MARIADB_VERSION")" \
+    -DexcludeGroupIds=org.apache.kafka,org.slf4j
 }
 
 install_versitygw() {
@@ -125,6 +130,31 @@ install_postgres() {
   fi
 }
 
+# apt_install WHAT PACKAGES...: apt-get install (root, or sudo -n).
+apt_install() {
+  local what=$1 sudo=()
+  shift
+  if [[ $EUID -ne 0 ]]; then
+    command -v sudo >/dev/null || die "$what is not installed and installing it needs root (apt-get)"
+    sudo=(sudo -n)
+  fi
+  log "$what: apt-get install $*"
+  "${sudo[@]}" apt-get update -q >>"$LOG_DIR/install-apt.log" 2>&1 || { tail "$LOG_DIR/install-apt.log" >&2; die "apt-get update failed"; }
+  "${sudo[@]}" env DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends "$@" \
+    >>"$LOG_DIR/install-apt.log" 2>&1 ||
+    { tail "$LOG_DIR/install-apt.log" >&2; die "apt-get install $* failed (log: $LOG_DIR/install-apt.log)"; }
+}
+
+install_mariadb() {
+  if [[ -x $MARIADB_BIN && -x $(command -v mariadb-install-db || true) && -x $(command -v mariadb || true) ]]; then
+    log "mariadb: installed ($("$MARIADB_BIN" --version))"
+    return 0
+  fi
+  # The package's own server is not started here (policy-rc.d); start.sh runs
+  # one on its own data folder and port.
+  apt_install mariadb-server mariadb-server mariadb-client
+}
+
 install_python() {
   local stamp_file=$VENV/.infra-complete
   local reqs="pyspark==$PYSPARK_VERSION duckdb==$DUCKDB_VERSION psycopg[binary]==$PSYCOPG_VERSION pytz==$PYTZ_VERSION"
@@ -146,7 +176,7 @@ install_python() {
 }
 
 components=("$@")
-[[ ${#components[@]} -gt 0 ]] || components=(postgres kafka debezium versitygw python)
+[[ ${#components[@]} -gt 0 ]] || components=(postgres mariadb kafka debezium versitygw python)
 
 # Maven installs share the local repository and run one after the other; the
 # other downloads run beside them.
@@ -155,8 +185,8 @@ maven_lane=()
 for c in "${components[@]}"; do
   case $c in
   kafka | debezium) maven_lane+=("$c") ;;
-  versitygw | python | postgres) lanes[$c]=1 ;;
-  *) die "unknown component $c (kafka debezium versitygw postgres python)" ;;
+  versitygw | python | postgres | mariadb) lanes[$c]=1 ;;
+  *) die "unknown component $c (kafka debezium versitygw postgres mariadb python)" ;;
   esac
 done
 
@@ -170,8 +200,9 @@ run_lane() { # NAME FUNCTIONS...: runs in the background, output to a log
   pids+=($!)
   names+=("$name")
 }
-# postgres first and in the foreground: apt must not race anything.
+# apt first and in the foreground: it must not race anything.
 if [[ -n ${lanes[postgres]:-} ]]; then install_postgres; fi
+if [[ -n ${lanes[mariadb]:-} ]]; then install_mariadb; fi
 if [[ ${#maven_lane[@]} -gt 0 ]]; then run_lane maven "${maven_lane[@]}"; fi
 if [[ -n ${lanes[versitygw]:-} ]]; then run_lane versitygw versitygw; fi
 if [[ -n ${lanes[python]:-} ]]; then run_lane python python; fi

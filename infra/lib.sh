@@ -22,10 +22,12 @@ KAFKA_CONTROLLER_PORT=${KAFKA_CONTROLLER_PORT:-59093}
 CONNECT_PORT=${CONNECT_PORT:-58083}
 PG_PORT=${PG_PORT:-55432}
 PG_DB=${PG_DB:-shop}
+MARIADB_PORT=${MARIADB_PORT:-53306}
+MARIADB_DB=${MARIADB_DB:-shop}
 S3_PORT=${S3_PORT:-57070}
 S3_ACCESS_KEY=${S3_ACCESS_KEY:-cdclake}
 S3_SECRET_KEY=${S3_SECRET_KEY:-cdclake-secret-key}
-S3_BUCKETS=${S3_BUCKETS:-lake lake-raw lake-catalog scratch}
+S3_BUCKETS=${S3_BUCKETS:-lake lake-raw lake-catalog lake-maria scratch}
 
 KAFKA_BOOTSTRAP=$HOST:$KAFKA_PORT
 # A second listener, SASL_SSL (SCRAM-SHA-256/512) with a certificate of a CA
@@ -57,6 +59,9 @@ VPY=$VENV/bin/python
 PG_BIN=${PG_BIN:-/usr/lib/postgresql/$PG_MAJOR/bin}
 PG_DATA=$DATA_DIR/postgres
 PG_SOCKET_DIR=$CDCLAKE_RUN/pgsock
+MARIADB_BIN=${MARIADB_BIN:-/usr/sbin/mariadbd}
+MARIADB_DATA=$DATA_DIR/mariadb
+MARIADB_SOCKET=$CDCLAKE_RUN/mariadb.sock
 
 log() { printf '%s [infra] %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
 die() {
@@ -199,6 +204,13 @@ pg_as_owner() {
 }
 
 psql_shop() { psql -X -v ON_ERROR_STOP=1 -h "$HOST" -p "$PG_PORT" -U postgres -d "$PG_DB" "$@"; }
+
+# maria [DB] ARGS...: the mariadb client as root over the server's socket,
+# UTF-8 (utf8mb4), UTC session time zone.
+maria() {
+  mariadb --no-defaults --socket="$MARIADB_SOCKET" -u root --default-character-set=utf8mb4 \
+    --init-command="SET time_zone = '+00:00'" "$@"
+}
 
 # mem_kb FIELD PID: FIELD (Rss or Pss, from /proc/PID/smaps_rollup) summed
 # over PID and its children, in KiB. Pss shares shared memory out among the

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Starts the services on 127.0.0.1 and waits until each is ready.
-# Usage: infra/start.sh [postgres|kafka|connect|s3 ...] (default: all).
+# Usage: infra/start.sh [postgres|mariadb|kafka|connect|s3 ...] (default: all).
 # A service that is already running is left alone, so this is re-runnable.
 # Run infra/install.sh first (infra-up does both).
 set -euo pipefail
@@ -8,6 +8,7 @@ source "$(dirname "$0")/lib.sh"
 ensure_dirs
 
 PG_TIMEOUT=${PG_TIMEOUT:-60}
+MARIADB_TIMEOUT=${MARIADB_TIMEOUT:-60}
 KAFKA_TIMEOUT=${KAFKA_TIMEOUT:-90}
 CONNECT_TIMEOUT=${CONNECT_TIMEOUT:-180}
 S3_TIMEOUT=${S3_TIMEOUT:-30}
@@ -69,6 +70,59 @@ EOF
     psql -X -q -h "$HOST" -p "$PG_PORT" -U postgres -d postgres -c "CREATE DATABASE $PG_DB"
     log "postgres: created database $PG_DB"
   fi
+}
+
+# ------------------------------------------------------------------- MariaDB
+start_mariadb() {
+  local logf=$LOG_DIR/mariadb.log conf=$CONF_DIR/mariadb.cnf
+  [[ -x $MARIADB_BIN ]] || die "MariaDB is not installed ($MARIADB_BIN); run infra/install.sh mariadb"
+  if running mariadb; then
+    log "mariadb: already running on $HOST:$MARIADB_PORT"
+    return 0
+  fi
+  port_free_or_ours mariadb "$MARIADB_PORT"
+  mkdir -p "$MARIADB_DATA"
+  # Debezium reads the binary log: row events with full images. The server
+  # runs in UTC; its sql_mode allows zero dates, which the workload writes.
+  cat >"$conf" <<EOF
+[mariadbd]
+user=$(id -un)
+datadir=$MARIADB_DATA
+socket=$MARIADB_SOCKET
+pid-file=$CDCLAKE_RUN/mariadb.pid
+log-error=$logf
+bind-address=$HOST
+port=$MARIADB_PORT
+skip-name-resolve
+server_id=1
+log_bin=$MARIADB_DATA/mariadb-bin
+binlog_format=ROW
+binlog_row_image=FULL
+binlog_expire_logs_seconds=86400
+character-set-server=utf8mb4
+collation-server=utf8mb4_unicode_ci
+default_time_zone='+00:00'
+sql_mode=''
+# A test server: durability is not needed, speed is.
+innodb_flush_log_at_trx_commit=0
+sync_binlog=0
+innodb_buffer_pool_size=128M
+performance_schema=OFF
+EOF
+  if [[ ! -d $MARIADB_DATA/mysql ]]; then
+    log "mariadb: mariadb-install-db $MARIADB_DATA"
+    mariadb-install-db --no-defaults --datadir="$MARIADB_DATA" --user="$(id -un)" \
+      --auth-root-authentication-method=normal --skip-test-db >>"$logf" 2>&1 ||
+      die "mariadb-install-db failed (log: $logf)"
+  fi
+  log "mariadb: starting on $HOST:$MARIADB_PORT"
+  start_bg mariadb "$logf" "$MARIADB_BIN" --defaults-file="$conf"
+  wait_until "mariadb on $HOST:$MARIADB_PORT" "$MARIADB_TIMEOUT" "$logf" mariadb \
+    mariadb-admin --no-defaults --socket="$MARIADB_SOCKET" -u root ping
+  # The database and Debezium's user (the privileges its documentation lists).
+  maria -e "CREATE DATABASE IF NOT EXISTS $MARIADB_DB CHARACTER SET utf8mb4;
+    CREATE USER IF NOT EXISTS 'debezium'@'$HOST' IDENTIFIED BY 'dbz';
+    GRANT SELECT, RELOAD, SHOW DATABASES, LOCK TABLES, REPLICATION SLAVE, REPLICATION CLIENT ON *.* TO 'debezium'@'$HOST';"
 }
 
 # --------------------------------------------------------------------- Kafka
@@ -172,7 +226,8 @@ kafka_started() { # the broker logs this line once it serves requests
 # ------------------------------------------------------------- Kafka Connect
 start_connect() {
   local logf=$LOG_DIR/connect.log conf=$CONF_DIR/connect/connect-distributed.properties
-  [[ -d $CONNECT_PLUGIN_PATH/debezium-connector-postgres ]] || die "Debezium is not installed; run infra/install.sh debezium"
+  [[ -d $CONNECT_PLUGIN_PATH/debezium-connector-postgres && -d $CONNECT_PLUGIN_PATH/debezium-connector-mariadb ]] ||
+    die "Debezium is not installed; run infra/install.sh debezium"
   if running connect; then
     log "connect: already running on $CONNECT_URL"
     return 0
@@ -213,7 +268,10 @@ EOF
 }
 
 connect_ready() {
-  curl -fsS --max-time 5 "$CONNECT_URL/connector-plugins" | grep -q 'io.debezium.connector.postgresql.PostgresConnector'
+  local plugins
+  plugins=$(curl -fsS --max-time 5 "$CONNECT_URL/connector-plugins") &&
+    grep -q 'io.debezium.connector.postgresql.PostgresConnector' <<<"$plugins" &&
+    grep -q 'io.debezium.connector.mariadb.MariaDbConnector' <<<"$plugins"
 }
 
 # ------------------------------------------------------------ S3 (versitygw)
@@ -255,10 +313,10 @@ create_buckets() {
 
 # ---------------------------------------------------------------------- main
 services=("$@")
-[[ ${#services[@]} -gt 0 ]] || services=(postgres kafka s3 connect)
+[[ ${#services[@]} -gt 0 ]] || services=(postgres mariadb kafka s3 connect)
 want() { local s; for s in "${services[@]}"; do [[ $s == "$1" ]] && return 0; done; return 1; }
 for s in "${services[@]}"; do
-  case $s in postgres | kafka | connect | s3) ;; *) die "unknown service $s (postgres kafka connect s3)" ;; esac
+  case $s in postgres | mariadb | kafka | connect | s3) ;; *) die "unknown service $s (postgres mariadb kafka connect s3)" ;; esac
 done
 
 t0=$SECONDS
@@ -266,6 +324,7 @@ t0=$SECONDS
 if want kafka; then start_kafka; fi
 if want s3; then start_s3; fi
 if want postgres; then start_postgres; fi
+if want mariadb; then start_mariadb; fi
 if want kafka; then
   wait_until "kafka on $KAFKA_BOOTSTRAP" "$KAFKA_TIMEOUT" "$LOG_DIR/kafka.log" kafka kafka_started
 fi

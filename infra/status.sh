@@ -18,6 +18,7 @@ row() { # NAME ADDRESS
   printf '%-10s %-8s %-8s %8s %8s %8s  %s\n' "$name" "$state" "$pid" "$rss" "$pss" "$peak" "$addr"
 }
 row postgres "postgresql://postgres@$HOST:$PG_PORT/$PG_DB"
+row mariadb "mariadb://root@$HOST:$MARIADB_PORT/$MARIADB_DB"
 row kafka "$KAFKA_BOOTSTRAP"
 row connect "$CONNECT_URL"
 row versitygw "http://$HOST:$S3_PORT"

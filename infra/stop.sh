@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Stops every service started by infra/start.sh (Connect, Kafka, versitygw,
-# PostgreSQL). Usage: infra/stop.sh [--purge] | infra/stop.sh s3 | infra/stop.sh kafka
+# PostgreSQL, MariaDB). Usage: infra/stop.sh [--purge] | infra/stop.sh s3 | infra/stop.sh kafka
 #   --purge  also deletes the services' data ($CDCLAKE_RUN/data, conf, pids);
 #            logs and the download cache are kept.
 #   s3       stops only the S3 server (an outage; infra/start.sh s3 ends it).
@@ -34,6 +34,7 @@ if [[ -f $PG_DATA/postmaster.pid && -x $PG_BIN/pg_ctl ]]; then
     die "pg_ctl stop failed (log: $LOG_DIR/postgres.log)"
 fi
 rm -f "$(pidfile postgres)"
+stop_pid mariadb 60
 if ((purge)); then
   rm -rf "$DATA_DIR" "$CONF_DIR" "$PID_DIR" "$PG_SOCKET_DIR"
   log "purged $DATA_DIR"

@@ -840,6 +840,23 @@ def expected_dead_letter(flavor, table, d):
                for f, t, c, s in EXPECTED_DEAD_LETTERS)
 
 
+def landed_once(con, src, want):
+    """Matches the change rows of src (None: no files) with want, {(file,
+    line): operation}: returns the row counts and operations by position and
+    the positions missing, landed twice, not wanted, or with another
+    operation."""
+    got, got_op = Counter(), {}
+    if src is not None:
+        for s, off, op in con.execute(f"SELECT _cdc_source, _cdc_offset, _cdc_op FROM {src}").fetchall():
+            got[(s, off)] += 1
+            got_op[(s, off)] = op
+    missing = [k for k in want if k not in got]
+    twice = [k for k, n in got.items() if n > 1]
+    extra = [k for k in got if k not in want]
+    wrong = [k for k in want if k in got_op and got_op[k] != want[k]]
+    return got, got_op, missing, twice, extra, wrong
+
+
 def compare_states(rep, what, got, pg, ref, cols, keys, findings, excused=()):
     """got/pg/ref: {key: {col: canonical}}. Attributes each difference.
     excused: keys whose changes include an expected dead letter (their rows
@@ -948,16 +965,7 @@ def verify_prefix(rep, args, prefix, lake, pg, con, spark):
 
         # 1. exactly once
         want = {(fname, line): OPS[op] for line, op, *_ in rows}
-        got = Counter()
-        got_op = {}
-        if files:
-            for s, off, op in con.execute(f"SELECT _cdc_source, _cdc_offset, _cdc_op FROM {src}").fetchall():
-                got[(s, off)] += 1
-                got_op[(s, off)] = op
-        missing = [k for k in want if k not in got]
-        twice = [k for k, n in got.items() if n > 1]
-        extra = [k for k in got if k not in want]
-        wrong_op = [k for k in want if k in got_op and got_op[k] != want[k]]
+        got, got_op, missing, twice, extra, wrong_op = landed_once(con, src if files else None, want)
         detail = []
         for k in missing[:10]:
             d = dead.get(k)
@@ -1186,20 +1194,34 @@ def main():
     con = duckdb.connect()
     con.execute("SET TimeZone = 'UTC'")
     pg = LivePostgres(args.pg) if args.pg else DumpedPostgres(args.pg_dump)
-    spark = None
-    if not args.no_spark:
-        t = time.time()
-        spark = spark_session()
-        spark.sparkContext.setLogLevel("ERROR")
-        rep.note(f"Spark {spark.version} (local[2]) started in {time.time() - t:.1f}s; DuckDB {duckdb.__version__}")
+    spark = start_spark(rep, args.no_spark)
     for spec in args.lake:
         prefix, lake = spec.split("=", 1)
         verify_prefix(rep, args, prefix, lake, pg, con, spark)
+    finish(rep, args.report, spark)
+
+
+def start_spark(rep, no_spark):
+    """A local Spark session (None with no_spark), noted in the report."""
+    if no_spark:
+        return None
+    import duckdb
+
+    t = time.time()
+    spark = spark_session()
+    spark.sparkContext.setLogLevel("ERROR")
+    rep.note(f"Spark {spark.version} (local[2]) started in {time.time() - t:.1f}s; DuckDB {duckdb.__version__}")
+    return spark
+
+
+def finish(rep, report, spark):
+    """Prints the summary, writes the report, stops Spark and exits: 1 when
+    a check failed."""
     summary = f"{rep.passed} passed, {rep.failed} failed, {rep.upstream} upstream notes"
     print(summary)
     rep.lines.append(summary)
-    if args.report:
-        Path(args.report).write_text("\n".join(rep.lines) + "\n", encoding="utf-8")
+    if report:
+        Path(report).write_text("\n".join(rep.lines) + "\n", encoding="utf-8")
     if spark is not None:
         spark.stop()
     sys.exit(1 if rep.failed else 0)

@@ -1,9 +1,12 @@
 #!/usr/bin/env bash
-# The PostgreSQL workload.
-#   infra/workload.sh setup          schema + snapshot rows (workload-setup.sql) and
-#                                    the three-partition topics for `events`
-#   infra/workload.sh run [ROWS]     the streamed changes (workload.sql); ROWS is
-#                                    the size of the large batch (default 20000)
+# The PostgreSQL and MariaDB workloads.
+#   infra/workload.sh setup          schema + snapshot rows (workload-setup.sql,
+#                                    mariadb-workload-setup.sql) and the
+#                                    three-partition topics for `events`
+#   infra/workload.sh run [ROWS]     the streamed changes (workload.sql,
+#                                    mariadb-workload.sql); ROWS is the size of
+#                                    PostgreSQL's large batch (default 20000),
+#                                    MariaDB's is a quarter of it
 #   infra/workload.sh all [ROWS]     setup, connectors, wait for streaming, run
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
@@ -16,6 +19,7 @@ setup() {
   fi
   log "workload: setup (schema and snapshot rows)"
   psql_shop -q -f "$INFRA_DIR/workload-setup.sql" >/dev/null
+  maria "$MARIADB_DB" <"$INFRA_DIR/mariadb-workload-setup.sql"
   # The large batch's topics get three partitions (Debezium partitions by key).
   local t
   for t in shop.public.events shopraw.public.events; do
@@ -31,11 +35,18 @@ streaming() {
   [[ $(psql_shop -tAc "SELECT active FROM pg_replication_slots WHERE slot_name = '$1'") == t ]]
 }
 
+# maria_streaming: the MariaDB connector reads the binary log (its snapshot
+# is over).
+maria_streaming() {
+  [[ -n $(maria -N -e "SELECT 1 FROM information_schema.PROCESSLIST WHERE USER = 'debezium' AND COMMAND LIKE 'Binlog Dump%'") ]]
+}
+
 wait_streaming() {
   local s
   for s in cdclake_shop cdclake_shopraw; do
     wait_until "slot $s streaming" "$STREAM_TIMEOUT" "$LOG_DIR/connect.log" connect streaming "$s"
   done
+  wait_until "mariadb connector streaming" "$STREAM_TIMEOUT" "$LOG_DIR/connect.log" connect maria_streaming
 }
 
 run() {
@@ -43,6 +54,8 @@ run() {
   log "workload: run (large batch of $rows rows)"
   local t=$SECONDS
   psql_shop -q -v batch_rows="$rows" -f "$INFRA_DIR/workload.sql" >"$LOG_DIR/workload.out"
+  { echo "SET @batch_rows = $((rows / 4));"; cat "$INFRA_DIR/mariadb-workload.sql"; } |
+    maria "$MARIADB_DB" >>"$LOG_DIR/workload.out"
   log "workload: done in $((SECONDS - t))s"
 }
 

@@ -252,7 +252,7 @@ func (ib *imageBuilder) append(t *schema.Table, img change.Image) error {
 			// The source's schema says the column is never NULL.
 			first = fmt.Errorf("column %q is NULL, which its declared type (not optional) does not allow", key)
 		}
-		if j, ok := t.Sibling(i); ok && schema.ZonedOverflow(v) {
+		if j, ok := t.Sibling(i); ok && schema.Overflow(t.Columns[i].Type, v) {
 			// A value the typed column cannot hold lands in its text
 			// sibling; the typed column is NULL.
 			_ = ib.app[i](nil)

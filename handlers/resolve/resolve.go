@@ -384,10 +384,11 @@ func (r *Resolver) evolve(st *tableState, cur *schema.Table, c *change.Change) (
 			if declared && t.Kind != schema.Null {
 				// The converter checks declared types. A zoned timestamp no
 				// TIMESTAMP(µs) can hold (SQL Server datetimeoffset(7)
-				// digits, PostgreSQL's year 294276) goes, as exact text, to
-				// the column's text sibling, added here on first need; the
-				// typed column keeps its type.
-				if t.Enc == schema.EncZoned && schema.ZonedOverflow(v) {
+				// digits, PostgreSQL's year 294276) or a time beyond a day
+				// (MySQL and MariaDB TIME is a signed duration) goes, as
+				// exact text, to the column's text sibling, added here on
+				// first need; the typed column keeps its type.
+				if schema.Overflow(t, v) {
 					name := schema.TextSibling(string(key))
 					has := false
 					if cols != nil {
@@ -397,8 +398,7 @@ func (r *Resolver) evolve(st *tableState, cur *schema.Table, c *change.Change) (
 					}
 					if !has {
 						ensure()
-						cols = append(cols, schema.Column{Name: name, Nullable: true,
-							Type: schema.Type{Kind: schema.String, Enc: schema.EncText, Logical: t.Logical}})
+						cols = append(cols, schema.Column{Name: name, Nullable: true, Type: schema.SiblingType(t)})
 						changed = true
 					}
 				}

@@ -606,6 +606,13 @@ func textValue(dst []byte, t Type, v *fastjson.Value) ([]byte, error) {
 		}
 		return AppendDecimalText(dst, raw)
 	}
+	if t.Enc == EncDuration {
+		n, err := v.Int64()
+		if err != nil {
+			return dst, errors.New("not an integer duration")
+		}
+		return AppendDuration(dst, n, t.Unit), nil
+	}
 	if t.Enc == EncText {
 		if v.Type() == fastjson.TypeString {
 			s, _ := v.StringBytes()

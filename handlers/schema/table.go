@@ -147,7 +147,7 @@ func NewTable(name string, version int, layout Layout, cols []Column, extras []E
 	t.sibling = make([]int, len(cols))
 	for i, c := range cols {
 		t.sibling[i] = -1
-		if c.Type.Enc == EncZoned {
+		if HasSibling(c.Type) {
 			if j, ok := t.colIndex[TextSibling(c.Name)]; ok {
 				t.sibling[i] = j
 			}

@@ -85,6 +85,10 @@ const (
 	EncHex
 	// EncZoned: ISO 8601 text with an offset, converted to UTC.
 	EncZoned
+	// EncDuration: an integer count of Unit (a signed duration, MySQL and
+	// MariaDB TIME) landed as text [-]HH:MM:SS.fraction (the text sibling of
+	// a time column; see TimeOverflow).
+	EncDuration
 )
 
 // Unit is a time unit.
