@@ -64,6 +64,9 @@ func (u *Unwrapper) Unwrap(a *Arena, raw []byte, c *change.Change) (*fastjson.Va
 		c.Kind = change.KindTombstone
 		return nil, nil
 	}
+	if cs, p, ok := u.knownEnvelope(raw); ok {
+		return u.withSchema(a, cs, p, c)
+	}
 	if s, p, ok := envelopeSpans(raw); ok && len(s) > 0 && s[0] == '{' {
 		return u.connect(a, s, p, c)
 	}
@@ -131,6 +134,43 @@ func (u *Unwrapper) Unwrap(a *Arena, raw []byte, c *change.Change) (*fastjson.Va
 
 // connect handles a Kafka Connect envelope found by scanning: a schema is
 // parsed the first time its text is seen.
+// knownEnvelope recognises a Kafka Connect envelope whose schema is one
+// already cached, without scanning the schema: the JsonConverter writes
+// {"schema":S,"payload":P} compactly and repeats a table's S byte for byte,
+// so the text up to the first ,"payload": is looked up as it is. When it
+// is a cached schema's text, a complete JSON object, the schema value is
+// exactly that text (an object ends at its matching brace), and only the
+// payload is scanned. Anything else falls back to envelopeSpans.
+func (u *Unwrapper) knownEnvelope(raw []byte) (*cachedSchema, []byte, bool) {
+	if len(u.schemas) == 0 || !bytes.HasPrefix(raw, schemaPrefix) {
+		return nil, nil, false
+	}
+	rest := raw[len(schemaPrefix):]
+	k := bytes.Index(rest, payloadKey)
+	if k < 0 {
+		return nil, nil, false
+	}
+	cs := u.schemas[string(rest[:k])]
+	if cs == nil {
+		return nil, nil, false
+	}
+	p := rest[k+len(payloadKey):]
+	i := skipWS(p, 0)
+	end := skipValue(p, i)
+	if end < 0 {
+		return nil, nil, false
+	}
+	if j := skipWS(p, end); j >= len(p) || p[j] != '}' || skipWS(p, j+1) != len(p) {
+		return nil, nil, false
+	}
+	return cs, p[i:end], true
+}
+
+var (
+	schemaPrefix = []byte(`{"schema":`)
+	payloadKey   = []byte(`,"payload":`)
+)
+
 func (u *Unwrapper) connect(a *Arena, schemaText, payload []byte, c *change.Change) (*fastjson.Value, error) {
 	cs := u.schemas[string(schemaText)]
 	if cs == nil {
@@ -145,6 +185,11 @@ func (u *Unwrapper) connect(a *Arena, schemaText, payload []byte, c *change.Chan
 		}
 		u.schemas[string(cs.text)] = cs
 	}
+	return u.withSchema(a, cs, payload, c)
+}
+
+// withSchema parses an envelope's payload, its schema being cs.
+func (u *Unwrapper) withSchema(a *Arena, cs *cachedSchema, payload []byte, c *change.Change) (*fastjson.Value, error) {
 	v, err := a.p.ParseBytes(payload)
 	if err != nil {
 		return nil, errors.Join(ErrNotJSON, err)

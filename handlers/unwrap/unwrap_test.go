@@ -89,6 +89,7 @@ func FuzzUnwrap(f *testing.F) {
 		`{"specversion":"1.0","data_base64":"eyJvcCI6ImMifQ=="}`} {
 		f.Add([]byte(s))
 	}
+	f.Add([]byte(`{"schema":{"a":1},"payload":{"op":"c"},"x":1}`))
 	f.Fuzz(func(t *testing.T, in []byte) {
 		var u Unwrapper
 		var a Arena
@@ -96,6 +97,12 @@ func FuzzUnwrap(f *testing.F) {
 		v, err := u.Unwrap(&a, in, &c)
 		if err == nil && v == nil && c.Kind != change.KindTombstone {
 			t.Fatalf("nil value without tombstone for %q", in)
+		}
+		// The same message again, its schema now cached (recognised by its
+		// bytes): the same outcome, and the same as a fresh unwrapper's.
+		first := outcome(&u, in)
+		if fresh := outcome(&Unwrapper{}, in); first != fresh {
+			t.Fatalf("%q\ncached: %s\nfresh:  %s", in, first, fresh)
 		}
 	})
 }
@@ -121,5 +128,45 @@ func TestHeaders(t *testing.T) {
 	Headers([]Header{{"ce_type", []byte("x")}}, &d)
 	if len(d.Extras) != 0 {
 		t.Errorf("ce_type without ce_specversion became %v", d.Extras)
+	}
+}
+
+// outcome renders what Unwrap made of a message, for comparisons.
+func outcome(u *Unwrapper, raw []byte) string {
+	var a Arena
+	var c change.Change
+	v, err := u.Unwrap(&a, raw, &c)
+	out := fmt.Sprintf("kind=%v err=%v schema=%q", c.Kind, err != nil, c.SchemaKey)
+	if v != nil {
+		out += " value=" + string(v.MarshalTo(nil))
+	}
+	return out
+}
+
+// TestKnownEnvelope checks that an envelope whose schema is cached (the
+// schema recognised by its bytes, not scanned) unwraps exactly as the first
+// one, which scanned it, and that near misses take the scanning path.
+func TestKnownEnvelope(t *testing.T) {
+	schema := `{"type":"struct","fields":[{"type":"string","optional":true,"field":"payload"}],"name":"t.Envelope"}`
+	params := `{"type":"string","parameters":{"a":"b","payload":"x"}}`
+	for _, raw := range []string{
+		`{"schema":` + schema + `,"payload":{"op":"c","after":{"payload":"{\"schema\":1,\"payload\":2}"}}}`,
+		`{"schema":` + schema + `,"payload":null}`,
+		`{"schema":` + schema + `,"payload":{"op":"c"}}  `,
+		`{"schema":` + schema + `,"payload":{"op":"c"},"payload":{"op":"d"}}`,
+		`{"schema":` + schema + `,"payload":{"op":"c"},"extra":1}`,
+		`{"schema":` + schema + `,"payload":{"op":"c"`,
+		`{"schema":` + schema + `,"payload":{"op":"c"}}}`,
+		`{"schema":` + schema + ` ,"payload":{"op":"c"}}`,
+		`{"schema":` + params + `,"payload":"text"}`,
+	} {
+		var u Unwrapper
+		first := outcome(&u, []byte(raw))
+		if again := outcome(&u, []byte(raw)); again != first {
+			t.Errorf("%s\nfirst:  %s\nagain:  %s", raw, first, again)
+		}
+		if fresh := outcome(&Unwrapper{}, []byte(raw)); fresh != first {
+			t.Errorf("%s\nfirst:  %s\nfresh:  %s", raw, first, fresh)
+		}
 	}
 }
