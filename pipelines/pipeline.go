@@ -26,9 +26,14 @@
 // of one partition (source.Source). Each block is handled by one worker at
 // a time; a worker owns everything a stage reuses between records (parse
 // arenas, decoders, the Kafka Connect schema cache, the reused changes),
-// and there are GOMAXPROCS workers unless WithWorkers says otherwise. A partition's lock keeps its blocks in
-// order even if a source broke that rule. Workers share only the Resolver
-// and the Batcher, both safe for concurrent use, and the counters.
+// and there are GOMAXPROCS workers unless WithWorkers says otherwise. A
+// partition's lock keeps its blocks in order even if a source broke that
+// rule. Within a block, the batch stage runs on a goroutine of its own,
+// one window behind the others: while it hands window k to the batcher,
+// unwrap, classify and resolve handle window k+1 in the worker's second
+// window, so a single partition keeps two cores busy. Windows reach the
+// batcher in record order. Workers share only the Resolver and the
+// Batcher, both safe for concurrent use, and the counters.
 //
 // # Acknowledgement
 //
@@ -151,8 +156,10 @@ func New(plan *Plan, src source.Source, bucket *blob.Bucket, log *slog.Logger, o
 	p := &Pipeline{plan: plan, log: log, source: src, landCtx: landCtx, landCancel: landCancel,
 		sink: lake.New(bucket, mem).Retrying(lake.Retry{For: time.Duration(cfg.Sink.RetryFor), Log: log.With("component", "store")})}
 	p.resolver = resolve.New(plan.TableOptions, log)
-	b, err := batch.New(batch.Config{MaxBufferedBytes: int64(cfg.Batch.MaxBufferedBytes), MaxOpenFiles: cfg.Batch.MaxOpenFiles},
-		plan.BatchConfig, p.sink, mem, log)
+	// Files are encoded and stored beside the appends, one writer per core:
+	// on one core that still overlaps a store's latency with the work.
+	b, err := batch.New(batch.Config{MaxBufferedBytes: int64(cfg.Batch.MaxBufferedBytes), MaxOpenFiles: cfg.Batch.MaxOpenFiles,
+		Writers: runtime.GOMAXPROCS(0)}, plan.BatchConfig, p.sink, mem, log)
 	if err != nil {
 		return nil, err
 	}

@@ -54,7 +54,7 @@ func BenchmarkRouterPerBlock(b *testing.B) {
 	}
 	router.AddMiddleware(middleware.Recoverer)
 	nop := func(*worker, int) {}
-	p.addHandler(router, nop, nop, nop, func(*message.Message) error { return nil })
+	p.addHandler(router, nop, nop, nop, p.batchStage)
 	b.ResetTimer()
 	go func() {
 		<-src.Drained()

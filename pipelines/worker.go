@@ -31,7 +31,9 @@ import (
 // The stages pass over a block a window of records at a time: every stage
 // handles the window's records before the next stage starts, and the
 // window stays small enough for its decoded records to stay in the CPU's
-// cache between stages.
+// cache between stages. The batch stage runs beside the others: while it
+// hands window k to the batcher, unwrap, classify and resolve handle window
+// k+1 in the worker's other window (see partition).
 type worker struct {
 	unwrapper  unwrap.Unwrapper
 	classifier *classify.Classifier
@@ -39,9 +41,15 @@ type worker struct {
 	block      *source.Block
 	// base is the index in the block of the window's first record;
 	// slots[i] carries record base+i through the stages, each with its own
-	// parse arena so the window stays decoded between stages.
-	base  int
-	slots []slot
+	// parse arena so the window stays decoded between stages. They are
+	// those of windows[cur], the window the stages before batch fill.
+	base    int
+	slots   []slot
+	windows [2]window
+	cur     int
+	// batched receives each window the stages finished, in order, for the
+	// block's batching goroutine.
+	batched chan *window
 	// hold keeps the block's dead letters and catalog entries from
 	// counting as durable until they are written.
 	hold *sinks.Position
@@ -50,6 +58,16 @@ type worker struct {
 	catalog []catalogEntry
 	headers []unwrap.Header // scratch
 	counts  counts
+	// bcounts are the batch stage's counters (it runs beside the others).
+	bcounts counts
+}
+
+// window is a window of records on its way through the stages. free holds
+// a token while no stage uses it.
+type window struct {
+	base  int
+	slots []slot
+	free  chan struct{}
 }
 
 type catalogEntry struct {
@@ -115,7 +133,12 @@ func (p *Pipeline) newWorker() (*worker, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &worker{classifier: cl, dead: deadletter.New(p.dead)}, nil
+	w := &worker{classifier: cl, dead: deadletter.New(p.dead)}
+	for i := range w.windows {
+		w.windows[i].free = make(chan struct{}, 1)
+		w.windows[i].free <- struct{}{}
+	}
+	return w, nil
 }
 
 // start prepares w for block b.
@@ -125,18 +148,24 @@ func (w *worker) start(b *source.Block) {
 	w.catalog = w.catalog[:0]
 }
 
-// window prepares w for the records [lo, hi) of its block.
-func (w *worker) window(lo, hi int) {
-	w.base = lo
-	if cap(w.slots) < hi-lo {
-		w.slots = make([]slot, hi-lo)
+// window prepares w's next window for the records [lo, hi) of its block,
+// once the batch stage is done with it.
+func (w *worker) window(lo, hi int) *window {
+	w.cur = 1 - w.cur
+	win := &w.windows[w.cur]
+	<-win.free
+	win.base = lo
+	if cap(win.slots) < hi-lo {
+		win.slots = make([]slot, hi-lo)
 	}
-	w.slots = w.slots[:hi-lo]
-	for i := range w.slots {
-		s := &w.slots[i]
+	win.slots = win.slots[:hi-lo]
+	for i := range win.slots {
+		s := &win.slots[i]
 		s.c.Reset()
 		s.v, s.dec, s.table, s.act, s.keep, s.stage, s.err = nil, nil, nil, actPending, false, "", nil
 	}
+	w.base, w.slots = win.base, win.slots
+	return win
 }
 
 func (s *slot) die(stage string, err error) {
@@ -175,12 +204,32 @@ func (p *Pipeline) partition(next message.HandlerFunc) message.HandlerFunc {
 		}()
 		w.start(b)
 		defer w.counts.addTo(&p.stats)
+		defer w.bcounts.addTo(&p.stats)
 		msg.SetContext(context.WithValue(msg.Context(), workerKey{}, w))
-		for lo := 0; lo < len(b.Records); lo += windowRecords {
-			w.window(lo, min(lo+windowRecords, len(b.Records)))
-			if _, err := next(msg); err != nil {
-				return nil, err
+		// The batch stage takes the windows in order beside the other
+		// stages; a window is reused once it has handed its records over.
+		w.batched = make(chan *window, 1)
+		done := make(chan error, 1)
+		go func() {
+			var err error
+			for win := range w.batched {
+				if err == nil {
+					err = p.batchWindow(w, win)
+				}
+				win.free <- struct{}{}
 			}
+			done <- err
+		}()
+		for lo := 0; lo < len(b.Records) && err == nil; lo += windowRecords {
+			w.window(lo, min(lo+windowRecords, len(b.Records)))
+			_, err = next(msg)
+		}
+		close(w.batched)
+		if berr := <-done; err == nil {
+			err = berr
+		}
+		if err != nil {
+			return nil, err
 		}
 		return nil, p.endBlock(p.landCtx, w)
 	}
@@ -337,15 +386,23 @@ func eventDataset(k change.Kind) string {
 	return schema.TableStreamMetadata
 }
 
-// batchStage is the handler: it hands the window's records to the batcher
-// in order and queues its dead letters. Only storage failures are errors.
+// batchStage is the handler: the window the other stages finished goes to
+// the block's batching goroutine (batchWindow), which takes windows in
+// order while the stages go on with the next.
 func (p *Pipeline) batchStage(msg *message.Message) error {
 	w := workerOf(msg)
+	w.batched <- &w.windows[w.cur]
+	return nil
+}
+
+// batchWindow hands a window's records to the batcher in order and queues
+// its dead letters. Only storage failures are errors.
+func (p *Pipeline) batchWindow(w *worker, win *window) error {
 	ctx := p.landCtx // a stop signal ends reading, not the landing of what was read
 	b := w.block
-	for i := range w.slots {
-		s := &w.slots[i]
-		j := w.base + i
+	for i := range win.slots {
+		s := &win.slots[i]
+		j := win.base + i
 		at := b.Position(j)
 		switch s.act {
 		case actSkip:
@@ -362,9 +419,9 @@ func (p *Pipeline) batchStage(msg *message.Message) error {
 			var rowErr *batch.RowError
 			switch {
 			case err == nil && s.act == actRow:
-				w.counts.rows++
+				w.bcounts.rows++
 			case err == nil:
-				w.counts.events++
+				w.bcounts.events++
 			case errors.As(err, &rowErr):
 				s.die("convert", rowErr.Err)
 			default:
@@ -380,7 +437,7 @@ func (p *Pipeline) batchStage(msg *message.Message) error {
 			}
 		}
 		if s.act == actDead {
-			w.counts.dead++
+			w.bcounts.dead++
 			rec := &b.Records[j]
 			w.dead.Add(at, s.stage, s.err, rec.Key, rec.Value, deadHeaders(rec.Headers))
 			if w.hold == nil {

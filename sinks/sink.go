@@ -94,8 +94,9 @@ type File struct {
 
 // Sink stores files.
 //
-// Write is called with one file at a time and returns only when the file is
-// durably stored (nil error) or has failed; a failed or cancelled write
+// Write may be called for several files at once (the batcher writes files
+// beside its appends) and returns only when the file is durably stored (nil
+// error) or has failed; a failed or cancelled write
 // leaves no object under f.Key. It returns the number of bytes stored. The
 // caller keeps ownership of f.Record.
 type Sink interface {

@@ -22,6 +22,17 @@
 // version's file stays open until one of the rules above closes it, so two
 // interleaving versions do not produce a file per switch.
 //
+// # Writers
+//
+// With Config.Writers > 0, a closed file is encoded and stored by a
+// goroutine of its own while the batcher goes on appending (at most
+// Writers at once); its rows count against MaxBufferedBytes until it is
+// stored, and Add waits while open and in-flight files together exceed the
+// bound. A failed write fails every later call. Files of a partition whose
+// cuts are journaled (Kafka) are written in line, under the batcher's lock,
+// so that the journal records them in order. FlushAll and FlushPartition
+// return once the files they closed are stored.
+//
 // # Durability
 //
 // Only a nil error from sinks.Sink.Write means a file is durable. The Tracker then
@@ -38,6 +49,7 @@ import (
 	"slices"
 	"sort"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/apache/arrow-go/v18/arrow/memory"
@@ -53,6 +65,9 @@ type Config struct {
 	MaxBufferedBytes int64
 	// MaxOpenFiles bounds the number of open buffers.
 	MaxOpenFiles int
+	// Writers is the number of files written at once beside the appends;
+	// 0 writes each file in line, before the call that closed it returns.
+	Writers int
 }
 
 // TableConfig is a table's route settings for batching and writing.
@@ -135,6 +150,16 @@ type Batcher struct {
 	// fenced are partitions another instance took over while this one
 	// held them: nothing more of them is landed here until Restore.
 	fenced map[partKey]bool
+
+	// Files being written beside the appends (Config.Writers): writing
+	// holds a token of slots; inflight counts their input bytes (changed
+	// without the lock, so that a wait under it sees writes end), wrote is
+	// signalled after each, werr is the first failure.
+	slots    chan struct{}
+	inflight atomic.Int64
+	wrote    chan struct{}
+	writes   sync.WaitGroup
+	werr     error
 }
 
 // New returns a Batcher writing to sink. Both bounds of cfg must be at
@@ -144,9 +169,14 @@ func New(cfg Config, tables func(string) *TableConfig, sink sinks.Sink, mem memo
 		return nil, fmt.Errorf("batch: bounds must be at least 1 (max buffered bytes %d, max open files %d)",
 			cfg.MaxBufferedBytes, cfg.MaxOpenFiles)
 	}
-	return &Batcher{cfg: cfg, tables: tables, sink: sink, mem: mem, log: log, now: time.Now,
+	b := &Batcher{cfg: cfg, tables: tables, sink: sink, mem: mem, log: log, now: time.Now,
 		open: map[bufKey]*buffer{}, tracker: NewTracker(), stats: map[string]*TableStats{}, replays: map[partKey]*replay{},
-		fenced: map[partKey]bool{}}, nil
+		fenced: map[partKey]bool{}}
+	if cfg.Writers > 0 {
+		b.slots = make(chan struct{}, cfg.Writers)
+		b.wrote = make(chan struct{}, 1)
+	}
+	return b, nil
 }
 
 // SetJournal makes the Batcher record the cut points of the files of the
@@ -231,6 +261,9 @@ func (b *Batcher) Durable(source string, part int32) (int64, bool) {
 func (b *Batcher) Add(ctx context.Context, c *change.Change, t *schema.Table, at sinks.Position, size int) error {
 	b.mu.Lock()
 	defer b.mu.Unlock()
+	if b.werr != nil {
+		return b.werr
+	}
 	if b.fenced[partKey{at.Source, at.Partition}] {
 		return nil
 	}
@@ -288,6 +321,9 @@ func (b *Batcher) Add(ctx context.Context, c *change.Change, t *schema.Table, at
 func (b *Batcher) Skip(ctx context.Context, at sinks.Position) error {
 	b.mu.Lock()
 	defer b.mu.Unlock()
+	if b.werr != nil {
+		return b.werr
+	}
 	if b.fenced[partKey{at.Source, at.Partition}] {
 		return nil
 	}
@@ -341,7 +377,7 @@ func (b *Batcher) FlushPartition(ctx context.Context, source string, part int32)
 			}
 		}
 	}
-	return nil
+	return b.waitWrites()
 }
 
 // complete reports whether buf may be written before its rows reached a
@@ -406,7 +442,17 @@ func (b *Batcher) FlushAll(ctx context.Context) error {
 			return err
 		}
 	}
-	return nil
+	return b.waitWrites()
+}
+
+// waitWrites waits, with b.mu held by the caller and released meanwhile,
+// until every file being written is stored, and returns the first write
+// failure.
+func (b *Batcher) waitWrites() error {
+	b.mu.Unlock()
+	b.writes.Wait()
+	b.mu.Lock()
+	return b.werr
 }
 
 // Stats returns a copy of the per-table counters.
@@ -431,8 +477,10 @@ func (b *Batcher) OpenFiles() int {
 	return len(b.open)
 }
 
-// Close releases buffers that were never written (after a failure).
+// Close releases buffers that were never written (after a failure), once
+// the files being written are done.
 func (b *Batcher) Close() {
+	b.writes.Wait()
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	for k, buf := range b.open {
@@ -491,6 +539,11 @@ func (b *Batcher) enforceBounds(ctx context.Context) error {
 			}
 		}
 	}
+	// Files being written count too: wait for writes to end while open and
+	// in-flight files together are above the bound.
+	for b.cfg.Writers > 0 && b.inflight.Load() > 0 && b.held+b.inflight.Load() > b.cfg.MaxBufferedBytes {
+		<-b.wrote
+	}
 	for len(b.open) > b.cfg.MaxOpenFiles {
 		i := slices.IndexFunc(b.sorted(), func(buf *buffer) bool { return buf.forced == nil })
 		if i < 0 {
@@ -515,6 +568,9 @@ func (b *Batcher) fence(at sinks.Position, key string) {
 // flush writes buf and forgets it. On failure buf is kept open (its rows are
 // not durable) and the error returned.
 func (b *Batcher) flush(ctx context.Context, buf *buffer) error {
+	if b.werr != nil {
+		return b.werr
+	}
 	if b.open[buf.key] != buf {
 		return nil // dropped: its partition was fenced
 	}
@@ -560,6 +616,11 @@ func (b *Batcher) flush(ctx context.Context, buf *buffer) error {
 			return fmt.Errorf("recording the cut of %s: %w", f.Key, err)
 		}
 	}
+	if valid > 0 && !journaled && b.cfg.Writers > 0 {
+		b.detach(buf)
+		b.writeBeside(ctx, buf, f)
+		return nil
+	}
 	if valid > 0 {
 		var err error
 		n, err = b.sink.Write(ctx, f)
@@ -567,10 +628,7 @@ func (b *Batcher) flush(ctx context.Context, buf *buffer) error {
 			return fmt.Errorf("writing %s (%d rows): %w", f.Key, valid, err)
 		}
 	}
-	delete(b.open, buf.key)
-	if rp := b.replays[partKey{buf.src.Source, buf.src.Partition}]; rp != nil && buf.forced != nil {
-		rp.forced = slices.DeleteFunc(rp.forced, func(x *buffer) bool { return x == buf })
-	}
+	b.detach(buf)
 	b.held -= buf.bytes
 	b.tracker.close(buf.src.Source, buf.src.Partition, buf)
 	buf.release()
@@ -587,17 +645,62 @@ func (b *Batcher) flush(ctx context.Context, buf *buffer) error {
 			return fmt.Errorf("recording %s as written: %w", f.Key, err)
 		}
 	}
+	b.count(buf, f, n)
+	return nil
+}
+
+// detach takes buf out of the open files.
+func (b *Batcher) detach(buf *buffer) {
+	delete(b.open, buf.key)
+	if rp := b.replays[partKey{buf.src.Source, buf.src.Partition}]; rp != nil && buf.forced != nil {
+		rp.forced = slices.DeleteFunc(rp.forced, func(x *buffer) bool { return x == buf })
+	}
+}
+
+// writeBeside writes the detached buf as f on a goroutine of its own, at
+// most Config.Writers at once. Its rows stay pending in the tracker, and
+// its bytes in the memory bound, until f is stored.
+func (b *Batcher) writeBeside(ctx context.Context, buf *buffer, f *sinks.File) {
+	b.held -= buf.bytes
+	b.inflight.Add(buf.bytes)
+	b.slots <- struct{}{} // a writer's token is returned before it takes b.mu
+	b.writes.Add(1)
+	go func() {
+		defer b.writes.Done()
+		n, err := b.sink.Write(ctx, f)
+		<-b.slots
+		b.inflight.Add(-buf.bytes)
+		select {
+		case b.wrote <- struct{}{}:
+		default:
+		}
+		b.mu.Lock()
+		defer b.mu.Unlock()
+		if err != nil {
+			if b.werr == nil {
+				b.werr = fmt.Errorf("writing %s (%d rows): %w", f.Key, f.Rows, err)
+			}
+			buf.release()
+			return
+		}
+		b.tracker.close(buf.src.Source, buf.src.Partition, buf)
+		buf.release()
+		b.count(buf, f, n)
+	}()
+}
+
+// count adds a written file to its table's counters.
+func (b *Batcher) count(buf *buffer, f *sinks.File, n int64) {
 	st := b.stats[buf.key.table]
 	if st == nil {
 		st = &TableStats{Versions: map[int]bool{}}
 		b.stats[buf.key.table] = st
 	}
 	st.Versions[buf.table.Version] = true
-	if valid > 0 {
-		st.Rows += int64(valid)
+	if f.Rows > 0 {
+		st.Rows += int64(f.Rows)
 		st.Files++
 		st.Bytes += n
-		b.log.Debug("file written", "key", f.Key, "rows", valid, "bytes", n)
+		b.log.Debug("file written", "key", f.Key, "rows", f.Rows, "bytes", n)
 	}
-	return nil
 }
