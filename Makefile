@@ -11,7 +11,7 @@ LAKE      ?= ./lake
 .DEFAULT_GOAL := all
 include Makefile.infra
 
-.PHONY: all build run test fuzz bench bench-land vet pyenv clean e2e
+.PHONY: all build run test fuzz bench bench-go bench-land vet pyenv clean e2e
 
 all: build
 
@@ -56,19 +56,32 @@ fuzz:
 # S3, verifies it with DuckDB and Spark, and stops every service.
 e2e: e2e-real
 
-# Every benchmark; the Parquet writer comparison (pqarrow against parquet-go)
-# checks its outputs first.
-bench:
+# The landing benchmark (bench/bench.py): deterministic streams from
+# cmd/cdcgen (Debezium with and without schemas, GoldenGate Data Streams;
+# BENCH_EVENTS changes over BENCH_TABLES tables each) landed by the real
+# binary under GOMAXPROCS=1 and 2 and by DuckDB (one thread) on the same
+# files. Prints one table and writes it to bench/RESULTS.md.
+BENCH_EVENTS ?= 100000
+BENCH_TABLES ?= 24
+BENCH_RUNS   ?= 1
+bench: build pyenv
+	$(GO) build -o bin/cdcgen ./cmd/cdcgen
+	$(VPY) bench/bench.py --cdclake bin/cdclake --cdcgen bin/cdcgen --events $(BENCH_EVENTS) \
+		--tables $(BENCH_TABLES) --runs $(BENCH_RUNS)
+
+# The Go micro-benchmarks of every stage; the Parquet writer comparison
+# (pqarrow against parquet-go) checks its outputs first.
+bench-go:
 	CDCLAKE_COMPARE=1 $(GO) test -run 'TestCompareWriters' ./sinks/parquet/
 	$(GO) test -run '^$$' -bench . -benchmem ./...
 
 # Lands a generated stream of 200,000 mixed changes over 50 tables, prints
 # events/s and peak RSS, and checks the lake with DuckDB.
-BENCH_EVENTS ?= 200000
-BENCH_TABLES ?= 50
+LAND_EVENTS ?= 200000
+LAND_TABLES ?= 50
 bench-land: build pyenv
 	$(GO) build -o bin/cdcgen ./cmd/cdcgen
-	rm -rf /tmp/cdclake-bench && ./bin/cdcgen --out /tmp/cdclake-bench --events $(BENCH_EVENTS) --tables $(BENCH_TABLES)
+	rm -rf /tmp/cdclake-bench && ./bin/cdcgen --out /tmp/cdclake-bench --events $(LAND_EVENTS) --tables $(LAND_TABLES)
 	/usr/bin/time -f 'peak RSS %M KiB, %e s wall, %U s user' ./bin/cdclake run --source /tmp/cdclake-bench/stream.ndjson \
 		--sink /tmp/cdclake-bench/lake --config testdata/bench/config.yaml
 	$(VPY) testdata/e2e/verify.py /tmp/cdclake-bench/lake /tmp/cdclake-bench/expected.json | tail -1

@@ -1,7 +1,7 @@
 // Command cdcgen generates mixed CDC streams with a known outcome, for the
 // end-to-end test and the benchmark.
 //
-//	cdcgen --out DIR [--events N] [--tables M] [--seed S]
+//	cdcgen --out DIR [--events N] [--tables M] [--seed S] [--format F]
 //
 // It writes DIR/stream.ndjson and DIR/expected.json (see package gen).
 package main
@@ -21,18 +21,21 @@ func main() {
 	events := flag.Int("events", 2000, "number of row changes")
 	tables := flag.Int("tables", 6, "number of tables (at least 3)")
 	seed := flag.Uint64("seed", 1, "random seed")
+	formatName := flag.String("format", "mixed", "mixed, goldengate, debezium or debezium-schemaless: every table in that format")
 	flag.Parse()
-	if *out == "" {
-		fmt.Fprintln(os.Stderr, "usage: cdcgen --out DIR [--events N] [--tables M≥3] [--seed S]")
+	format, ok := map[string]int{"mixed": gen.Mixed, "goldengate": gen.GoldenGate, "debezium": gen.Debezium,
+		"debezium-schemaless": gen.DebeziumSchemaless}[*formatName]
+	if *out == "" || !ok {
+		fmt.Fprintln(os.Stderr, "usage: cdcgen --out DIR [--events N] [--tables M≥3] [--seed S] [--format mixed|goldengate|debezium|debezium-schemaless]")
 		os.Exit(2)
 	}
-	if err := run(*out, *events, *tables, *seed); err != nil {
+	if err := run(*out, *events, *tables, *seed, format); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
 }
 
-func run(dir string, events, tables int, seed uint64) error {
+func run(dir string, events, tables int, seed uint64, format int) error {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return err
 	}
@@ -40,7 +43,7 @@ func run(dir string, events, tables int, seed uint64) error {
 	if err != nil {
 		return err
 	}
-	exp, err := gen.Generate(f, events, tables, seed)
+	exp, err := gen.GenerateFormat(f, events, tables, seed, format)
 	if cerr := f.Close(); err == nil {
 		err = cerr
 	}

@@ -95,7 +95,8 @@ func GenerateFormat(w io.Writer, events, ntables int, seed uint64, format int) (
 		case 0:
 			t.name = fmt.Sprintf("SALES.T%03d", i)
 			t.exp = &TableExpect{Format: "goldengate", Key: "ID", Columns: map[string]string{
-				"ID": "decimal_text", "NAME": "text", "AMOUNT": "decimal_text", "CREATED": "timestamp", "NOTE": "text", "EXTRA": "text"}}
+				"ID": "decimal_text", "NAME": "text", "AMOUNT": "decimal_text", "CREATED": "timestamp", "NOTE": "text", "EXTRA": "text",
+				"QTY": "decimal_text", "PRICE": "decimal_text", "STATUS": "text", "CITY": "text", "COUNTRY": "text", "CODE": "text"}}
 			g.ggMetadata(t)
 		case 1:
 			t.name = fmt.Sprintf("shop.public.t%03d", i)
@@ -202,6 +203,12 @@ func (g *gen) ggMetadata(t *table) {
 		"AMOUNT":  map[string]any{"type": "number", "null": true, "key": false},
 		"CREATED": map[string]any{"type": "string", "null": true, "key": false},
 		"NOTE":    map[string]any{"type": "string", "null": true, "key": false},
+		"QTY":     map[string]any{"type": "number", "null": true, "key": false},
+		"PRICE":   map[string]any{"type": "number", "null": true, "key": false},
+		"STATUS":  map[string]any{"type": "string", "null": true, "key": false},
+		"CITY":    map[string]any{"type": "string", "null": true, "key": false},
+		"COUNTRY": map[string]any{"type": "string", "null": true, "key": false},
+		"CODE":    map[string]any{"type": "string", "null": true, "key": false},
 	}
 	if t.ddl {
 		cols["EXTRA"] = map[string]any{"type": "string", "null": true, "key": false}
@@ -256,6 +263,15 @@ func (g *gen) ggChange(t *table) {
 			after["EXTRA"] = "x"
 			row["EXTRA"] = str("x")
 		}
+		qty := json.Number(strconv.Itoa(1 + g.rnd.IntN(500)))
+		price := json.Number(fmt.Sprintf("%d.%02d", g.rnd.IntN(10000), g.rnd.IntN(100)))
+		status := []string{"NEW", "PAID", "SHIPPED", "CLOSED"}[g.rnd.IntN(4)]
+		city := []string{"Lisboa", "München", "Zürich", "São Paulo", "Kraków", "Reykjavík"}[g.rnd.IntN(6)]
+		country := []string{"PT", "DE", "CH", "BR", "PL", "IS"}[g.rnd.IntN(6)]
+		code := fmt.Sprintf("C-%06d", g.rnd.IntN(1000000))
+		after["QTY"], after["PRICE"], after["STATUS"], after["CITY"], after["COUNTRY"], after["CODE"] = qty, price, status, city, country, code
+		row["QTY"], row["PRICE"], row["STATUS"], row["CITY"], row["COUNTRY"], row["CODE"] =
+			str(string(qty)), str(string(price)), str(status), str(city), str(country), str(code)
 		rec["op_type"], rec["after"] = "INSERT", after
 		t.rows[id] = row
 	case 1:
@@ -281,6 +297,13 @@ func (g *gen) ggChange(t *table) {
 }
 
 // ---- Debezium ----
+
+// connectEnvelope is the JsonConverter's envelope, schema first as it
+// writes it.
+type connectEnvelope struct {
+	Schema  any `json:"schema"`
+	Payload any `json:"payload"`
+}
 
 func field(typ, name string, optional bool, extra ...any) map[string]any {
 	f := map[string]any{"type": typ, "field": name, "optional": optional}
@@ -458,14 +481,14 @@ func (g *gen) dbzChange(t *table, schemas bool) {
 	}
 	t.exp.Changes++
 	if schemas {
-		g.line(map[string]any{"schema": dbzEnvelopeSchema(t), "payload": payload})
+		g.line(connectEnvelope{Schema: dbzEnvelopeSchema(t), Payload: payload})
 	} else {
 		g.line(payload)
 	}
 	if kind == 2 {
 		// Kafka tombstone after a delete.
 		if schemas {
-			g.line(map[string]any{"schema": nil, "payload": nil})
+			g.line(connectEnvelope{})
 		} else {
 			g.w.WriteString("null\n")
 			g.exp.Messages++
