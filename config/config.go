@@ -129,7 +129,7 @@ type Route struct {
 var Default = Config{
 	Source: Source{Format: "auto", BlockLines: 1024, BlockBytes: 16 << 20},
 	Sink:   Sink{RetryFor: Duration(10 * time.Minute)},
-	Batch:  Batch{MaxBufferedBytes: 256 << 20, MaxOpenFiles: 512},
+	Batch:  Batch{MaxBufferedBytes: 256 << 20, MaxOpenFiles: 8192},
 	Defaults: Route{Path: "{table}/date={date}", Layout: "images", MaxRows: 1_000_000, MaxBytes: 128 << 20,
 		MaxAge: Duration(5 * time.Minute), Compression: "zstd", RowGroup: 128 * 1024, Numbers: "decimal_text"},
 	ProgressInterval: Duration(5 * time.Second),

@@ -14,6 +14,7 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"runtime/debug"
 	"runtime/pprof"
 	"sort"
 	"strings"
@@ -123,6 +124,14 @@ func runCmd(args []string, stdout, stderr io.Writer) int {
 	if err != nil {
 		fmt.Fprintf(stderr, "config: %v\n", err)
 		return 1
+	}
+	// The batcher bounds what open files hold; the Go runtime would let the
+	// heap grow to twice what is live before collecting. A soft limit of
+	// one and a half times the bound plus 64 MiB (for decoding, encoding
+	// and the rest) keeps the process near it unless GOMEMLIMIT says
+	// otherwise.
+	if os.Getenv("GOMEMLIMIT") == "" {
+		debug.SetMemoryLimit(int64(cfg.Batch.MaxBufferedBytes)*3/2 + 64<<20)
 	}
 	if *sourceURL != "" {
 		cfg.Source.URL = *sourceURL

@@ -61,7 +61,9 @@ import (
 
 // Config bounds the batcher as a whole.
 type Config struct {
-	// MaxBufferedBytes bounds the input bytes held in open buffers.
+	// MaxBufferedBytes bounds the memory of open buffers (their Arrow
+	// builders, counted by the allocator, and an estimate of the builders
+	// themselves) and of files being written.
 	MaxBufferedBytes int64
 	// MaxOpenFiles bounds the number of open buffers.
 	MaxOpenFiles int
@@ -298,7 +300,12 @@ func (b *Batcher) Add(ctx context.Context, c *change.Change, t *schema.Table, at
 	}
 	b.tracker.seen(at)
 	err := buf.append(c, at, tsMicros, size)
-	b.held += int64(size)
+	// The memory bound counts what the buffer holds, not the input: a
+	// Connect schema repeated in every message costs nothing here, and an
+	// open buffer's builders cost something before any row.
+	mem := buf.footprint()
+	b.held += mem - buf.held
+	buf.held = mem
 	if err != nil {
 		err = &RowError{Err: err}
 	}
@@ -404,7 +411,7 @@ func (b *Batcher) DropPartition(source string, part int32) {
 func (b *Batcher) drop(source string, part int32) {
 	for k, buf := range b.open {
 		if buf.src.Source == source && buf.src.Partition == part {
-			b.held -= buf.bytes
+			b.held -= buf.held
 			buf.release()
 			delete(b.open, k)
 		}
@@ -526,7 +533,7 @@ func (b *Batcher) sorted() []*buffer {
 func (b *Batcher) enforceBounds(ctx context.Context) error {
 	if b.held > b.cfg.MaxBufferedBytes {
 		bufs := b.sorted()
-		sort.SliceStable(bufs, func(i, j int) bool { return bufs[i].bytes > bufs[j].bytes })
+		sort.SliceStable(bufs, func(i, j int) bool { return bufs[i].held > bufs[j].held })
 		for _, buf := range bufs {
 			if b.held <= b.cfg.MaxBufferedBytes*3/4 {
 				break
@@ -629,7 +636,7 @@ func (b *Batcher) flush(ctx context.Context, buf *buffer) error {
 		}
 	}
 	b.detach(buf)
-	b.held -= buf.bytes
+	b.held -= buf.held
 	b.tracker.close(buf.src.Source, buf.src.Partition, buf)
 	buf.release()
 	if journaled {
@@ -661,15 +668,15 @@ func (b *Batcher) detach(buf *buffer) {
 // most Config.Writers at once. Its rows stay pending in the tracker, and
 // its bytes in the memory bound, until f is stored.
 func (b *Batcher) writeBeside(ctx context.Context, buf *buffer, f *sinks.File) {
-	b.held -= buf.bytes
-	b.inflight.Add(buf.bytes)
+	b.held -= buf.held
+	b.inflight.Add(buf.held)
 	b.slots <- struct{}{} // a writer's token is returned before it takes b.mu
 	b.writes.Add(1)
 	go func() {
 		defer b.writes.Done()
 		n, err := b.sink.Write(ctx, f)
 		<-b.slots
-		b.inflight.Add(-buf.bytes)
+		b.inflight.Add(-buf.held)
 		select {
 		case b.wrote <- struct{}{}:
 		default:

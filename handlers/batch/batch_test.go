@@ -345,64 +345,67 @@ func TestBatcherCloseTable(t *testing.T) {
 	}
 }
 
-func TestBatcherMemoryBound(t *testing.T) {
-	h := newHarness(t, Config{MaxBufferedBytes: 1000}, TableConfig{})
-	a := table("db.a", 1, schema.LayoutImages, cols("v"))
-	b := table("db.b", 1, schema.LayoutImages, cols("v"))
-	off := int64(0)
-	add := func(tb *schema.Table, size int) {
-		h.add(insert(t, tb.Name, fmt.Sprintf(`{"id":%d}`, off)), tb, at(off), size)
-		off++
-	}
-	for range 6 {
-		add(a, 100) // a holds 600
-	}
-	for range 4 {
-		add(b, 50) // b holds 200: 800 in all
-	}
-	if len(h.sink.files) != 0 {
-		t.Fatalf("%d files written below the bound", len(h.sink.files))
-	}
-	add(b, 250) // 1050 > 1000: the largest (a, 600) goes; 450 ≤ 750 stops
-	if len(h.sink.files) != 1 || h.sink.files[0].Table != "db.a" || h.sink.files[0].Rows != 6 {
-		t.Fatalf("memory bound wrote %+v, want db.a's 6 rows", h.sink.files)
-	}
-	if h.b.OpenFiles() != 1 {
-		t.Errorf("%d files open, want 1", h.b.OpenFiles())
-	}
-	if h.b.held != 450 {
-		t.Errorf("held %d bytes, want 450", h.b.held)
-	}
-	add(b, 600) // b alone: 1050
-	if len(h.sink.files) != 2 || h.sink.files[1].Table != "db.b" || h.sink.files[1].Rows != 6 {
-		t.Fatalf("second bound wrote %+v", h.sink.files)
-	}
-	if h.b.held != 0 || h.b.OpenFiles() != 0 {
-		t.Errorf("held %d, open %d after writing everything", h.b.held, h.b.OpenFiles())
-	}
+// textCols is an id and a text column.
+func textCols() []schema.Column {
+	return []schema.Column{{Name: "id", Type: schema.Type{Kind: schema.Int64}},
+		{Name: "s", Type: schema.Type{Kind: schema.String}, Nullable: true}}
 }
 
-// TestBatcherMemoryBoundDrains: past the bound, files are written largest
-// first until three quarters of the bound remain.
-func TestBatcherMemoryBoundDrains(t *testing.T) {
-	h := newHarness(t, Config{MaxBufferedBytes: 1000}, TableConfig{})
-	names := []string{"db.a", "db.b", "db.c", "db.d", "db.e"}
-	for i, name := range names {
-		h.now = day.Add(time.Duration(i) * time.Second)
-		h.add(insert(t, name, `{"id":1}`), table(name, 1, schema.LayoutImages, cols()), at(int64(i)), 190)
+// openHeld sums the footprints of the open buffers.
+func openHeld(b *Batcher) int64 {
+	var n int64
+	for _, buf := range b.open {
+		n += buf.footprint()
 	}
-	// 950 held; e grows to 250 and the total to 1010: e goes (760 left,
-	// still above 750), then the oldest of the equal rest, a (570).
-	h.add(insert(t, "db.e", `{"id":2}`), table("db.e", 1, schema.LayoutImages, cols()), at(5), 60)
-	var got []string
-	for _, f := range h.sink.files {
-		got = append(got, f.Table)
+	return n
+}
+
+// TestBatcherMemoryBound: the bound counts what open buffers hold (their
+// builders before any row, and the rows' data), not the input's size; past
+// it, the largest buffers are written until three quarters remain.
+func TestBatcherMemoryBound(t *testing.T) {
+	h := newHarness(t, Config{}, TableConfig{})
+	a := table("db.a", 1, schema.LayoutImages, textCols())
+	b := table("db.b", 1, schema.LayoutImages, textCols())
+	c := table("db.c", 1, schema.LayoutImages, textCols())
+	long := strings.Repeat("x", 1000)
+	off := int64(0)
+	add := func(tb *schema.Table, size int) {
+		h.add(insert(t, tb.Name, fmt.Sprintf(`{"id":%d,"s":%q}`, off, long)), tb, at(off), size)
+		off++
+		if got, want := h.b.held, openHeld(h.b); got != want {
+			t.Fatalf("held %d, open buffers hold %d", got, want)
+		}
 	}
-	if !slices.Equal(got, []string{"db.e", "db.a"}) {
-		t.Errorf("wrote %v, want [db.e db.a]", got)
+	add(b, 1)
+	oneRow := h.b.held
+	if oneRow < 10000 {
+		t.Errorf("one open buffer with one row counts %d bytes; its builders alone take more", oneRow)
 	}
-	if h.b.held != 570 || h.b.OpenFiles() != 3 {
-		t.Errorf("held %d with %d open, want 570 and 3", h.b.held, h.b.OpenFiles())
+	for range 200 {
+		add(a, 1<<20) // the input's size is not what is held
+	}
+	if h.b.held < oneRow+200*1000 || h.b.held > 1<<20 {
+		t.Errorf("held %d for 200 rows of 1 KB and one row", h.b.held)
+	}
+	if len(h.sink.files) != 0 {
+		t.Fatalf("%d files written without a bound", len(h.sink.files))
+	}
+	// At the bound exactly, then one more buffer: the largest (db.a) goes,
+	// and db.b with db.c fit in three quarters.
+	h.b.cfg.MaxBufferedBytes = h.b.held
+	add(c, 1)
+	if len(h.sink.files) != 1 || h.sink.files[0].Table != "db.a" || h.sink.files[0].Rows != 200 {
+		t.Fatalf("memory bound wrote %+v, want db.a's 200 rows", h.sink.files)
+	}
+	if h.b.OpenFiles() != 2 || h.b.held > h.b.cfg.MaxBufferedBytes*3/4 {
+		t.Errorf("%d files open holding %d, want 2 within %d", h.b.OpenFiles(), h.b.held, h.b.cfg.MaxBufferedBytes*3/4)
+	}
+	// A bound below one buffer writes every file as soon as it has a row.
+	h.b.cfg.MaxBufferedBytes = oneRow / 2
+	add(a, 1)
+	if h.b.held != 0 || h.b.OpenFiles() != 0 || len(h.sink.files) != 4 {
+		t.Errorf("held %d, open %d, files %d after a bound below one buffer", h.b.held, h.b.OpenFiles(), len(h.sink.files))
 	}
 }
 

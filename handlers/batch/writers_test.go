@@ -204,17 +204,22 @@ func TestWritersMemoryBound(t *testing.T) {
 	v1 := table("db.t", 1, schema.LayoutImages, cols("v"))
 	ctx := context.Background()
 	sink := newGateSink()
-	b := newWriters(t, Config{MaxBufferedBytes: 100, Writers: 4}, 1, sink)
+	b := newWriters(t, Config{MaxBufferedBytes: 1 << 30, Writers: 4}, 1, sink)
 	if err := b.Add(ctx, insert(t, "db.t", `{"id":1,"v":1}`), v1, at(0), 60); err != nil {
 		t.Fatal(err)
 	}
 	first := sink.next(t)
+	// One file in flight; a second of the same size exceeds the bound.
+	one := b.inflight.Load()
+	b.mu.Lock()
+	b.cfg.MaxBufferedBytes = one + one/2
+	b.mu.Unlock()
 	done := make(chan error, 1)
 	go func() { done <- b.Add(ctx, insert(t, "db.t", `{"id":2,"v":1}`), v1, at(1), 60) }()
 	second := sink.next(t)
 	select {
 	case <-done:
-		t.Fatal("Add returned with 120 bytes in flight and a bound of 100")
+		t.Fatalf("Add returned with %d bytes in flight and a bound of %d", 2*one, one+one/2)
 	case <-time.After(100 * time.Millisecond):
 	}
 	sink.release(first, nil)
