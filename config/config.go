@@ -112,7 +112,10 @@ type Route struct {
 	MaxBytes    Size     `yaml:"max_bytes"`
 	MaxAge      Duration `yaml:"max_age"`
 	Compression string   `yaml:"compression"`
-	RowGroup    int      `yaml:"row_group_rows"`
+	// CompressionLevel is the codec's level (zstd 1-22, gzip 1-9); 0 is
+	// the default: zstd's fastest (1), gzip's own.
+	CompressionLevel int `yaml:"compression_level"`
+	RowGroup         int `yaml:"row_group_rows"`
 	// Numbers is the type of GoldenGate number columns: decimal_text
 	// (default, exact), decimal(p,s), int64 or double.
 	Numbers string `yaml:"numbers"`

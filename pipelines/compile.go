@@ -88,7 +88,7 @@ func compileRoute(key string, r *config.Route) (*route, error) {
 	bad := func(k string, err error) { errs = append(errs, fmt.Errorf("%s.%s: %w", key, k, err)) }
 	out := &route{match: r.Match, path: r.Path, resolve: &resolve.TableOptions{Overrides: map[string]schema.Type{}},
 		batch: batch.TableConfig{MaxRows: r.MaxRows, MaxBytes: int64(r.MaxBytes), MaxAge: time.Duration(r.MaxAge),
-			Write: sinks.WriteOptions{Compression: r.Compression, RowGroupRows: r.RowGroup}}}
+			Write: sinks.WriteOptions{Compression: r.Compression, CompressionLevel: r.CompressionLevel, RowGroupRows: r.RowGroup}}}
 	if _, err := batch.ParseTemplate(r.Path); err != nil {
 		bad("path", err)
 	}
@@ -101,6 +101,8 @@ func compileRoute(key string, r *config.Route) (*route, error) {
 	out.resolve.SourceHeaders = slices.Contains(r.SourceColumns, "headers")
 	if _, err := parquet.Codec(r.Compression); err != nil {
 		bad("compression", err)
+	} else if err := parquet.CheckLevel(r.Compression, r.CompressionLevel); err != nil {
+		bad("compression_level", err)
 	}
 	if t, err := schema.ParseType(r.Numbers); err != nil {
 		bad("numbers", err)

@@ -31,3 +31,27 @@ func TestCompileDeadLetters(t *testing.T) {
 		}
 	}
 }
+
+func TestCompileCompressionLevel(t *testing.T) {
+	for _, c := range []struct {
+		codec string
+		level int
+		want  string
+	}{
+		{"zstd", 0, ""}, {"zstd", 19, ""}, {"gzip", 9, ""},
+		{"zstd", 23, "zstd levels are 1 to 22"}, {"gzip", 10, "gzip levels are 1 to 9"}, {"snappy", 3, "snappy has no levels"},
+	} {
+		cfg, err := config.Load("")
+		if err != nil {
+			t.Fatal(err)
+		}
+		cfg.Defaults.Compression, cfg.Defaults.CompressionLevel = c.codec, c.level
+		_, err = Compile(cfg)
+		switch {
+		case c.want == "" && err != nil:
+			t.Errorf("%s level %d: %v", c.codec, c.level, err)
+		case c.want != "" && (err == nil || !strings.Contains(err.Error(), "compression_level") || !strings.Contains(err.Error(), c.want)):
+			t.Errorf("%s level %d: error %v, want compression_level and %q", c.codec, c.level, err, c.want)
+		}
+	}
+}

@@ -65,6 +65,9 @@ type WriteOptions struct {
 	// Compression is a codec name the Parquet writer accepts
 	// (parquet.Compressions).
 	Compression string
+	// CompressionLevel is the codec's level, 0 for the default
+	// (parquet.Options).
+	CompressionLevel int
 	// RowGroupRows bounds the rows of one row group; it must be ≥ 1.
 	RowGroupRows int
 }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"strings"
 	"testing"
@@ -456,6 +457,55 @@ func TestWriteDoesNotClose(t *testing.T) {
 		}
 		if w.closed {
 			t.Errorf("failing at byte %d (0: never): Write closed the writer (err %v)", failAt, err)
+		}
+	}
+}
+
+// TestCompressionLevels checks that a level reaches the codec (zstd 19
+// compresses varied text smaller than the default, level 1) and that levels
+// a codec does not have are refused.
+func TestCompressionLevels(t *testing.T) {
+	mem := memory.NewCheckedAllocator(memory.NewGoAllocator())
+	defer mem.AssertSize(t, 0)
+	rows := make([]string, 20000)
+	for i := range rows {
+		rows[i] = fmt.Sprintf(`"row %d of a text that repeats with variations %d"`, i*7919%10007, i%97)
+	}
+	rec := record(t, mem, []column{{"s", schema.Type{Kind: schema.String}, rows}})
+	defer rec.Release()
+	size := func(codec string, level int) int {
+		var buf bytes.Buffer
+		if err := parquet.Write(&buf, rec, [][2]int{{0, len(rows)}}, parquet.Options{Compression: codec, Level: level, RowGroupRows: 100000}, mem); err != nil {
+			t.Fatalf("%s level %d: %v", codec, level, err)
+		}
+		rdr, tbl := readBack(t, mem, buf.Bytes())
+		defer rdr.Close()
+		defer tbl.Release()
+		if tbl.NumRows() != int64(len(rows)) {
+			t.Errorf("%s level %d: read %d rows", codec, level, tbl.NumRows())
+		}
+		return buf.Len()
+	}
+	def, one, best := size("zstd", 0), size("zstd", 1), size("zstd", 19)
+	if def != one {
+		t.Errorf("zstd default %d bytes, level 1 %d: the default is level 1", def, one)
+	}
+	if best >= one {
+		t.Errorf("zstd level 19 wrote %d bytes, level 1 %d", best, one)
+	}
+	if g1, g9 := size("gzip", 1), size("gzip", 9); g9 >= g1 {
+		t.Errorf("gzip level 9 wrote %d bytes, level 1 %d", g9, g1)
+	}
+	for _, c := range []struct {
+		codec string
+		level int
+	}{{"zstd", 23}, {"zstd", -1}, {"gzip", 10}, {"snappy", 1}, {"lz4", 3}, {"none", 1}} {
+		if err := parquet.CheckLevel(c.codec, c.level); err == nil {
+			t.Errorf("CheckLevel(%s, %d): want an error", c.codec, c.level)
+		}
+		var buf bytes.Buffer
+		if err := parquet.Write(&buf, rec, [][2]int{{0, 1}}, parquet.Options{Compression: c.codec, Level: c.level, RowGroupRows: 10}, mem); err == nil {
+			t.Errorf("Write with %s level %d: want an error", c.codec, c.level)
 		}
 	}
 }
