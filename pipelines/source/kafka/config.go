@@ -41,6 +41,11 @@ type Config struct {
 	// MetadataMaxAge is how often the topics are listed again: how soon a
 	// new topic matching Regex is read (0: the client's default, 5m).
 	MetadataMaxAge time.Duration
+	// FetchMaxWait is how long the broker may hold a fetch that found too
+	// little data (default 500ms, as Kafka's own consumer). A partition
+	// resumed after a pause is fetched only with the next request, so a
+	// long wait on caught-up partitions stalls it.
+	FetchMaxWait time.Duration
 	// FetchMaxBytes and FetchMaxPartitionBytes bound one fetch (0: the
 	// client's defaults).
 	FetchMaxBytes          int32
@@ -94,6 +99,7 @@ type SASL struct {
 //	instance_id                static group membership: a restart takes its partitions back at once
 //	session_timeout            e.g. 10s: how soon a dead member's partitions move
 //	metadata_max_age           e.g. 30s: how soon new topics matching regex are read
+//	fetch_max_wait             e.g. 500ms (the default): how long the broker may hold a fetch
 //	fetch_max_bytes, fetch_max_partition_bytes
 //	commit_interval            e.g. 5s
 //	tls=true                   TLS, with tls_ca, tls_cert, tls_key, tls_server_name (files: PEM)
@@ -126,7 +132,7 @@ func parse(raw string, producer bool) (Config, error) {
 	if u.User != nil {
 		return fail("credentials do not belong in the URL: use sasl_user with sasl_password_env or sasl_password_file")
 	}
-	cfg := Config{ClientID: "cdclake", Start: "earliest", CommitInterval: 5 * time.Second}
+	cfg := Config{ClientID: "cdclake", Start: "earliest", CommitInterval: 5 * time.Second, FetchMaxWait: 500 * time.Millisecond}
 	for _, b := range strings.Split(u.Host, ",") {
 		if b = strings.TrimSpace(b); b != "" {
 			cfg.Brokers = append(cfg.Brokers, b)
@@ -192,6 +198,7 @@ func parse(raw string, producer bool) (Config, error) {
 		str("instance_id", &cfg.InstanceID)
 		duration("session_timeout", &cfg.SessionTimeout)
 		duration("metadata_max_age", &cfg.MetadataMaxAge)
+		duration("fetch_max_wait", &cfg.FetchMaxWait)
 		int32v("fetch_max_bytes", &cfg.FetchMaxBytes)
 		int32v("fetch_max_partition_bytes", &cfg.FetchMaxPartitionBytes)
 		duration("commit_interval", &cfg.CommitInterval)

@@ -12,19 +12,20 @@ import (
 func TestParseURL(t *testing.T) {
 	cfg, err := ParseURL("kafka://h1:9092,h2:9093/orders,shop\\..*?group=lake&regex=true&start=latest&client_id=c1" +
 		"&fetch_max_bytes=1048576&commit_interval=2s&tls=true&tls_ca=/ca.pem&sasl=SCRAM-SHA-512&sasl_user=u&sasl_password_env=KPASS" +
-		"&session_timeout=10s&metadata_max_age=30s&instance_id=pod-1")
+		"&session_timeout=10s&metadata_max_age=30s&instance_id=pod-1&fetch_max_wait=250ms")
 	if err != nil {
 		t.Fatal(err)
 	}
 	if !slices.Equal(cfg.Brokers, []string{"h1:9092", "h2:9093"}) || !slices.Equal(cfg.Topics, []string{"orders", `shop\..*`}) ||
 		!cfg.Regex || cfg.Group != "lake" || cfg.Start != "latest" || cfg.ClientID != "c1" || cfg.FetchMaxBytes != 1<<20 ||
 		cfg.CommitInterval != 2*time.Second || cfg.SessionTimeout != 10*time.Second || cfg.MetadataMaxAge != 30*time.Second ||
-		cfg.InstanceID != "pod-1" || !cfg.TLS.Enabled || cfg.TLS.CAFile != "/ca.pem" ||
+		cfg.InstanceID != "pod-1" || cfg.FetchMaxWait != 250*time.Millisecond || !cfg.TLS.Enabled || cfg.TLS.CAFile != "/ca.pem" ||
 		cfg.SASL != (SASL{Mechanism: "SCRAM-SHA-512", User: "u", PasswordEnv: "KPASS"}) {
 		t.Errorf("parsed %+v", cfg)
 	}
 	def, err := ParseURL("kafka://localhost:9092/t?group=g")
-	if err != nil || def.Start != "earliest" || def.ClientID != "cdclake" || def.CommitInterval != 5*time.Second || def.Regex {
+	if err != nil || def.Start != "earliest" || def.ClientID != "cdclake" || def.CommitInterval != 5*time.Second || def.Regex ||
+		def.FetchMaxWait != 500*time.Millisecond {
 		t.Errorf("defaults %+v, %v", def, err)
 	}
 	for url, want := range map[string]string{

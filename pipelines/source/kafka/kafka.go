@@ -104,7 +104,11 @@ type partition struct {
 	queue  []*kgo.Record
 	bytes  int
 	paused bool
-	hwm    int64 // high watermark seen in the last fetch
+	// ended: with UntilCaughtUp, every record up to the target is queued;
+	// the partition stays paused, so that fetches the brokers hold for
+	// want of data do not include it.
+	ended bool
+	hwm   int64 // high watermark seen in the last fetch
 	next   int64 // offset after the last acked record, -1 before any
 	wake   chan struct{}
 	stop   chan struct{}
@@ -219,6 +223,9 @@ func (s *Source) options() ([]kgo.Opt, error) {
 		opts = append(opts, kgo.ConsumeResetOffset(kgo.NewOffset().AtEnd()))
 	} else {
 		opts = append(opts, kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+	}
+	if s.cfg.FetchMaxWait > 0 {
+		opts = append(opts, kgo.FetchMaxWait(s.cfg.FetchMaxWait))
 	}
 	if s.cfg.FetchMaxBytes > 0 {
 		opts = append(opts, kgo.FetchMaxBytes(s.cfg.FetchMaxBytes))
@@ -371,11 +378,14 @@ func (s *Source) enqueue(fp kgo.FetchTopicPartition) {
 		}
 		p.queue = append(p.queue, r)
 		p.bytes += len(r.Value) + len(r.Key)
+		if s.cfg.UntilCaughtUp && bounded && r.Offset+1 >= target {
+			p.ended = true
+		}
 	}
-	if !p.paused && p.bytes > 4*s.cfg.BlockBytes {
+	if !p.paused && (p.ended || p.bytes > 4*s.cfg.BlockBytes) {
 		p.paused = true
 		s.cl.PauseFetchPartitions(map[string][]int32{p.topic: {p.part}})
-		s.log.Debug("partition paused: its queue is full", "topic", p.topic, "partition", p.part, "bytes", p.bytes)
+		s.log.Debug("partition paused", "topic", p.topic, "partition", p.part, "bytes", p.bytes, "read_to_end", p.ended)
 	}
 	select {
 	case p.wake <- struct{}{}:
@@ -405,7 +415,7 @@ func (s *Source) take(p *partition) *source.Block {
 	}
 	clear(p.queue[:n])
 	p.queue = p.queue[n:]
-	if p.paused && p.bytes < s.cfg.BlockBytes {
+	if p.paused && !p.ended && p.bytes < s.cfg.BlockBytes {
 		p.paused = false
 		s.cl.ResumeFetchPartitions(map[string][]int32{p.topic: {p.part}})
 		s.log.Debug("partition resumed", "topic", p.topic, "partition", p.part, "bytes", p.bytes)
@@ -606,6 +616,11 @@ func (s *Source) release(parts map[string][]int32) []tp {
 				delete(s.parts, k)
 				close(p.stop)
 				gone = append(gone, p)
+				if p.paused {
+					// The client keeps a pause across rebalances: a
+					// partition assigned here again must be fetched.
+					s.cl.ResumeFetchPartitions(map[string][]int32{topic: {part}})
+				}
 			}
 			delete(s.resume, k)
 			delete(s.claimed, k)
