@@ -109,10 +109,10 @@ type partition struct {
 	// want of data do not include it.
 	ended bool
 	hwm   int64 // high watermark seen in the last fetch
-	next   int64 // offset after the last acked record, -1 before any
-	wake   chan struct{}
-	stop   chan struct{}
-	done   chan struct{}
+	next  int64 // offset after the last acked record, -1 before any
+	wake  chan struct{}
+	stop  chan struct{}
+	done  chan struct{}
 }
 
 var (
