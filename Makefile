@@ -41,12 +41,20 @@ test: vet pyenv
 	CDCLAKE_PYTHON=$(CURDIR)/$(VPY) CDCLAKE_REQUIRE_DUCKDB=1 $(GO) test -race -count=1 ./...
 
 # Every fuzz target in the tree (each decoder's, the unwrap stage's, the
-# decimal converters'), each for FUZZTIME.
+# decimal converters'), each for FUZZTIME. A failure fails the run, except
+# Go 1.26's coordinator race at the end of -fuzztime (go.dev/issue/75804,
+# fixed in Go 1.27): a bare "context deadline exceeded" with no failing
+# input written is run once more, and reported as a warning if it recurs.
 fuzz:
 	@set -e; for dir in $$(grep -l '^func Fuzz' $$(git ls-files '*_test.go') | xargs -n1 dirname | sort -u); do \
 		for target in $$(grep -ho '^func Fuzz[A-Za-z0-9_]*' $$dir/*_test.go | cut -c6-); do \
-			echo "fuzz $$target ./$$dir"; \
-			$(GO) test -run '^$$' -fuzz "^$$target\$$" -fuzztime $(FUZZTIME) ./$$dir; \
+			for attempt in 1 2; do \
+				echo "fuzz $$target ./$$dir"; \
+				if out=$$($(GO) test -run '^$$' -fuzz "^$$target\$$" -fuzztime $(FUZZTIME) ./$$dir 2>&1); then echo "$$out" | tail -n 1; break; fi; \
+				echo "$$out" | tail -n 20; \
+				if echo "$$out" | grep -q 'Failing input written' || ! echo "$$out" | grep -q 'context deadline exceeded'; then exit 1; fi; \
+				if [ $$attempt = 2 ]; then echo "WARNING: $$target: the fuzz engine's deadline race again (go.dev/issue/75804), no failing input"; fi; \
+			done; \
 		done; \
 	done
 
