@@ -12,7 +12,9 @@ usage: bench.py --cdclake BIN --cdcgen BIN [--events N] [--tables M]
                 [--work DIR] [--results FILE] [--runs K]
 
 Each figure is the best of --runs runs (default 1), alternating the
-contestants so that a busy moment of the machine does not favour one.
+contestants so that a busy moment of the machine does not favour one. With
+CDCLAKE_TEST_KAFKA_BROKERS set (a broker of infra/), it also runs the Kafka
+landing against a bare consume of the same topic and prints their ratio.
 """
 import argparse
 import datetime
@@ -54,6 +56,24 @@ def measured(cmd, env=None):
 def lake_stats(lake):
     files = [p for p in Path(lake).rglob("*.parquet") if "_cdclake" not in p.parts]
     return len(files), sum(p.stat().st_size for p in files)
+
+
+def kafka_ratio(broker):
+    """With a broker: the Kafka benchmarks of pipelines/source/kafka (a
+    6-partition topic of generated mixed messages landed into mem:// with
+    --until-caught-up, against a bare consume of the same topic with the same
+    client and settings), as a table with their ratio."""
+    out = subprocess.run(["go", "test", "-run", "^$", "-bench", "KafkaLand|KafkaConsume", "-benchtime", "2x",
+                          "./pipelines/source/kafka/"], env=dict(os.environ, CDCLAKE_TEST_KAFKA_BROKERS=broker),
+                         capture_output=True, text=True, check=True).stdout
+    rate = {m.group(1): float(m.group(2)) for m in re.finditer(r"Benchmark(Kafka\w+)-\d+\s+\d+\s+\d+ ns/op\s+([\d.]+) messages/s", out)}
+    if "KafkaLand" not in rate or "KafkaConsume" not in rate:
+        sys.exit(f"Kafka benchmarks did not report:\n{out}")
+    return (f"\nFrom Kafka (broker {broker}, `BenchmarkKafkaLand` / `BenchmarkKafkaConsume`, averaged over\n"
+            f"2 landings):\n\n"
+            f"| landing from Kafka | bare consume | ratio |\n|---|---|---|\n"
+            f"| {rate['KafkaLand']:,.0f} messages/s | {rate['KafkaConsume']:,.0f} messages/s | "
+            f"{rate['KafkaLand'] / rate['KafkaConsume']:.2f} |\n")
 
 
 def main():
@@ -128,6 +148,12 @@ def main():
     table = "\n".join(lines)
     print(table)
 
+    kafka = ""
+    broker = os.environ.get("CDCLAKE_TEST_KAFKA_BROKERS")
+    if broker:
+        kafka = kafka_ratio(broker)
+        print(kafka)
+
     go = subprocess.run(["go", "version"], capture_output=True, text=True).stdout.strip()
     cpu = next((line.split(":", 1)[1].strip() for line in open("/proc/cpuinfo") if line.startswith("model name")), "?")
     Path(args.results).write_text(f"""# Benchmark results
@@ -148,7 +174,7 @@ no schema changes, no exactly-once bookkeeping), so the comparison flatters
 DuckDB. Peak RSS is the process's maximum resident set size (wait4). Best of {args.runs} run(s).
 
 {table}
-""", encoding="utf-8")
+{kafka}""", encoding="utf-8")
     print(f"written {args.results}", file=sys.stderr)
 
 
