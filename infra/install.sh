@@ -111,18 +111,9 @@ install_postgres() {
   if [[ -x $PG_BIN/postgres && -x $PG_BIN/initdb && -x $PG_BIN/pg_ctl ]]; then
     log "postgresql-$PG_MAJOR: installed ($("$PG_BIN/postgres" --version))"
   else
-    local sudo=()
-    if [[ $EUID -ne 0 ]]; then
-      command -v sudo >/dev/null || die "postgresql-$PG_MAJOR is not installed and installing it needs root (apt-get)"
-      sudo=(sudo -n)
-    fi
-    log "postgresql-$PG_MAJOR: apt-get install"
-    "${sudo[@]}" apt-get update -q >"$LOG_DIR/install-apt.log" 2>&1 || { tail "$LOG_DIR/install-apt.log" >&2; die "apt-get update failed"; }
     # policy-rc.d would keep Debian's own "main" cluster from starting; it is
     # harmless here (port 5432) and left to the package's defaults.
-    "${sudo[@]}" env DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends \
-      "postgresql-$PG_MAJOR" "postgresql-client-$PG_MAJOR" >>"$LOG_DIR/install-apt.log" 2>&1 ||
-      { tail "$LOG_DIR/install-apt.log" >&2; die "apt-get install postgresql-$PG_MAJOR failed (log: $LOG_DIR/install-apt.log)"; }
+    apt_install "postgresql-$PG_MAJOR" "postgresql-$PG_MAJOR" "postgresql-client-$PG_MAJOR"
   fi
   need_cmd psql "postgresql-client-$PG_MAJOR"
   if [[ $EUID -eq 0 ]] && ! id postgres >/dev/null 2>&1; then
@@ -130,7 +121,9 @@ install_postgres() {
   fi
 }
 
-# apt_install WHAT PACKAGES...: apt-get install (root, or sudo -n).
+# apt_install WHAT PACKAGES...: apt-get install (root, or sudo -n); the
+# package lists are updated once per run.
+apt_updated=0
 apt_install() {
   local what=$1 sudo=()
   shift
@@ -139,7 +132,10 @@ apt_install() {
     sudo=(sudo -n)
   fi
   log "$what: apt-get install $*"
-  "${sudo[@]}" apt-get update -q >>"$LOG_DIR/install-apt.log" 2>&1 || { tail "$LOG_DIR/install-apt.log" >&2; die "apt-get update failed"; }
+  if ((!apt_updated)); then
+    "${sudo[@]}" apt-get update -q >>"$LOG_DIR/install-apt.log" 2>&1 || { tail "$LOG_DIR/install-apt.log" >&2; die "apt-get update failed"; }
+    apt_updated=1
+  fi
   "${sudo[@]}" env DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends "$@" \
     >>"$LOG_DIR/install-apt.log" 2>&1 ||
     { tail "$LOG_DIR/install-apt.log" >&2; die "apt-get install $* failed (log: $LOG_DIR/install-apt.log)"; }

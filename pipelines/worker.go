@@ -39,14 +39,9 @@ type worker struct {
 	classifier *classify.Classifier
 	dead       *deadletter.Queue
 	block      *source.Block
-	// base is the index in the block of the window's first record;
-	// slots[i] carries record base+i through the stages, each with its own
-	// parse arena so the window stays decoded between stages. They are
-	// those of windows[cur], the window the stages before batch fill.
-	base    int
-	slots   []slot
+	// win is the window the stages before batch fill, one of windows.
 	windows [2]window
-	cur     int
+	win     *window
 	// batched receives each window the stages finished, in order, for the
 	// block's batching goroutine.
 	batched chan *window
@@ -62,8 +57,10 @@ type worker struct {
 	bcounts counts
 }
 
-// window is a window of records on its way through the stages. free holds
-// a token while no stage uses it.
+// window is a window of records on its way through the stages: slots[i]
+// carries record base+i of the block, each with its own parse arena so the
+// window stays decoded between stages. free holds a token while no stage
+// uses it.
 type window struct {
 	base  int
 	slots []slot
@@ -150,9 +147,11 @@ func (w *worker) start(b *source.Block) {
 
 // window prepares w's next window for the records [lo, hi) of its block,
 // once the batch stage is done with it.
-func (w *worker) window(lo, hi int) *window {
-	w.cur = 1 - w.cur
-	win := &w.windows[w.cur]
+func (w *worker) window(lo, hi int) {
+	win := &w.windows[0]
+	if w.win == win {
+		win = &w.windows[1]
+	}
 	<-win.free
 	win.base = lo
 	if cap(win.slots) < hi-lo {
@@ -164,8 +163,7 @@ func (w *worker) window(lo, hi int) *window {
 		s.c.Reset()
 		s.v, s.dec, s.table, s.act, s.keep, s.stage, s.err = nil, nil, nil, actPending, false, "", nil
 	}
-	w.base, w.slots = win.base, win.slots
-	return win
+	w.win = win
 }
 
 func (s *slot) die(stage string, err error) {
@@ -261,8 +259,8 @@ func (p *Pipeline) stage(run func(w *worker, i int)) message.HandlerMiddleware {
 	return func(next message.HandlerFunc) message.HandlerFunc {
 		return func(msg *message.Message) ([]*message.Message, error) {
 			w := workerOf(msg)
-			for i := range w.slots {
-				if a := w.slots[i].act; a != actSkip && a != actDead {
+			for i := range w.win.slots {
+				if a := w.win.slots[i].act; a != actSkip && a != actDead {
 					run(w, i)
 				}
 			}
@@ -273,8 +271,8 @@ func (p *Pipeline) stage(run func(w *worker, i int)) message.HandlerMiddleware {
 
 // unwrap parses a record and removes its envelopes.
 func (p *Pipeline) unwrap(w *worker, i int) {
-	rec := &w.block.Records[w.base+i]
-	s, raw := &w.slots[i], rec.Value
+	rec := &w.block.Records[w.win.base+i]
+	s, raw := &w.win.slots[i], rec.Value
 	w.counts.messages++
 	w.counts.bytes += int64(len(raw))
 	if len(rec.Headers) > 0 {
@@ -298,7 +296,7 @@ func (p *Pipeline) unwrap(w *worker, i int) {
 
 // classify decodes a record and decides what becomes of it.
 func (p *Pipeline) classify(w *worker, i int) {
-	s := &w.slots[i]
+	s := &w.win.slots[i]
 	s.c.Topic = w.block.Topic
 	dec, err := w.classifier.Decode(s.v, &s.c)
 	if err != nil {
@@ -307,7 +305,7 @@ func (p *Pipeline) classify(w *worker, i int) {
 	}
 	s.dec = dec
 	c := &s.c
-	c.RecordMicros = w.block.Records[w.base+i].TimeMicros
+	c.RecordMicros = w.block.Records[w.win.base+i].TimeMicros
 	if c.Table != "" && c.Kind != change.KindSchemaRecord && !p.plan.Allowed(c.Table) {
 		s.act = actSkip
 		w.counts.filtered++
@@ -330,7 +328,7 @@ func (p *Pipeline) classify(w *worker, i int) {
 	case change.KindDML:
 		s.act = actRow
 		if o := p.plan.TableOptions(c.Table); o.SourceKey || o.SourceHeaders {
-			w.addSourceColumns(c, &w.block.Records[w.base+i], o)
+			w.addSourceColumns(c, &w.block.Records[w.win.base+i], o)
 		}
 	default:
 		s.die("classify", fmt.Errorf("unhandled record class %s", c.Kind))
@@ -340,7 +338,7 @@ func (p *Pipeline) classify(w *worker, i int) {
 // resolve gives a record the table version it lands in, after the
 // resolver saw every schema-bearing record before it.
 func (p *Pipeline) resolve(w *worker, i int) {
-	s := &w.slots[i]
+	s := &w.win.slots[i]
 	c := &s.c
 	if p.journal != nil && (c.Kind == change.KindSchemaRecord || c.Kind == change.KindObjectMetadata) {
 		p.keepInCatalog(w, i)
@@ -365,7 +363,7 @@ func (p *Pipeline) resolve(w *worker, i int) {
 // keepInCatalog queues a metadata record for the partition's catalog in
 // the lake (package state): a new owner of the partition observes it again.
 func (p *Pipeline) keepInCatalog(w *worker, i int) {
-	s := &w.slots[i]
+	s := &w.win.slots[i]
 	c := &s.c
 	data, err := json.Marshal(state.CatalogEntry{Kind: c.Kind.String(), Table: c.Table, Record: c.Raw.MarshalTo(nil)})
 	if err != nil {
@@ -391,7 +389,7 @@ func eventDataset(k change.Kind) string {
 // order while the stages go on with the next.
 func (p *Pipeline) batchStage(msg *message.Message) error {
 	w := workerOf(msg)
-	w.batched <- &w.windows[w.cur]
+	w.batched <- w.win
 	return nil
 }
 

@@ -56,7 +56,15 @@ func TimeOverflow(t Type, v *fastjson.Value) bool {
 // the unit's digits (3, 6 or 9), as MySQL and MariaDB print a TIME.
 func AppendDuration(dst []byte, n int64, u Unit) []byte {
 	per := unitsPerSecond(u)
-	digits := map[int64]int{1000: 3, 1000000: 6, 1000000000: 9}[per]
+	digits := 0
+	switch per {
+	case 1000:
+		digits = 3
+	case 1000000:
+		digits = 6
+	case 1000000000:
+		digits = 9
+	}
 	// In uint64, so that the most negative int64 has a magnitude.
 	m := uint64(n)
 	if n < 0 {
