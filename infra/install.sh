@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Installs the pinned services into $CDCLAKE_CACHE (idempotent: what is there
-# is reused). Usage: infra/install.sh [kafka|debezium|versitygw|postgres|mariadb|python ...]
+# is reused). Usage: infra/install.sh [kafka|debezium|registry|versitygw|postgres|mariadb|python ...]
 # (default: all). The independent downloads run in parallel.
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
@@ -80,6 +80,81 @@ install_debezium() {
   mvn_copy debezium-connector-mariadb "$CONNECT_PLUGIN_PATH/debezium-connector-mariadb" \
     "$(dep io.debezium debezium-connector-mariadb "$DEBEZIUM_MARIADB_VERSION")" \
     -DexcludeGroupIds=org.apache.kafka,org.slf4j
+}
+
+# mvn_build DIR ARGS...: runs Maven in DIR on the local repository of the
+# cache (output to this lane's log, colour resets stripped).
+mvn_build() {
+  local dir=$1
+  shift
+  (cd "$dir" && JAVA_HOME=$(java_home) mvn "${MVN_FLAGS[@]}" "$@" 2>&1 | sed 's/\x1b\[[0-9;]*m//g')
+}
+
+install_registry() {
+  # Apicurio Registry as a Quarkus fast-jar built from its published app
+  # module (infra/registry/pom.xml), and the Apicurio Avro converter as a
+  # Connect plugin. Both are skipped when their stamps match.
+  install_registry_app
+  install_registry_converter
+}
+
+install_registry_app() {
+  local src=$INFRA_DIR/registry
+  # Rebuilt when a version or a file of infra/registry/ changes.
+  local stamp
+  stamp="$APICURIO_REGISTRY_VERSION $QUARKUS_PLUGIN_VERSION $EVERIT_JSON_SCHEMA_VERSION $MAVEN_DEPENDENCY_PLUGIN $(
+    cd "$src" && find . -type f ! -path '*/target/*' -print0 | LC_ALL=C sort -z | xargs -0 cat | sha256sum | cut -c1-16
+  )"
+  if [[ -f $REGISTRY_HOME/.complete && "$(cat "$REGISTRY_HOME/.complete")" == "$stamp" ]]; then
+    log "apicurio-registry: cached in $REGISTRY_HOME"
+    return 0
+  fi
+  need_cmd mvn "Debian package maven"
+  local build=$CDCLAKE_CACHE/build/apicurio-registry t=$SECONDS
+  rm -rf "$build" && mkdir -p "$build"
+  cp -r "$src/." "$build/"
+  # The deployment side of a Quarkus extension the app uses is not served:
+  # infra/registry/config-index-deployment replaces it (local repository).
+  log "apicurio-registry: building config-index-deployment into $M2_REPO"
+  mvn_build "$build/config-index-deployment" install -Dquarkus.version="$QUARKUS_PLUGIN_VERSION" ||
+    die "apicurio-registry: building config-index-deployment failed"
+  log "apicurio-registry $APICURIO_REGISTRY_VERSION: resolving from Maven Central and building (Quarkus $QUARKUS_PLUGIN_VERSION)"
+  mvn_build "$build" package -Dapicurio.registry.version="$APICURIO_REGISTRY_VERSION" \
+    -Dquarkus.version="$QUARKUS_PLUGIN_VERSION" -Deverit.json.schema.version="$EVERIT_JSON_SCHEMA_VERSION" \
+    -Dmaven.dependency.plugin.version="$MAVEN_DEPENDENCY_PLUGIN" -Dquarkus.package.type=fast-jar ||
+    die "apicurio-registry: the Quarkus build failed (pom: $build/pom.xml)"
+  [[ -f $build/target/quarkus-app/quarkus-run.jar ]] || die "apicurio-registry: no quarkus-run.jar in $build/target/quarkus-app"
+  rm -rf "$REGISTRY_HOME.tmp"
+  mv "$build/target/quarkus-app" "$REGISTRY_HOME.tmp"
+  printf '%s' "$stamp" >"$REGISTRY_HOME.tmp/.complete"
+  rm -rf "$REGISTRY_HOME" && mv "$REGISTRY_HOME.tmp" "$REGISTRY_HOME"
+  rm -rf "$build"
+  log "apicurio-registry: built in $((SECONDS - t))s ($(du -sm "$REGISTRY_HOME" | cut -f1) MB, $REGISTRY_HOME)"
+}
+
+install_registry_converter() {
+  # A plugin folder of its own on Connect's plugin path (beside Debezium's,
+  # which mvn_copy replaces without touching it): the converter and its
+  # dependencies, minus what the worker has (Kafka, its compression codecs,
+  # SLF4J).
+  mvn_copy apicurio-registry-converter "$REGISTRY_CONVERTER_DIR" \
+    "$(dep io.apicurio apicurio-registry-utils-converter "$APICURIO_CONVERTER_VERSION")" \
+    -DexcludeGroupIds=org.apache.kafka,org.slf4j,com.github.luben,org.lz4,org.xerial.snappy
+  # Connect runs with plugin.discovery=service_load, and the converter's jar
+  # has no ServiceLoader manifest: a small jar adds one.
+  local jar=$REGISTRY_CONVERTER_DIR/cdclake-converter-services.jar
+  [[ -f $jar ]] && return 0
+  local d
+  d=$(mktemp -d)
+  mkdir -p "$d/META-INF/services"
+  printf '%s\n' io.apicurio.registry.utils.converter.AvroConverter \
+    io.apicurio.registry.utils.converter.ExtJsonConverter >"$d/META-INF/services/org.apache.kafka.connect.storage.Converter"
+  local jar_cmd
+  jar_cmd="$(java_home)/bin/jar"
+  [[ -x $jar_cmd ]] || jar_cmd=$(command -v jar) || die "the JDK's jar tool is needed (Debian package openjdk-17-jdk-headless)"
+  "$jar_cmd" --create --file "$jar.tmp" -C "$d" META-INF && mv "$jar.tmp" "$jar"
+  rm -rf "$d"
+  log "apicurio-registry-converter: ServiceLoader manifest in $jar"
 }
 
 install_versitygw() {
@@ -172,17 +247,18 @@ install_python() {
 }
 
 components=("$@")
-[[ ${#components[@]} -gt 0 ]] || components=(postgres mariadb kafka debezium versitygw python)
+[[ ${#components[@]} -gt 0 ]] || components=(postgres mariadb kafka debezium registry versitygw python)
 
-# Maven installs share the local repository and run one after the other; the
-# other downloads run beside them.
+# Maven installs share the local repository and run one after the other
+# (Kafka, Debezium, then the registry build and its converter); the other
+# downloads run beside them.
 declare -A lanes=()
 maven_lane=()
 for c in "${components[@]}"; do
   case $c in
-  kafka | debezium) maven_lane+=("$c") ;;
+  kafka | debezium | registry) maven_lane+=("$c") ;;
   versitygw | python | postgres | mariadb) lanes[$c]=1 ;;
-  *) die "unknown component $c (kafka debezium versitygw postgres mariadb python)" ;;
+  *) die "unknown component $c (kafka debezium registry versitygw postgres mariadb python)" ;;
   esac
 done
 

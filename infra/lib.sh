@@ -28,6 +28,9 @@ S3_PORT=${S3_PORT:-57070}
 S3_ACCESS_KEY=${S3_ACCESS_KEY:-cdclake}
 S3_SECRET_KEY=${S3_SECRET_KEY:-cdclake-secret-key}
 S3_BUCKETS=${S3_BUCKETS:-lake lake-raw lake-catalog lake-maria scratch}
+# Apicurio Registry: its Confluent-compatible API is $REGISTRY_URL/apis/ccompat/v7,
+# its own $REGISTRY_URL/apis/registry/v2 (what the Avro converter talks to).
+REGISTRY_PORT=${REGISTRY_PORT:-58081}
 
 KAFKA_BOOTSTRAP=$HOST:$KAFKA_PORT
 # A second listener, SASL_SSL (SCRAM-SHA-256/512) with a certificate of a CA
@@ -39,10 +42,12 @@ KAFKA_TLS_DIR=$CDCLAKE_RUN/conf/kafka/tls
 INFRA_LOCK=${INFRA_LOCK:-${TMPDIR:-/tmp}/cdclake-infra-$KAFKA_PORT.lock}
 INFRA_LOCK_WAIT=${INFRA_LOCK_WAIT:-3600}
 CONNECT_URL=http://$HOST:$CONNECT_PORT
+REGISTRY_URL=http://$HOST:$REGISTRY_PORT
 
 # JVM heaps: the machine has 2 cores and 24 GiB; keep every JVM modest.
 KAFKA_HEAP_OPTS=${KAFKA_HEAP_OPTS:--Xms256m -Xmx512m}
 CONNECT_HEAP_OPTS=${CONNECT_HEAP_OPTS:--Xms256m -Xmx512m}
+REGISTRY_HEAP_OPTS=${REGISTRY_HEAP_OPTS:--Xms64m -Xmx256m}
 TOOLS_HEAP_OPTS=${TOOLS_HEAP_OPTS:--Xmx256m}
 JVM_COMMON_OPTS=(-XX:+UseG1GC -XX:MaxGCPauseMillis=20 -Djava.awt.headless=true)
 # Short-lived tools start faster with the C1 compiler only.
@@ -53,6 +58,10 @@ M2_REPO=$CDCLAKE_CACHE/m2
 KAFKA_HOME=$CDCLAKE_CACHE/kafka_$SCALA_BINARY-$KAFKA_VERSION
 KAFKA_LIBS=$KAFKA_HOME/libs
 CONNECT_PLUGIN_PATH=$CDCLAKE_CACHE/connect-plugins-debezium-$DEBEZIUM_VERSION
+# The Apicurio Avro converter: a plugin folder of its own on Connect's path.
+REGISTRY_CONVERTER_DIR=$CONNECT_PLUGIN_PATH/apicurio-registry-converter
+# The registry's Quarkus application (quarkus-run.jar and its lib/).
+REGISTRY_HOME=$CDCLAKE_CACHE/apicurio-registry-$APICURIO_REGISTRY_VERSION
 VERSITYGW_BIN=$CDCLAKE_CACHE/versitygw-$VERSITYGW_VERSION/versitygw
 VENV=${CDCLAKE_INFRA_VENV:-$INFRA_DIR/.venv}
 VPY=$VENV/bin/python

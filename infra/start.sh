@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Starts the services on 127.0.0.1 and waits until each is ready.
-# Usage: infra/start.sh [postgres|mariadb|kafka|connect|s3 ...] (default: all).
+# Usage: infra/start.sh [postgres|mariadb|kafka|registry|connect|s3 ...] (default: all).
 # A service that is already running is left alone, so this is re-runnable.
 # Run infra/install.sh first (infra-up does both).
 set -euo pipefail
@@ -12,6 +12,7 @@ MARIADB_TIMEOUT=${MARIADB_TIMEOUT:-60}
 KAFKA_TIMEOUT=${KAFKA_TIMEOUT:-90}
 CONNECT_TIMEOUT=${CONNECT_TIMEOUT:-180}
 S3_TIMEOUT=${S3_TIMEOUT:-30}
+REGISTRY_TIMEOUT=${REGISTRY_TIMEOUT:-60}
 
 # ---------------------------------------------------------------- PostgreSQL
 start_postgres() {
@@ -267,12 +268,34 @@ EOF
     -cp "$KAFKA_LIBS/*" org.apache.kafka.connect.cli.ConnectDistributed "$conf"
 }
 
-connect_ready() {
+connect_ready() { # both Debezium connectors and, once installed, the Avro converter
   local plugins
-  plugins=$(curl -fsS --max-time 5 "$CONNECT_URL/connector-plugins") &&
+  plugins=$(curl -fsS --max-time 5 "$CONNECT_URL/connector-plugins?connectorsOnly=false") &&
     grep -q 'io.debezium.connector.postgresql.PostgresConnector' <<<"$plugins" &&
-    grep -q 'io.debezium.connector.mariadb.MariaDbConnector' <<<"$plugins"
+    grep -q 'io.debezium.connector.mariadb.MariaDbConnector' <<<"$plugins" &&
+    { [[ ! -d $REGISTRY_CONVERTER_DIR ]] || grep -q 'io.apicurio.registry.utils.converter.AvroConverter' <<<"$plugins"; }
 }
+
+# -------------------------------------------------------- Apicurio Registry
+start_registry() {
+  local logf=$LOG_DIR/registry.log
+  [[ -f $REGISTRY_HOME/.complete && -f $REGISTRY_HOME/quarkus-run.jar ]] ||
+    die "Apicurio Registry is not installed ($REGISTRY_HOME); run infra/install.sh registry"
+  if running registry; then
+    log "registry: already running on $REGISTRY_URL"
+    return 0
+  fi
+  port_free_or_ours registry "$REGISTRY_PORT"
+  # Storage is H2 in memory: a restart starts with no schemas (and ids from
+  # 1 again), so the topics written before no longer match it.
+  log "apicurio-registry $APICURIO_REGISTRY_VERSION: starting on $REGISTRY_URL (in-memory storage)"
+  # shellcheck disable=SC2086
+  start_bg registry "$logf" "$(java_bin)" $REGISTRY_HEAP_OPTS "${JVM_COMMON_OPTS[@]}" \
+    -Dquarkus.http.host="$HOST" -Dquarkus.http.port="$REGISTRY_PORT" \
+    -jar "$REGISTRY_HOME/quarkus-run.jar"
+}
+
+registry_ready() { curl -fsS -o /dev/null --max-time 2 "$REGISTRY_URL/apis/ccompat/v7/subjects"; }
 
 # ------------------------------------------------------------ S3 (versitygw)
 start_s3() {
@@ -313,16 +336,17 @@ create_buckets() {
 
 # ---------------------------------------------------------------------- main
 services=("$@")
-[[ ${#services[@]} -gt 0 ]] || services=(postgres mariadb kafka s3 connect)
+[[ ${#services[@]} -gt 0 ]] || services=(postgres mariadb kafka s3 registry connect)
 want() { local s; for s in "${services[@]}"; do [[ $s == "$1" ]] && return 0; done; return 1; }
 for s in "${services[@]}"; do
-  case $s in postgres | mariadb | kafka | connect | s3) ;; *) die "unknown service $s (postgres mariadb kafka connect s3)" ;; esac
+  case $s in postgres | mariadb | kafka | registry | connect | s3) ;; *) die "unknown service $s (postgres mariadb kafka registry connect s3)" ;; esac
 done
 
 t0=$SECONDS
-# Kafka and versitygw start in the background while PostgreSQL starts.
+# Kafka, versitygw and the registry start in the background while PostgreSQL starts.
 if want kafka; then start_kafka; fi
 if want s3; then start_s3; fi
+if want registry; then start_registry; fi
 if want postgres; then start_postgres; fi
 if want mariadb; then start_mariadb; fi
 if want kafka; then
@@ -332,9 +356,12 @@ if want s3; then
   wait_until "versitygw on $HOST:$S3_PORT" "$S3_TIMEOUT" "$LOG_DIR/versitygw.log" versitygw s3_ready
   create_buckets
 fi
+if want registry; then
+  wait_until "registry on $REGISTRY_URL (/apis/ccompat/v7)" "$REGISTRY_TIMEOUT" "$LOG_DIR/registry.log" registry registry_ready
+fi
 if want connect; then
   running kafka || port_open "$KAFKA_PORT" || die "connect needs kafka; start it first"
   start_connect
-  wait_until "connect on $CONNECT_URL (Debezium plugin loaded)" "$CONNECT_TIMEOUT" "$LOG_DIR/connect.log" connect connect_ready
+  wait_until "connect on $CONNECT_URL (plugins loaded)" "$CONNECT_TIMEOUT" "$LOG_DIR/connect.log" connect connect_ready
 fi
 log "services up in $((SECONDS - t0))s; logs in $LOG_DIR"

@@ -21,6 +21,7 @@ row postgres "postgresql://postgres@$HOST:$PG_PORT/$PG_DB"
 row mariadb "mariadb://root@$HOST:$MARIADB_PORT/$MARIADB_DB"
 row kafka "$KAFKA_BOOTSTRAP"
 row connect "$CONNECT_URL"
+row registry "$REGISTRY_URL/apis/ccompat/v7"
 row versitygw "http://$HOST:$S3_PORT"
 if running connect; then
   for c in $(curl -fsS --max-time 5 "$CONNECT_URL/connectors" | tr -d '[]"' | tr , ' '); do

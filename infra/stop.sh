@@ -1,10 +1,14 @@
 #!/usr/bin/env bash
-# Stops every service started by infra/start.sh (Connect, Kafka, versitygw,
-# PostgreSQL, MariaDB). Usage: infra/stop.sh [--purge] | infra/stop.sh s3 | infra/stop.sh kafka
-#   --purge  also deletes the services' data ($CDCLAKE_RUN/data, conf, pids);
-#            logs and the download cache are kept.
-#   s3       stops only the S3 server (an outage; infra/start.sh s3 ends it).
-#   kafka    stops only the broker (a restart, with infra/start.sh kafka).
+# Stops every service started by infra/start.sh (Connect, the registry, Kafka,
+# versitygw, PostgreSQL, MariaDB).
+# Usage: infra/stop.sh [--purge] | infra/stop.sh s3 | kafka | connect | registry
+#   --purge   also deletes the services' data ($CDCLAKE_RUN/data, conf, pids);
+#             logs and the download cache are kept.
+#   s3        stops only the S3 server (an outage; infra/start.sh s3 ends it).
+#   kafka     stops only the broker (a restart, with infra/start.sh kafka).
+#   connect   stops only Kafka Connect (a restart, with infra/start.sh connect).
+#   registry  stops only Apicurio Registry; its storage is in memory, so its
+#             schemas are gone (restart Connect too, its converters cache ids).
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
 
@@ -20,12 +24,22 @@ for a in "$@"; do
     stop_pid kafka 60
     exit 0
     ;;
-  *) die "usage: infra/stop.sh [--purge] | infra/stop.sh s3 | infra/stop.sh kafka" ;;
+  connect)
+    stop_pid connect 60
+    exit 0
+    ;;
+  registry)
+    stop_pid registry 30
+    exit 0
+    ;;
+  *) die "usage: infra/stop.sh [--purge] | infra/stop.sh s3 | kafka | connect | registry" ;;
   esac
 done
 
-# Connect first, so the connectors stop cleanly while Kafka is still there.
+# Connect first, so the connectors stop cleanly while Kafka (and the registry
+# their converters may call) are still there.
 stop_pid connect 60
+stop_pid registry 30
 stop_pid kafka 60
 stop_pid versitygw 10
 if [[ -f $PG_DATA/postmaster.pid && -x $PG_BIN/pg_ctl ]]; then
