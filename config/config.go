@@ -74,6 +74,31 @@ type Source struct {
 	BlockLines int `yaml:"block_lines"`
 	// BlockBytes bounds a block's bytes (a longer message travels alone).
 	BlockBytes Size `yaml:"block_bytes"`
+	// SchemaRegistry is where the writer schemas of Confluent-framed Avro
+	// records are looked up.
+	SchemaRegistry SchemaRegistry `yaml:"schema_registry"`
+}
+
+// SchemaRegistry configures a Confluent-compatible schema registry.
+type SchemaRegistry struct {
+	// URL of the registry's API (http:// or https://), or the path of a
+	// JSON file of saved schemas by id (replays); empty: Avro records are
+	// dead letters.
+	URL string `yaml:"url"`
+	// Username enables basic auth; the password is read from the
+	// environment variable PasswordEnv or the file PasswordFile.
+	Username     string `yaml:"username"`
+	PasswordEnv  string `yaml:"password_env"`
+	PasswordFile string `yaml:"password_file"`
+	// CAFile verifies the registry (PEM; default: the system's roots);
+	// CertFile and KeyFile authenticate cdclake with a client certificate.
+	CAFile   string `yaml:"ca_file"`
+	CertFile string `yaml:"cert_file"`
+	KeyFile  string `yaml:"key_file"`
+	// Timeout bounds one request.
+	Timeout Duration `yaml:"timeout"`
+	// CacheSize bounds how many schemas are kept.
+	CacheSize int `yaml:"cache_size"`
 }
 
 // Sink configures storage.
@@ -130,9 +155,10 @@ type Route struct {
 
 // Default holds every default value; nothing else in cdclake has its own.
 var Default = Config{
-	Source: Source{Format: "auto", BlockLines: 1024, BlockBytes: 16 << 20},
-	Sink:   Sink{RetryFor: Duration(10 * time.Minute)},
-	Batch:  Batch{MaxBufferedBytes: 256 << 20, MaxOpenFiles: 8192},
+	Source: Source{Format: "auto", BlockLines: 1024, BlockBytes: 16 << 20,
+		SchemaRegistry: SchemaRegistry{Timeout: Duration(10 * time.Second), CacheSize: 1024}},
+	Sink:  Sink{RetryFor: Duration(10 * time.Minute)},
+	Batch: Batch{MaxBufferedBytes: 256 << 20, MaxOpenFiles: 8192},
 	Defaults: Route{Path: "{table}/date={date}", Layout: "images", MaxRows: 1_000_000, MaxBytes: 128 << 20,
 		MaxAge: Duration(5 * time.Minute), Compression: "zstd", RowGroup: 128 * 1024, Numbers: "decimal_text"},
 	ProgressInterval: Duration(5 * time.Second),
@@ -187,6 +213,12 @@ func merge(def, c Config) Config {
 	}
 	if out.Source.BlockBytes == 0 {
 		out.Source.BlockBytes = def.Source.BlockBytes
+	}
+	if out.Source.SchemaRegistry.Timeout == 0 {
+		out.Source.SchemaRegistry.Timeout = def.Source.SchemaRegistry.Timeout
+	}
+	if out.Source.SchemaRegistry.CacheSize == 0 {
+		out.Source.SchemaRegistry.CacheSize = def.Source.SchemaRegistry.CacheSize
 	}
 	if out.Sink.RetryFor == 0 {
 		out.Sink.RetryFor = def.Sink.RetryFor
@@ -259,6 +291,26 @@ func (c *Config) Validate() error {
 	}
 	if c.Source.BlockBytes < 1 {
 		bad("source.block_bytes", "must be ≥ 1")
+	}
+	if r := c.Source.SchemaRegistry; r.URL != "" || r.Username != "" {
+		if r.URL == "" {
+			bad("source.schema_registry.url", "is required with the other schema_registry keys")
+		}
+		if r.Username != "" && (r.PasswordEnv == "") == (r.PasswordFile == "") {
+			bad("source.schema_registry", "give exactly one of password_env and password_file with username")
+		}
+		if (r.CertFile == "") != (r.KeyFile == "") {
+			bad("source.schema_registry", "cert_file and key_file go together")
+		}
+		if strings.Contains(r.URL, "@") && strings.Contains(r.URL, "://") {
+			bad("source.schema_registry.url", "credentials do not belong in the URL: use username with password_env or password_file")
+		}
+	}
+	if c.Source.SchemaRegistry.Timeout <= 0 {
+		bad("source.schema_registry.timeout", "must be positive")
+	}
+	if c.Source.SchemaRegistry.CacheSize < 1 {
+		bad("source.schema_registry.cache_size", "must be ≥ 1")
 	}
 	if c.Batch.MaxBufferedBytes < 1<<20 {
 		bad("batch.max_buffered_bytes", "must be at least 1MiB")

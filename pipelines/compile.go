@@ -13,6 +13,7 @@ import (
 	"github.com/cdclake/cdclake/pipelines/source/kafka"
 
 	"github.com/cdclake/cdclake/config"
+	"github.com/cdclake/cdclake/handlers/avro"
 	"github.com/cdclake/cdclake/handlers/batch"
 	"github.com/cdclake/cdclake/handlers/classify"
 	"github.com/cdclake/cdclake/handlers/resolve"
@@ -32,9 +33,11 @@ type Plan struct {
 	cfg *config.Config
 	// deadLetters is the Kafka topic dead letters go to; nil: the lake.
 	deadLetters *kafka.Config
-	routes      []*route // cfg.Routes in order, then the defaults
-	tables      sync.Map // table name → *tableRoute
-	allow       sync.Map // table name → bool
+	// avro reads Confluent-framed Avro records; nil without a registry.
+	avro   *avro.Codec
+	routes []*route // cfg.Routes in order, then the defaults
+	tables sync.Map // table name → *tableRoute
+	allow  sync.Map // table name → bool
 }
 
 type route struct {
@@ -69,6 +72,9 @@ func Compile(cfg *config.Config) (*Plan, error) {
 		}
 		p.deadLetters = &dl
 	}
+	codec, err := compileRegistry(cfg.Source.SchemaRegistry)
+	errs = append(errs, err)
+	p.avro = codec
 	for i := range cfg.Routes {
 		r, err := compileRoute(fmt.Sprintf("routes[%d]", i), &cfg.Routes[i])
 		errs = append(errs, err)

@@ -8,9 +8,11 @@ import (
 	"fmt"
 	"sync"
 	"sync/atomic"
+	"time"
 	"unicode/utf8"
 
 	"github.com/ThreeDotsLabs/watermill/message"
+	"github.com/cdclake/cdclake/handlers/avro"
 	"github.com/cdclake/cdclake/handlers/batch"
 	"github.com/cdclake/cdclake/handlers/change"
 	"github.com/cdclake/cdclake/handlers/classify"
@@ -52,7 +54,10 @@ type worker struct {
 	// a partition's next owner (sources that hand partitions over).
 	catalog []catalogEntry
 	headers []unwrap.Header // scratch
-	counts  counts
+	// abort stops the block: a stage met an error that is no record's
+	// fault and could not wait it out.
+	abort  error
+	counts counts
 	// bcounts are the batch stage's counters (it runs beside the others).
 	bcounts counts
 }
@@ -131,6 +136,7 @@ func (p *Pipeline) newWorker() (*worker, error) {
 		return nil, err
 	}
 	w := &worker{classifier: cl, dead: deadletter.New(p.dead)}
+	w.unwrapper.Avro = p.plan.avro
 	for i := range w.windows {
 		w.windows[i].free = make(chan struct{}, 1)
 		w.windows[i].free <- struct{}{}
@@ -140,7 +146,7 @@ func (p *Pipeline) newWorker() (*worker, error) {
 
 // start prepares w for block b.
 func (w *worker) start(b *source.Block) {
-	w.block, w.hold = b, nil
+	w.block, w.hold, w.abort = b, nil, nil
 	w.dead.Reset()
 	w.catalog = w.catalog[:0]
 }
@@ -260,9 +266,12 @@ func (p *Pipeline) stage(run func(w *worker, i int)) message.HandlerMiddleware {
 		return func(msg *message.Message) ([]*message.Message, error) {
 			w := workerOf(msg)
 			for i := range w.win.slots {
-				if a := w.win.slots[i].act; a != actSkip && a != actDead {
+				if a := w.win.slots[i].act; a != actSkip && a != actDead && w.abort == nil {
 					run(w, i)
 				}
+			}
+			if w.abort != nil {
+				return nil, p.fail(w.abort)
 			}
 			return next(msg)
 		}
@@ -282,8 +291,9 @@ func (p *Pipeline) unwrap(w *worker, i int) {
 		}
 		unwrap.Headers(w.headers, &s.c)
 	}
-	v, err := w.unwrapper.Unwrap(&s.arena, raw, &s.c)
+	v, err := p.unwrapHolding(w, rec, &s.arena, &s.c)
 	switch {
+	case w.abort != nil:
 	case err != nil:
 		s.die("unwrap", err)
 	case s.c.Kind == change.KindTombstone:
@@ -293,6 +303,37 @@ func (p *Pipeline) unwrap(w *worker, i int) {
 		s.v = v
 	}
 }
+
+// unwrapHolding unwraps a record. While the schema registry cannot be
+// asked for the schema of an Avro record, the record, and so its
+// partition, waits: it is tried again with backoff until the registry
+// answers or landing stops, which aborts the block unlanded.
+func (p *Pipeline) unwrapHolding(w *worker, rec *source.Record, a *unwrap.Arena, c *change.Change) (*fastjson.Value, error) {
+	delay := registryBackoff
+	for {
+		v, err := w.unwrapper.UnwrapContext(p.landCtx, a, rec.Value, c)
+		if !errors.Is(err, avro.ErrUnavailable) {
+			return v, err
+		}
+		if p.landCtx.Err() != nil {
+			w.abort = fmt.Errorf("%s partition %d offset %d: %w", w.block.Source, w.block.Partition, rec.Offset, err)
+			return nil, err
+		}
+		p.log.Warn("schema registry unavailable: the partition waits", "source", w.block.Source,
+			"partition", w.block.Partition, "offset", rec.Offset, "retry_in", delay, "err", err)
+		select {
+		case <-time.After(delay):
+		case <-p.landCtx.Done():
+		}
+		delay = min(2*delay, maxRegistryBackoff)
+	}
+}
+
+// The backoff of registry lookups.
+var (
+	registryBackoff    = 250 * time.Millisecond
+	maxRegistryBackoff = 30 * time.Second
+)
 
 // classify decodes a record and decides what becomes of it.
 func (p *Pipeline) classify(w *worker, i int) {

@@ -12,13 +12,19 @@
 //   - Kafka Connect (schemas.enable=true): an object with exactly the keys
 //     "schema" and "payload". The schema is handed on in Change.Schema, with
 //     its raw bytes as Change.SchemaKey for caching.
+//   - Confluent-framed Avro (first byte 0, see package avro), when the
+//     Unwrapper has a Codec: the record becomes the Kafka Connect envelope
+//     the JsonConverter would have written for it, and is handed on as
+//     one.
 package unwrap
 
 import (
 	"bytes"
+	"context"
 	"encoding/base64"
 	"errors"
 
+	"github.com/cdclake/cdclake/handlers/avro"
 	"github.com/cdclake/cdclake/handlers/change"
 	"github.com/valyala/fastjson"
 )
@@ -34,16 +40,22 @@ type Arena struct {
 	p     fastjson.Parser
 	inner fastjson.Parser
 	buf   []byte
+	// avro holds a transcoded Avro record's payload.
+	avro []byte
 }
 
 // Unwrapper unwraps messages and caches the Kafka Connect schemas they
 // carry. It is not safe for concurrent use: each pipeline worker has its
 // own.
 type Unwrapper struct {
+	// Avro reads Confluent-framed Avro records; nil refuses them.
+	Avro *avro.Codec
 	// Connect schemas by their text, each parsed once with its own parser
 	// so that it outlives messages. A connector repeats the same schema
 	// text in every message of a table.
 	schemas map[string]*cachedSchema
+	// avroSchemas holds the Connect schemas of Avro writer schemas.
+	avroSchemas map[*avro.Schema]*cachedSchema
 }
 
 type cachedSchema struct {
@@ -59,6 +71,20 @@ const maxSchemas = 4096
 // record, or nil with c.Kind set to change.KindTombstone for a tombstone.
 // Like the record, c.Schema is valid while a holds this message.
 func (u *Unwrapper) Unwrap(a *Arena, raw []byte, c *change.Change) (*fastjson.Value, error) {
+	return u.UnwrapContext(context.Background(), a, raw, c)
+}
+
+// ErrNoRegistry is returned for a Confluent-framed record when the
+// Unwrapper has no Codec.
+var ErrNoRegistry = errors.New("a Confluent-framed record (magic byte 0, schema id, Avro) and no source.schema_registry to read it")
+
+// UnwrapContext is Unwrap with a context for the schema registry that
+// Avro records need. Its errors for Avro records wrap avro's: only
+// avro.ErrUnavailable is not the record's fault.
+func (u *Unwrapper) UnwrapContext(ctx context.Context, a *Arena, raw []byte, c *change.Change) (*fastjson.Value, error) {
+	if avro.Framed(raw) {
+		return u.avro(ctx, a, raw, c)
+	}
 	raw = bytes.TrimSpace(raw)
 	if len(raw) == 0 {
 		c.Kind = change.KindTombstone
@@ -202,6 +228,34 @@ func (u *Unwrapper) withSchema(a *Arena, cs *cachedSchema, payload []byte, c *ch
 	// The cached text is immutable; the capacity limit keeps appends off it.
 	c.SchemaKey = cs.text[:len(cs.text):len(cs.text)]
 	return v, nil
+}
+
+// avro transcodes a Confluent-framed Avro record into its Connect schema
+// and payload.
+func (u *Unwrapper) avro(ctx context.Context, a *Arena, raw []byte, c *change.Change) (*fastjson.Value, error) {
+	if u.Avro == nil {
+		return nil, ErrNoRegistry
+	}
+	s, payload, err := u.Avro.Transcode(ctx, raw, a.avro[:0])
+	a.avro = payload
+	if err != nil {
+		return nil, err
+	}
+	cs := u.avroSchemas[s]
+	if cs == nil {
+		cs = u.schemas[string(s.Connect)]
+		if cs == nil {
+			cs = &cachedSchema{text: s.Connect}
+			if cs.value, err = cs.parser.ParseBytes(cs.text); err != nil {
+				return nil, errors.Join(ErrNotJSON, err)
+			}
+		}
+		if u.avroSchemas == nil || len(u.avroSchemas) >= maxSchemas {
+			u.avroSchemas = map[*avro.Schema]*cachedSchema{}
+		}
+		u.avroSchemas[s] = cs
+	}
+	return u.withSchema(a, cs, payload, c)
 }
 
 // Header is a message header (Kafka).

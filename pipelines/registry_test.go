@@ -1,0 +1,225 @@
+package pipelines_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/url"
+	"os"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/cdclake/cdclake/config"
+	"github.com/cdclake/cdclake/handlers/avro"
+	"github.com/cdclake/cdclake/pipelines"
+	"github.com/cdclake/cdclake/pipelines/source"
+	"github.com/cdclake/cdclake/sinks/lake"
+	hamba "github.com/hamba/avro/v2"
+)
+
+// registryURL is a real Confluent-compatible registry's API
+// (infra/start.sh registry), or the test is skipped.
+func registryURL(t *testing.T) string {
+	u := os.Getenv("CDCLAKE_TEST_REGISTRY_URL")
+	if u == "" {
+		t.Skip("CDCLAKE_TEST_REGISTRY_URL is not set (infra/start.sh registry: http://127.0.0.1:58081/apis/ccompat/v7)")
+	}
+	return u
+}
+
+// register registers an Avro schema under a fresh subject and returns its id.
+func register(t *testing.T, base, schema string) int {
+	t.Helper()
+	body, _ := json.Marshal(map[string]string{"schema": schema})
+	subject := fmt.Sprintf("cdclake-test-%d-value", time.Now().UnixNano())
+	resp, err := http.Post(base+"/subjects/"+subject+"/versions", "application/vnd.schemaregistry.v1+json", bytes.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var out struct {
+		ID int `json:"id"`
+	}
+	data, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != http.StatusOK || json.Unmarshal(data, &out) != nil || out.ID == 0 {
+		t.Fatalf("registering %s: %s %s", subject, resp.Status, data)
+	}
+	return out.ID
+}
+
+// outage is a TCP proxy to the registry that can refuse connections, as a
+// registry that is down or unreachable does.
+type outage struct {
+	ln    net.Listener
+	down  atomic.Bool
+	wg    sync.WaitGroup
+	mu    sync.Mutex
+	conns []net.Conn
+}
+
+func newOutage(t *testing.T, target string) *outage {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	o := &outage{ln: ln}
+	o.wg.Go(func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			if o.down.Load() {
+				c.Close()
+				continue
+			}
+			o.wg.Go(func() {
+				defer c.Close()
+				r, err := net.Dial("tcp", target)
+				if err != nil {
+					return
+				}
+				defer r.Close()
+				o.mu.Lock()
+				o.conns = append(o.conns, c, r)
+				o.mu.Unlock()
+				go func() { _, _ = io.Copy(r, c); r.Close() }()
+				_, _ = io.Copy(c, r)
+			})
+		}
+	})
+	t.Cleanup(func() {
+		ln.Close()
+		// Idle keep-alive connections end with the test.
+		o.mu.Lock()
+		for _, c := range o.conns {
+			c.Close()
+		}
+		o.mu.Unlock()
+		o.wg.Wait()
+	})
+	return o
+}
+
+// syncBuffer is a log destination for concurrent writers.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// TestRegistryOutage lands Avro records through a real schema registry
+// that is unreachable at first: the partition waits, nothing is
+// dead-lettered for it, and everything lands once the registry answers.
+// An id the registry does not know is a dead letter. A stop during an
+// outage ends the run with the outage as error and lands nothing.
+func TestRegistryOutage(t *testing.T) {
+	base := registryURL(t)
+	text, err := os.ReadFile("../handlers/avro/testdata/envelope.avsc")
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := register(t, base, string(text))
+	u, err := url.Parse(base)
+	if err != nil {
+		t.Fatal(err)
+	}
+	schema := hamba.MustParse(string(text))
+	values, _ := avroRows()
+	recs := []source.Record{
+		{Offset: 0, Value: avroFrame(t, schema, id, values[0])},
+		{Offset: 1, Value: avroFrame(t, schema, id, values[1])},
+		{Offset: 2, Value: avroFrame(t, schema, 1<<30, values[1])},
+		{Offset: 3, Value: avroFrame(t, schema, id, values[2])},
+	}
+	run := func(t *testing.T, stopDuringOutage bool) {
+		proxy := newOutage(t, u.Host)
+		proxy.down.Store(true)
+		cfg, err := config.Load("")
+		if err != nil {
+			t.Fatal(err)
+		}
+		cfg.ProgressInterval = 0
+		cfg.ShutdownTimeout = config.Duration(time.Second)
+		cfg.Source.SchemaRegistry.URL = "http://" + proxy.ln.Addr().String() + u.Path
+		cfg.Source.SchemaRegistry.Timeout = config.Duration(2 * time.Second)
+		plan, err := pipelines.Compile(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		bucket, err := lake.OpenBucket(context.Background(), "mem://")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer bucket.Close()
+		var logs syncBuffer
+		p, err := pipelines.New(plan, source.NewMemory(&source.Block{Source: "shop.public.orders", Topic: "shop.public.orders", Records: recs}),
+			bucket, slog.New(slog.NewTextHandler(&logs, nil)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		defer cancel()
+		done := make(chan error, 1)
+		go func() { done <- p.Run(ctx) }()
+		deadline := time.Now().Add(20 * time.Second)
+		for strings.Count(logs.String(), `msg="schema registry unavailable`) < 2 {
+			if time.Now().After(deadline) {
+				t.Fatalf("no outage logged:\n%s", logs.String())
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+		if stopDuringOutage {
+			cancel()
+		} else {
+			proxy.down.Store(false)
+		}
+		var runErr error
+		select {
+		case runErr = <-done:
+		case <-time.After(60 * time.Second):
+			t.Fatal("the run did not end")
+		}
+		st := p.Stats()
+		if stopDuringOutage {
+			if !errors.Is(runErr, avro.ErrUnavailable) {
+				t.Errorf("run error %v, want the outage", runErr)
+			}
+			if n := len(keys(t, bucket)); st.Rows.Load() != 0 || st.DeadLetters.Load() != 0 || n != 0 {
+				t.Errorf("stopped during the outage: %d rows, %d dead letters, %d objects", st.Rows.Load(), st.DeadLetters.Load(), n)
+			}
+			return
+		}
+		if runErr != nil {
+			t.Fatal(runErr)
+		}
+		if st.Rows.Load() != 3 || st.DeadLetters.Load() != 1 {
+			t.Errorf("%d rows, %d dead letters; want 3 and 1", st.Rows.Load(), st.DeadLetters.Load())
+		}
+		if r := deadReasons(t, bucket); !strings.Contains(r, "unknown Avro schema") || !strings.Contains(r, `"offset":2`) {
+			t.Errorf("dead letter: %s", r)
+		}
+	}
+	t.Run("recovers", func(t *testing.T) { run(t, false) })
+	t.Run("stopped", func(t *testing.T) { run(t, true) })
+}
