@@ -57,8 +57,9 @@ t=$SECONDS
 "$(java_bin)" -Xmx768m "${JVM_TOOL_OPTS[@]}" \
   -Dlog4j2.configurationFile="$INFRA_DIR/conf/log4j2-tools.properties" \
   -cp "$KAFKA_LIBS/*" "$INFRA_DIR/capture/Capture.java" \
-  --bootstrap "$KAFKA_BOOTSTRAP" --include '(shop|shopraw|maria)\..*|maria|__debezium-heartbeat\..*' \
-  --await shop.message=workload-end --await shopraw.message=workload-end \
+  --bootstrap "$KAFKA_BOOTSTRAP" --include '(shop|shopraw|shopavro|maria)\..*|maria|__debezium-heartbeat\..*' \
+  --base64 'shopavro\..*' \
+  --await shop.message=workload-end --await shopraw.message=workload-end --await shopavro.message=workload-end \
   --await maria.shop.workload_end=workload-end \
   --timeout "$CAPTURE_TIMEOUT" --out "$tmp" >"$LOG_DIR/capture.log" 2>&1 || {
   cat "$LOG_DIR/capture.log" >&2
@@ -68,16 +69,28 @@ grep -E 'capture: [0-9]+ topics|holds' "$LOG_DIR/capture.log" >&2 || true
 
 # Replace the previous capture (README.md is rewritten below).
 rm -rf "$out/keys"
-find "$out" -maxdepth 1 -type f \( -name '*.ndjson' -o -name '_manifest.tsv' -o -name '_postgres.json' -o -name '_mariadb.json' -o -name '_connectors.json' \) -delete
-mv "$tmp"/*.ndjson "$tmp/_manifest.tsv" "$out/"
+find "$out" -maxdepth 1 -type f \( -name '*.ndjson' -o -name '*.b64' -o -name '_manifest.tsv' -o -name '_postgres.json' \
+  -o -name '_mariadb.json' -o -name '_connectors.json' -o -name '_schemas.json' \) -delete
+mv "$tmp"/*.ndjson "$tmp"/*.b64 "$tmp/_manifest.tsv" "$out/"
 mv "$tmp/keys" "$out/keys"
+# The registry's answer for every schema id the Avro topics name, so that
+# they can be landed without the registry (source.schema_registry.url: the
+# file).
+[[ -f $tmp/_schema_ids.txt ]] || die "capture: the Avro topics name no schema id"
+schemas='{}'
+while read -r id; do
+  s=$(curl -fsS --max-time 10 "$REGISTRY_URL/apis/ccompat/v7/schemas/ids/$id") || die "capture: the registry has no schema $id"
+  schemas=$(jq -c --arg id "$id" --argjson s "$s" '. + {($id): $s}' <<<"$schemas")
+done <"$tmp/_schema_ids.txt"
+jq -S . <<<"$schemas" >"$out/_schemas.json"
 
 pg_version=$(psql_shop -tAc "SHOW server_version")
 connector_config() { curl -fsS --max-time 5 "$CONNECT_URL/connectors/$1/config" | jq -S 'del(.name)'; }
 # The connectors' settings by topic prefix: verify_real.py reads how each
 # encoded its values (decimal.handling.mode, time.precision.mode).
 jq -n -S --argjson shop "$(connector_config shop-schema)" --argjson shopraw "$(connector_config shop-raw)" \
-  --argjson maria "$(connector_config maria)" '{shop: $shop, shopraw: $shopraw, maria: $maria}' >"$out/_connectors.json"
+  --argjson shopavro "$(connector_config shop-avro)" --argjson maria "$(connector_config maria)" \
+  '{shop: $shop, shopraw: $shopraw, shopavro: $shopavro, maria: $maria}' >"$out/_connectors.json"
 # PostgreSQL's tables, keys and final state, so the capture can be verified
 # without services (infra/verify_real.py --pg-dump).
 [[ -x $VPY ]] || die "the Python venv is missing ($VPY); run infra/install.sh python"
@@ -100,6 +113,7 @@ number of heartbeats.
 | Debezium MariaDB connector | $DEBEZIUM_MARIADB_VERSION (\`io.debezium:debezium-connector-mariadb\`) |
 | MariaDB | $maria_version (Debian \`mariadb-server\`), \`binlog_format=ROW\`, \`binlog_row_image=FULL\`, server time zone UTC, \`sql_mode=''\` |
 | JSON converter | \`org.apache.kafka.connect.json.JsonConverter\` $KAFKA_VERSION |
+| Avro converter and registry | \`io.apicurio:apicurio-registry-utils-converter\` $APICURIO_CONVERTER_VERSION, Apicurio Registry $APICURIO_REGISTRY_VERSION (Confluent API \`/apis/ccompat/v7\`) |
 
 ## Files
 
@@ -108,7 +122,12 @@ number of heartbeats.
   (\`infra/capture/Capture.java\`). A tombstone (null value) is an empty line.
   A topic with several partitions (\`*.public.events\`: 3) holds partition 0,
   then 1, then 2, each in offset order, so each key's changes keep their order.
-- \`keys/<topic>.ndjson\`: the message **keys**, line for line.
+- \`<topic>.b64\` (\`shopavro.*\`): the same for a topic of binary messages,
+  one base64-encoded message per line (cdclake's file source reads them).
+- \`keys/<topic>.ndjson\`, \`keys/<topic>.b64\`: the message **keys**, line for line.
+- \`_schemas.json\`: the registry's schema for every id the Avro messages
+  name (\`GET /schemas/ids/{id}\`), by id: cdclake's
+  \`source.schema_registry.url\` may be this file.
 - \`_connectors.json\`: both connectors' settings by topic prefix.
 - \`_manifest.tsv\`: per topic partition, its first line in the file, message
   count and Kafka offsets.
@@ -124,7 +143,9 @@ key and value; transaction metadata on: \`shop.transaction\`), \`shopraw.*\`
 from \`shop-raw\` (JSON **without** schemas; heartbeats every 2 s:
 \`__debezium-heartbeat.shopraw\`). \`<prefix>.message\` holds logical decoding
 messages (\`pg_logical_emit_message\`, op \`m\`); the last one, \`workload-end\`,
-marks the end of the workload. Both connectors read the same database, so
+marks the end of the workload. \`shopavro.*\` come from \`shop-avro\`, the
+settings of \`shop-schema\` with the Apicurio Avro converter
+(Confluent-framed Avro, key and value). The connectors read the same database, so
 their table names (\`source.db.schema.table\` = \`shop.public.*\`) are the same:
 land them into different lakes.
 
@@ -170,6 +191,12 @@ shop-raw:
 $(connector_config shop-raw)
 \`\`\`
 
+shop-avro:
+
+\`\`\`json
+$(connector_config shop-avro)
+\`\`\`
+
 maria:
 
 \`\`\`json
@@ -185,10 +212,13 @@ needed (\`make -f Makefile.infra verify-capture\` does both):
 infra/.venv/bin/python infra/verify_real.py --capture testdata/debezium-real \\
   --pg-dump testdata/debezium-real/_postgres.json \\
   --lake shop=/tmp/lake-schema --lake shopraw=/tmp/lake-raw
+printf 'source:\\n  schema_registry:\\n    url: testdata/debezium-real/_schemas.json\\n' >/tmp/avro.yaml
+./bin/cdclake run --source 'testdata/debezium-real/shopavro.*.b64' --sink /tmp/lake-avro --config /tmp/avro.yaml
+infra/.venv/bin/python infra/verify_avro.py --avro /tmp/lake-avro --json /tmp/lake-schema
 ./bin/cdclake run --source 'testdata/debezium-real/maria*.ndjson' --sink /tmp/lake-maria
 infra/.venv/bin/python infra/verify_mariadb.py --capture testdata/debezium-real \\
   --dump testdata/debezium-real/_mariadb.json --lake /tmp/lake-maria
 \`\`\`
 EOF
 size=$(du -sk "$out" | cut -f1)
-log "capture: $(find "$out" -maxdepth 1 -name '*.ndjson' | wc -l) topics into $out (${size} KiB) in $((SECONDS - t))s"
+log "capture: $(find "$out" -maxdepth 1 \( -name '*.ndjson' -o -name '*.b64' \) | wc -l) topics into $out (${size} KiB) in $((SECONDS - t))s"

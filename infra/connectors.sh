@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Registers the Debezium connectors with Kafka Connect and waits until their
-# tasks run (idempotent: PUT /connectors/NAME/config): two on PostgreSQL, one
-# on MariaDB.
+# tasks run (idempotent: PUT /connectors/NAME/config): three on PostgreSQL,
+# one on MariaDB.
 #
 #   shop-schema  topics shop.*     JSON with schemas (key and value), transaction
 #                                  metadata on (topic shop.transaction)
@@ -16,6 +16,12 @@
 # table created later is captured), snapshot.mode=initial, logical decoding messages to <prefix>.message,
 # skipped.operations=none (Debezium skips TRUNCATE events by default).
 #
+#   shop-avro    topics shopavro.* shop-schema's settings with Apicurio's Avro
+#                                  converter (key and value): Confluent-framed
+#                                  Avro (magic byte 0, 4-byte content id), the
+#                                  schemas in the registry (infra/start.sh
+#                                  registry), transaction metadata on
+#
 #   maria        topics maria.*    MariaDB database shop: JSON with schemas,
 #                                  transaction metadata (maria.transaction),
 #                                  schema changes (topic maria),
@@ -25,7 +31,7 @@ set -euo pipefail
 source "$(dirname "$0")/lib.sh"
 
 CONNECTOR_TIMEOUT=${CONNECTOR_TIMEOUT:-120}
-NAMES=(shop-schema shop-raw maria)
+NAMES=(shop-schema shop-avro shop-raw maria)
 
 config() { # NAME PREFIX SCHEMAS EXTRA_JSON
   jq -n --arg prefix "$2" --arg slot "cdclake_${2}" --arg schemas "$3" \
@@ -123,6 +129,20 @@ fi
 put_connector shop-schema "$(config shop-schema shop true '{
   "provide.transaction.metadata": "true"
 }')"
+# Apicurio's converter, as Confluent's writes: the id in the value, not in
+# headers.
+avro_converter() { # key|value
+  jq -n --arg c "$1.converter" --arg url "$REGISTRY_URL/apis/registry/v2" '{
+    ($c): "io.apicurio.registry.utils.converter.AvroConverter",
+    ($c + ".apicurio.registry.url"): $url,
+    ($c + ".apicurio.registry.auto-register"): "true",
+    ($c + ".apicurio.registry.as-confluent"): "true",
+    ($c + ".apicurio.registry.use-id"): "contentId",
+    ($c + ".apicurio.registry.headers.enabled"): "false"
+  }'
+}
+put_connector shop-avro "$(config shop-avro shopavro true "$(jq -n --argjson k "$(avro_converter key)" \
+  --argjson v "$(avro_converter value)" '{"provide.transaction.metadata": "true"} + $k + $v')")"
 put_connector shop-raw "$(config shop-raw shopraw false '{
   "heartbeat.interval.ms": "2000",
   "decimal.handling.mode": "string"

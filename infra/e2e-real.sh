@@ -4,7 +4,8 @@
 # capture every Debezium topic to a temporary folder, land the capture with
 # ./bin/cdclake into versitygw over the S3 API (one bucket per connector), and
 # verify the lakes with DuckDB and Spark against the capture and PostgreSQL
-# (infra/verify_real.py) and MariaDB (infra/verify_mariadb.py).
+# (infra/verify_real.py), MariaDB (infra/verify_mariadb.py), and the Avro
+# connector's lakes against the JSON one (infra/verify_avro.py).
 #
 # usage: infra/e2e-real.sh        (make -f Makefile.infra e2e-real)
 #   E2E_ROWS=20000   size of the large batch
@@ -251,12 +252,31 @@ land_from_kafka() {
   log "land from Kafka: $before files before the kill -9, $(find "$KAFKA_LAKE" -name '*.parquet' | wc -l) after the restart"
 }
 step "land shop from Kafka (kill -9, restart)" land_from_kafka
+# The Avro connector's topics straight from Kafka, schemas from the real
+# registry; verified below against the JSON connector's lake.
+AVRO_KAFKA_LAKE=$DATA_DIR/s3/scratch/kafka-avro
+land_avro_from_kafka() {
+  printf 'progress_interval: 0s\nsource:\n  schema_registry:\n    url: %s/apis/ccompat/v7\n' "$REGISTRY_URL" >"$E2E_DIR/avro.yaml"
+  rm -rf "$AVRO_KAFKA_LAKE"
+  AWS_ACCESS_KEY_ID=$S3_ACCESS_KEY AWS_SECRET_ACCESS_KEY=$S3_SECRET_KEY AWS_REGION=us-east-1 \
+    "$CDCLAKE_BIN" run --source "kafka://$KAFKA_BOOTSTRAP/shopavro\..*?regex=true&group=e2e-avro" \
+    --sink "$(s3_sink scratch)&prefix=kafka-avro/" --config "$E2E_DIR/avro.yaml" --until-caught-up \
+    >"$E2E_DIR/cdclake-kafka-avro.log" 2>&1 || {
+    tail -n 30 "$E2E_DIR/cdclake-kafka-avro.log" >&2
+    die "landing the Avro topics from Kafka failed"
+  }
+  sed -n '/== cdclake summary ==/,$p' "$E2E_DIR/cdclake-kafka-avro.log" >&2
+}
+step "land shopavro from Kafka (Avro, registry)" land_avro_from_kafka
 step "land shop (schemas)" land shop 'shop.*.ndjson' lake
 step "land shopraw (no schemas)" land shopraw '*shopraw*.ndjson' lake-raw
 # The same schemaless topics typed by a catalog of route types.
 step "land shopraw (no schemas, catalog)" land shopraw '*shopraw*.ndjson' lake-catalog \
   --config "$REPO_DIR/testdata/e2e/shopraw-catalog.yaml"
 step "land maria (MariaDB)" land maria 'maria*.ndjson' lake-maria
+# The captured Avro topics with the registry's schemas saved by the capture.
+printf 'source:\n  schema_registry:\n    url: %s\n' "$E2E_DIR/capture/_schemas.json" >"$E2E_DIR/avro-saved.yaml"
+step "land shopavro (capture, saved schemas)" land shopavro 'shopavro.*.b64' lake-avro --config "$E2E_DIR/avro-saved.yaml"
 # Landing the same input again rewrites the same objects (file names are a
 # function of the input): the listing must not change, and the verification
 # below then also proves that nothing landed twice.
@@ -284,8 +304,17 @@ verify_maria() {
     --capture "$E2E_DIR/capture" --lake "$DATA_DIR/s3/lake-maria" --socket "$MARIADB_SOCKET" --db "$MARIADB_DB" \
     --report "$E2E_DIR/report-mariadb.txt" "${spark_flag[@]}" 2> >(grep -v -E '^(WARNING|Using Spark|Setting default log level|To adjust logging)' >&2)
 }
+verify_avro() {
+  local lake
+  for lake in "$AVRO_KAFKA_LAKE" "$DATA_DIR/s3/lake-avro"; do
+    JAVA_HOME=$(java_home) TZ=UTC SPARK_LOCAL_IP=$HOST "$VPY" "$INFRA_DIR/verify_avro.py" \
+      --avro "$lake" --json "$DATA_DIR/s3/lake" --report "$E2E_DIR/report-avro-$(basename "$lake").txt" "${spark_flag[@]}" \
+      2> >(grep -v -E '^(WARNING|Using Spark|Setting default log level|To adjust logging)' >&2) || return 1
+  done
+}
 rc=0
 step "verify (DuckDB, Spark)" verify || rc=$?
+step "verify Avro = JSON (DuckDB, Spark)" verify_avro || rc=$?
 step "verify MariaDB (DuckDB, Spark)" verify_maria || rc=$?
 log "reports: $E2E_DIR/report.txt, $E2E_DIR/report-mariadb.txt"
 exit $rc

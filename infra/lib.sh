@@ -27,7 +27,7 @@ MARIADB_DB=${MARIADB_DB:-shop}
 S3_PORT=${S3_PORT:-57070}
 S3_ACCESS_KEY=${S3_ACCESS_KEY:-cdclake}
 S3_SECRET_KEY=${S3_SECRET_KEY:-cdclake-secret-key}
-S3_BUCKETS=${S3_BUCKETS:-lake lake-raw lake-catalog lake-maria scratch}
+S3_BUCKETS=${S3_BUCKETS:-lake lake-raw lake-catalog lake-maria lake-avro scratch}
 # Apicurio Registry: its Confluent-compatible API is $REGISTRY_URL/apis/ccompat/v7,
 # its own $REGISTRY_URL/apis/registry/v2 (what the Avro converter talks to).
 REGISTRY_PORT=${REGISTRY_PORT:-58081}

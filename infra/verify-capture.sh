@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Lands the committed capture (testdata/debezium-real) with ./bin/cdclake into
 # temporary file lakes and verifies them against the capture and the saved
-# PostgreSQL and MariaDB states (_postgres.json, _mariadb.json): no service is
-# started.
+# PostgreSQL and MariaDB states (_postgres.json, _mariadb.json), and the Avro
+# topics' lake against the JSON one: no service is started.
 # usage: infra/verify-capture.sh [CAPTURE_DIR]   (VERIFY_SPARK=0: DuckDB only)
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
@@ -24,6 +24,9 @@ trap 'rm -rf "$work"' EXIT
   { cat "$work/catalog.log" >&2; die "cdclake run failed (shopraw with its catalog)"; }
 "$REPO_DIR/bin/cdclake" run --source "$capture/maria*.ndjson" --sink "$work/lake-maria" >"$work/maria.log" 2>&1 ||
   { cat "$work/maria.log" >&2; die "cdclake run failed (maria)"; }
+printf 'source:\n  schema_registry:\n    url: %s\n' "$capture/_schemas.json" >"$work/avro.yaml"
+"$REPO_DIR/bin/cdclake" run --source "$capture/shopavro.*.b64" --sink "$work/lake-avro" --config "$work/avro.yaml" \
+  >"$work/avro.log" 2>&1 || { cat "$work/avro.log" >&2; die "cdclake run failed (shopavro)"; }
 spark=()
 [[ ${VERIFY_SPARK:-1} == 1 ]] || spark=(--no-spark)
 JAVA_HOME=$(java_home) TZ=UTC SPARK_LOCAL_IP=$HOST "$VPY" "$INFRA_DIR/verify_real.py" \
@@ -35,4 +38,8 @@ JAVA_HOME=$(java_home) TZ=UTC SPARK_LOCAL_IP=$HOST "$VPY" "$INFRA_DIR/verify_rea
 JAVA_HOME=$(java_home) TZ=UTC SPARK_LOCAL_IP=$HOST "$VPY" "$INFRA_DIR/verify_mariadb.py" \
   --capture "$capture" --dump "$capture/_mariadb.json" --lake "$work/lake-maria" "${spark[@]}" \
   --report "$CDCLAKE_RUN/verify-capture-mariadb-report.txt" \
+  2> >(grep -v -E '^(WARNING|Using Spark|Setting default log level|To adjust logging|.*WARN NativeCodeLoader)' >&2)
+JAVA_HOME=$(java_home) TZ=UTC SPARK_LOCAL_IP=$HOST "$VPY" "$INFRA_DIR/verify_avro.py" \
+  --avro "$work/lake-avro" --json "$work/lake" "${spark[@]}" \
+  --report "$CDCLAKE_RUN/verify-capture-avro-report.txt" \
   2> >(grep -v -E '^(WARNING|Using Spark|Setting default log level|To adjust logging|.*WARN NativeCodeLoader)' >&2)

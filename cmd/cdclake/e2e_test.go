@@ -403,10 +403,11 @@ func generated(t *testing.T, seed int) (py, cdclake, dir string) {
 
 // TestRealCapture lands the committed capture of real Debezium connectors
 // (testdata/debezium-real: PostgreSQL with and without schemas, the latter
-// also with its catalog, and MariaDB) and verifies each lake with DuckDB
-// against the capture and the databases' saved final states
-// (infra/verify_real.py, infra/verify_mariadb.py; make e2e adds Spark and
-// the live databases).
+// also with its catalog, in Avro with the registry's saved schemas, and
+// MariaDB) and verifies each lake with DuckDB against the capture and the
+// databases' saved final states (infra/verify_real.py,
+// infra/verify_mariadb.py), the Avro lake against the JSON one
+// (infra/verify_avro.py); make e2e adds Spark and the live services.
 func TestRealCapture(t *testing.T) {
 	py := python(t)
 	cdclake := build(t, "github.com/cdclake/cdclake/cmd/cdclake")
@@ -422,6 +423,17 @@ func TestRealCapture(t *testing.T) {
 	land("*shopraw*.ndjson", "shopraw")
 	land("*shopraw*.ndjson", "catalog", "--config", filepath.Join(root, "testdata", "e2e", "shopraw-catalog.yaml"))
 	land("maria*.ndjson", "maria")
+	// The Avro connector's topics, with the registry's schemas the capture
+	// saved.
+	abs, err := filepath.Abs(filepath.Join(capture, "_schemas.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	avroConfig := filepath.Join(dir, "avro.yaml")
+	if err := os.WriteFile(avroConfig, []byte("source:\n  schema_registry:\n    url: "+abs+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	land("shopavro.*.b64", "avro", "--config", avroConfig)
 	for _, args := range [][]string{
 		{filepath.Join(root, "infra", "verify_real.py"), "--capture", capture, "--no-spark",
 			"--pg-dump", filepath.Join(capture, "_postgres.json"),
@@ -429,6 +441,8 @@ func TestRealCapture(t *testing.T) {
 			"--lake", "shopraw+catalog=" + filepath.Join(dir, "catalog")},
 		{filepath.Join(root, "infra", "verify_mariadb.py"), "--capture", capture, "--no-spark",
 			"--dump", filepath.Join(capture, "_mariadb.json"), "--lake", filepath.Join(dir, "maria")},
+		{filepath.Join(root, "infra", "verify_avro.py"), "--no-spark",
+			"--avro", filepath.Join(dir, "avro"), "--json", filepath.Join(dir, "shop")},
 	} {
 		cmd := exec.Command(py, args...)
 		cmd.Env = append(os.Environ(), "TZ=UTC")

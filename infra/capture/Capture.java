@@ -7,9 +7,15 @@
 // every key's changes keep their order. OUT/_manifest.tsv lists, per topic
 // partition, the first line and the Kafka offsets it holds.
 //
+// Topics matching --base64 carry binary messages (Confluent-framed Avro)
+// that a line cannot hold as they are: they go to OUT/<topic>.b64 and
+// OUT/keys/<topic>.b64, one base64-encoded message per line, and the
+// registry ids their framed messages name (magic byte 0, 4-byte id) are
+// listed in OUT/_schema_ids.txt.
+//
 // Run with Java 17's single-file launcher on Kafka's jars:
 //   java -cp "$KAFKA_LIBS/*" infra/capture/Capture.java --bootstrap 127.0.0.1:59092 \
-//        --include 'shop\..*' --out DIR [--await TOPIC=TEXT ...] [--timeout SECONDS]
+//        --include 'shop\..*' --out DIR [--base64 REGEX] [--await TOPIC=TEXT ...] [--timeout SECONDS]
 // --await waits (up to --timeout) until TOPIC holds a message whose value
 // contains TEXT (or TEXT in base64, as a logical decoding message's content)
 // before the end offsets are taken.
@@ -26,6 +32,7 @@ import java.util.List;
 import java.util.Map;
 import java.util.Properties;
 import java.util.TreeMap;
+import java.util.TreeSet;
 import java.util.regex.Pattern;
 import org.apache.kafka.clients.consumer.ConsumerConfig;
 import org.apache.kafka.clients.consumer.ConsumerRecord;
@@ -36,7 +43,7 @@ import org.apache.kafka.common.serialization.ByteArrayDeserializer;
 
 public class Capture {
   public static void main(String[] args) throws Exception {
-    String bootstrap = null, include = null, out = null;
+    String bootstrap = null, include = null, out = null, base64 = "(?!)";
     long timeoutS = 180;
     Map<String, String> awaits = new TreeMap<>();
     for (int i = 0; i < args.length; i++) {
@@ -44,6 +51,7 @@ public class Capture {
         case "--bootstrap": bootstrap = args[++i]; break;
         case "--include": include = args[++i]; break;
         case "--out": out = args[++i]; break;
+        case "--base64": base64 = args[++i]; break;
         case "--timeout": timeoutS = Long.parseLong(args[++i]); break;
         case "--await": {
           String a = args[++i];
@@ -68,7 +76,7 @@ public class Capture {
     try (KafkaConsumer<byte[], byte[]> c = new KafkaConsumer<>(p, new ByteArrayDeserializer(), new ByteArrayDeserializer())) {
       for (Map.Entry<String, String> a : awaits.entrySet()) await(c, a.getKey(), a.getValue(), deadline);
 
-      Pattern pat = Pattern.compile(include);
+      Pattern pat = Pattern.compile(include), binary = Pattern.compile(base64);
       List<TopicPartition> tps = new ArrayList<>();
       for (Map.Entry<String, List<PartitionInfo>> e : c.listTopics(Duration.ofSeconds(30)).entrySet()) {
         if (!pat.matcher(e.getKey()).matches()) continue;
@@ -90,6 +98,7 @@ public class Capture {
           new BufferedOutputStream(Files.newOutputStream(tmp.resolve(tp + ".keys")), 1 << 16)});
         seen.put(tp, new long[] {0, -1, -1});
       }
+      TreeSet<Integer> ids = new TreeSet<>();
       List<TopicPartition> pending = new ArrayList<>();
       for (TopicPartition tp : tps) if (end.get(tp) > begin.get(tp)) pending.add(tp);
       while (!pending.isEmpty()) {
@@ -98,8 +107,15 @@ public class Capture {
           TopicPartition tp = new TopicPartition(r.topic(), r.partition());
           if (r.offset() >= end.get(tp)) continue;
           OutputStream[] f = files.get(tp);
-          line(f[0], r.value(), r);
-          line(f[1], r.key(), r);
+          if (binary.matcher(r.topic()).matches()) {
+            line64(f[0], r.value());
+            line64(f[1], r.key());
+            schemaId(r.value(), ids);
+            schemaId(r.key(), ids);
+          } else {
+            line(f[0], r.value(), r);
+            line(f[1], r.key(), r);
+          }
           long[] s = seen.get(tp);
           if (s[0]++ == 0) s[1] = r.offset();
           s[2] = r.offset();
@@ -116,9 +132,10 @@ public class Capture {
       long total = 0;
       for (Map.Entry<String, List<TopicPartition>> e : byTopic.entrySet()) {
         String topic = e.getKey();
+        String ext = binary.matcher(topic).matches() ? ".b64" : ".ndjson";
         long line = 1;
-        try (OutputStream v = Files.newOutputStream(dir.resolve(topic + ".ndjson"));
-             OutputStream k = Files.newOutputStream(dir.resolve("keys").resolve(topic + ".ndjson"))) {
+        try (OutputStream v = Files.newOutputStream(dir.resolve(topic + ext));
+             OutputStream k = Files.newOutputStream(dir.resolve("keys").resolve(topic + ext))) {
           for (TopicPartition tp : e.getValue()) {
             Files.copy(tmp.resolve(tp + ".values"), v);
             Files.copy(tmp.resolve(tp + ".keys"), k);
@@ -132,6 +149,11 @@ public class Capture {
         System.err.printf("capture: %-45s %7d messages%n", topic, line - 1);
       }
       Files.writeString(dir.resolve("_manifest.tsv"), manifest.toString());
+      if (!ids.isEmpty()) {
+        StringBuilder sb = new StringBuilder();
+        for (int id : ids) sb.append(id).append('\n');
+        Files.writeString(dir.resolve("_schema_ids.txt"), sb.toString());
+      }
       try (var s = Files.list(tmp)) { for (Path f : (Iterable<Path>) s::iterator) Files.delete(f); }
       Files.delete(tmp);
       System.err.printf("capture: %d topics, %d messages into %s%n", byTopic.size(), total, dir);
@@ -184,6 +206,16 @@ public class Capture {
       o.write(b);
     }
     o.write('\n');
+  }
+
+  static void line64(OutputStream o, byte[] b) throws IOException {
+    if (b != null) o.write(java.util.Base64.getEncoder().encode(b));
+    o.write('\n');
+  }
+
+  // schemaId adds the registry id of a Confluent-framed message to ids.
+  static void schemaId(byte[] b, TreeSet<Integer> ids) {
+    if (b != null && b.length >= 5 && b[0] == 0) ids.add(java.nio.ByteBuffer.wrap(b, 1, 4).getInt());
   }
 
   static void die(String msg) {

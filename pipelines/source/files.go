@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"encoding/base64"
 	"errors"
 	"fmt"
 	"io"
@@ -28,8 +29,12 @@ const MaxLine = 256 << 20
 // acked. The subscription channel closes at the end of input.
 //
 // Its URL (OpenFiles) is file:///path or a plain path — a file, a directory
-// whose *.ndjson and *.jsonl files are read, or a glob — or "-" for
+// whose *.ndjson, *.jsonl and *.b64 files are read, or a glob — or "-" for
 // standard input.
+//
+// A file named *.b64 holds one base64-encoded message per line, for
+// binary messages (Confluent-framed Avro) that a line cannot carry as
+// they are; an empty line is an empty message (a tombstone).
 type Files struct {
 	files      []string
 	blockLines int
@@ -83,7 +88,8 @@ func OpenFiles(raw string, blockLines, blockBytes int) (*Files, error) {
 		}
 		for _, e := range entries {
 			if !e.IsDir() && !strings.HasPrefix(e.Name(), ".") &&
-				(strings.HasSuffix(e.Name(), ".ndjson") || strings.HasSuffix(e.Name(), ".jsonl")) {
+				(strings.HasSuffix(e.Name(), ".ndjson") || strings.HasSuffix(e.Name(), ".jsonl") ||
+					strings.HasSuffix(e.Name(), base64Suffix)) {
 				files = append(files, filepath.Join(p, e.Name()))
 			}
 		}
@@ -110,6 +116,9 @@ func OpenFiles(raw string, blockLines, blockBytes int) (*Files, error) {
 	s.files = files
 	return s, nil
 }
+
+// base64Suffix names files of base64-encoded messages.
+const base64Suffix = ".b64"
 
 // NewReader returns a source reading one stream of NDJSON records named
 // name (its positions' source) from r.
@@ -250,6 +259,7 @@ func (s *Files) readOne(ctx context.Context, name string, r io.Reader, out chan<
 		_, _ = br.Discard(3)
 	}
 	line := int64(0)
+	b64 := strings.HasSuffix(name, base64Suffix)
 	var bb blockBuilder
 	send := func() error {
 		if len(bb.ends) == 0 {
@@ -299,12 +309,23 @@ func (s *Files) readOne(ctx context.Context, name string, r io.Reader, out chan<
 			b = bytes.TrimSuffix(b, []byte{'\r'})
 			// A block is cut before a line that would take it past its
 			// byte bound; a longer line travels alone.
-			if len(bb.ends) > 0 && len(bb.buf)+len(b) > s.blockBytes {
+			n := len(b)
+			if b64 {
+				n = base64.StdEncoding.DecodedLen(len(b))
+			}
+			if len(bb.ends) > 0 && len(bb.buf)+n > s.blockBytes {
 				if err := send(); err != nil {
 					return err
 				}
 			}
-			bb.buf = append(bb.buf, b...)
+			if b64 {
+				var derr error
+				if bb.buf, derr = base64.StdEncoding.AppendDecode(bb.buf, b); derr != nil {
+					return fmt.Errorf("%s line %d: not base64: %w", name, line, derr)
+				}
+			} else {
+				bb.buf = append(bb.buf, b...)
+			}
 			bb.ends = append(bb.ends, len(bb.buf))
 			bb.offs = append(bb.offs, line)
 			// A full block goes now; so does a partial one when no more

@@ -46,6 +46,8 @@ func TestFileSourceOrderAndPositions(t *testing.T) {
 	write("b.ndjson", "b1\r\nb2\n")
 	write("a.ndjson", "a1\n\na3") // empty line: a tombstone at line 2; no final newline
 	write(".hidden.ndjson", "x\n")
+	// Binary messages, base64 per line: "\x00\x01\n", a tombstone, "c".
+	write("c.b64", "AAEK\n\nYw==\n")
 	write("notes.txt", "not a stream\n")
 	src, err := source.OpenFiles("file://"+dir, 2, 1<<20)
 	if err != nil {
@@ -65,7 +67,8 @@ func TestFileSourceOrderAndPositions(t *testing.T) {
 	if err := src.Close(); err != nil {
 		t.Fatal(err)
 	}
-	want := []string{"a.ndjson:1:a1", "a.ndjson:2:", "a.ndjson:3:a3", "b.ndjson:1:b1", "b.ndjson:2:b2"}
+	want := []string{"a.ndjson:1:a1", "a.ndjson:2:", "a.ndjson:3:a3", "b.ndjson:1:b1", "b.ndjson:2:b2",
+		"c.b64:1:\x00\x01\n", "c.b64:2:", "c.b64:3:c"}
 	if !slices.Equal(got, want) {
 		t.Errorf("records = %q, want %q", got, want)
 	}
@@ -74,6 +77,17 @@ func TestFileSourceOrderAndPositions(t *testing.T) {
 	}
 	if _, err := source.OpenFiles("file://"+filepath.Join(dir, "*.none"), 2, 1<<20); err == nil {
 		t.Error("a glob matching nothing must fail")
+	}
+	if err := os.WriteFile(filepath.Join(dir, "bad.b64"), []byte("AAEK\n%%%\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	bad, err := source.OpenFiles(filepath.Join(dir, "bad.b64"), 2, 1<<20)
+	if err != nil {
+		t.Fatal(err)
+	}
+	drain(t, bad, func(*source.Block) {})
+	if err := bad.Err(); err == nil || !strings.Contains(err.Error(), "bad.b64 line 2: not base64") {
+		t.Errorf("a line that is not base64: %v", err)
 	}
 	if _, err := source.OpenFiles("kafka://x", 2, 1<<20); err == nil {
 		t.Error("unsupported scheme must fail")

@@ -8,6 +8,7 @@ import (
 
 	unwrapper "github.com/cdclake/cdclake/handlers/unwrap"
 
+	"github.com/cdclake/cdclake/handlers/avro"
 	"github.com/cdclake/cdclake/handlers/change"
 	"github.com/cdclake/cdclake/handlers/decode"
 	"github.com/cdclake/cdclake/handlers/decode/debezium"
@@ -42,6 +43,21 @@ func TestConformance(t *testing.T) {
 			name := strings.TrimSuffix(filepath.Base(f), ".ndjson")
 			golden = append(golden, decodetest.Golden{Input: f, Output: filepath.Join(dir.out, name+".golden"), MaxLines: dir.max})
 		}
+	}
+	// The Avro connector's topics, with the registry's schemas the capture
+	// saved.
+	reg, err := avro.OpenFileRegistry(filepath.Join(realDir, "_schemas.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	codec := avro.NewCodec(reg, 0)
+	files, err := filepath.Glob(filepath.Join(realDir, "*.b64"))
+	if err != nil || len(files) == 0 {
+		t.Fatalf("no Avro topics in %s: %v", realDir, err)
+	}
+	for _, f := range files {
+		name := strings.TrimSuffix(filepath.Base(f), ".b64")
+		golden = append(golden, decodetest.Golden{Input: f, Output: filepath.Join(realDir, "golden", name+".golden"), MaxLines: 40, Avro: codec})
 	}
 	decodetest.Run(t, decodetest.Suite{New: newDecoder, Golden: golden, Update: *update,
 		Malformed: []decodetest.Malformed{

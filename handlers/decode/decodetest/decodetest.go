@@ -11,6 +11,7 @@ package decodetest
 import (
 	"bufio"
 	"bytes"
+	"encoding/base64"
 	"errors"
 	"fmt"
 	"os"
@@ -21,6 +22,7 @@ import (
 
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/memory"
+	"github.com/cdclake/cdclake/handlers/avro"
 	"github.com/cdclake/cdclake/handlers/change"
 	"github.com/cdclake/cdclake/handlers/decode"
 	"github.com/cdclake/cdclake/handlers/schema"
@@ -42,11 +44,14 @@ type Suite struct {
 }
 
 // Golden is a fixture: an NDJSON file of messages (one per line, blank
-// lines ignored) and the file holding their rendering (Render).
+// lines ignored), or a .b64 file of base64-encoded binary messages, and
+// the file holding their rendering (Render).
 type Golden struct {
 	Input, Output string
 	// MaxLines limits the messages read from Input; 0 reads all.
 	MaxLines int
+	// Avro reads Confluent-framed Avro messages (nil: none).
+	Avro *avro.Codec
 }
 
 // Malformed is a message (JSON, given to Decode as it is, without the
@@ -64,7 +69,7 @@ func Run(t *testing.T, s Suite) {
 		t.Fatal("Format() is empty")
 	}
 	for _, g := range s.Golden {
-		t.Run("golden/"+strings.TrimSuffix(filepath.Base(g.Input), ".ndjson"), func(t *testing.T) {
+		t.Run("golden/"+strings.TrimSuffix(strings.TrimSuffix(filepath.Base(g.Input), ".ndjson"), ".b64"), func(t *testing.T) {
 			runGolden(t, s, g)
 		})
 	}
@@ -109,8 +114,17 @@ func runGolden(t *testing.T, s Suite, g Golden) {
 	if g.MaxLines > 0 && len(lines) > g.MaxLines {
 		lines = lines[:g.MaxLines]
 	}
+	if strings.HasSuffix(g.Input, ".b64") {
+		for i, l := range lines {
+			b, err := base64.StdEncoding.DecodeString(string(l))
+			if err != nil {
+				t.Fatalf("%s line %d: %v", g.Input, i+1, err)
+			}
+			lines[i] = b
+		}
+	}
 	shared := mustNew(t, s.New)
-	var u unwrap.Unwrapper
+	u := unwrap.Unwrapper{Avro: g.Avro}
 	var a unwrap.Arena
 	var c change.Change
 	var out strings.Builder
@@ -125,7 +139,7 @@ func runGolden(t *testing.T, s Suite, g Golden) {
 		out.WriteString(text)
 
 		// A new decoder, unwrapper and Change must give the same result.
-		var u2 unwrap.Unwrapper
+		u2 := unwrap.Unwrapper{Avro: g.Avro}
 		var a2 unwrap.Arena
 		var c2 change.Change
 		if fresh := Render(t, Decode(&u2, &a2, mustNew(t, s.New), line, &c2), &c2, mem); fresh != text {
