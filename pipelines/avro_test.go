@@ -257,3 +257,50 @@ func TestAvroSchemaIDRotates(t *testing.T) {
 		t.Errorf("%s: %d rows, schema %s", ks[1], second.NumRows(), second.Schema())
 	}
 }
+
+// TestAvroKey lands Avro record keys with source_columns [key]: as the
+// JsonConverter would have sent them. A key whose schema the registry
+// does not know makes its record a dead letter.
+func TestAvroKey(t *testing.T) {
+	text, err := os.ReadFile("../handlers/avro/testdata/envelope.avsc")
+	if err != nil {
+		t.Fatal(err)
+	}
+	keyText := `{"type":"record","name":"Key","namespace":"shop.public.orders","fields":[{"name":"id","type":"int"}],"connect.name":"shop.public.orders.Key"}`
+	reg := filepath.Join(t.TempDir(), "schemas.json")
+	saved, _ := json.Marshal(map[string]any{"7": map[string]string{"schema": string(text)}, "8": map[string]string{"schema": keyText}})
+	if err := os.WriteFile(reg, saved, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	values, _ := avroRows()
+	value, key := hamba.MustParse(string(text)), hamba.MustParse(keyText)
+	recs := []source.Record{
+		{Offset: 0, Value: avroFrame(t, value, 7, values[0]), Key: avroFrame(t, key, 8, map[string]any{"id": 1})},
+		{Offset: 1, Value: avroFrame(t, value, 7, values[1]), Key: avroFrame(t, key, 9, map[string]any{"id": 1})},
+		{Offset: 2, Value: avroFrame(t, value, 7, values[2]), Key: []byte("plain")},
+	}
+	cfg, err := config.Load("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.Source.SchemaRegistry.URL = reg
+	cfg.Defaults.SourceColumns = []string{"key"}
+	b, p := landSource(t, cfg, source.NewMemory(&source.Block{Source: "shop.public.orders", Topic: "shop.public.orders", Records: recs}))
+	if p.Stats().Rows.Load() != 2 || p.Stats().DeadLetters.Load() != 1 {
+		t.Fatalf("%d rows, %d dead letters", p.Stats().Rows.Load(), p.Stats().DeadLetters.Load())
+	}
+	if r := deadReasons(t, b); !strings.Contains(r, "record key: schema id 9: unknown Avro schema") {
+		t.Errorf("dead letter: %s", r)
+	}
+	var data string
+	for _, k := range keys(t, b) {
+		if strings.HasPrefix(k, "shop.public.orders/") {
+			data = fmt.Sprint(column(t, readTable(t, b, k), "_cdc_key"))
+		}
+	}
+	want := `["{\"schema\":{\"type\":\"struct\",\"fields\":[{\"type\":\"int32\",\"optional\":false,\"field\":\"id\"}],` +
+		`\"optional\":false,\"name\":\"shop.public.orders.Key\"},\"payload\":{\"id\":1}}" "plain"]`
+	if data != want {
+		t.Errorf("_cdc_key\n got %s\nwant %s", data, want)
+	}
+}

@@ -54,6 +54,7 @@ type worker struct {
 	// a partition's next owner (sources that hand partitions over).
 	catalog []catalogEntry
 	headers []unwrap.Header // scratch
+	key     []byte          // scratch: a transcoded record key
 	// abort stops the block: a stage met an error that is no record's
 	// fault and could not wait it out.
 	abort  error
@@ -304,20 +305,31 @@ func (p *Pipeline) unwrap(w *worker, i int) {
 	}
 }
 
-// unwrapHolding unwraps a record. While the schema registry cannot be
-// asked for the schema of an Avro record, the record, and so its
-// partition, waits: it is tried again with backoff until the registry
-// answers or landing stops, which aborts the block unlanded.
+// unwrapHolding unwraps a record, waiting out registry outages (holding).
 func (p *Pipeline) unwrapHolding(w *worker, rec *source.Record, a *unwrap.Arena, c *change.Change) (*fastjson.Value, error) {
+	var v *fastjson.Value
+	err := p.holding(w, rec, func() (err error) {
+		v, err = w.unwrapper.UnwrapContext(p.landCtx, a, rec.Value, c)
+		return err
+	})
+	return v, err
+}
+
+// holding runs f until it does not fail for want of the schema registry.
+// While the registry cannot be asked for the schema of an Avro record,
+// the record, and so its partition, waits: f is tried again with backoff
+// until the registry answers or landing stops, which aborts the block
+// unlanded.
+func (p *Pipeline) holding(w *worker, rec *source.Record, f func() error) error {
 	delay := registryBackoff
 	for {
-		v, err := w.unwrapper.UnwrapContext(p.landCtx, a, rec.Value, c)
+		err := f()
 		if !errors.Is(err, avro.ErrUnavailable) {
-			return v, err
+			return err
 		}
 		if p.landCtx.Err() != nil {
 			w.abort = fmt.Errorf("%s partition %d offset %d: %w", w.block.Source, w.block.Partition, rec.Offset, err)
-			return nil, err
+			return err
 		}
 		p.log.Warn("schema registry unavailable: the partition waits", "source", w.block.Source,
 			"partition", w.block.Partition, "offset", rec.Offset, "retry_in", delay, "err", err)
@@ -369,7 +381,9 @@ func (p *Pipeline) classify(w *worker, i int) {
 	case change.KindDML:
 		s.act = actRow
 		if o := p.plan.TableOptions(c.Table); o.SourceKey || o.SourceHeaders {
-			w.addSourceColumns(c, &w.block.Records[w.win.base+i], o)
+			if err := p.addSourceColumns(w, c, &w.block.Records[w.win.base+i], o); err != nil && w.abort == nil {
+				s.die("unwrap", fmt.Errorf("record key: %w", err))
+			}
 		}
 	default:
 		s.die("classify", fmt.Errorf("unhandled record class %s", c.Kind))
@@ -512,10 +526,26 @@ const (
 // addSourceColumns adds a row's record key and headers as extra columns:
 // the key as binary (NULL when the record has none), the headers as a JSON
 // array of {"key", "value"} objects, a value that is not UTF-8 as
-// "value_base64" instead.
-func (w *worker) addSourceColumns(c *change.Change, rec *source.Record, o *resolve.TableOptions) {
+// "value_base64" instead. A Confluent-framed Avro key, with a registry,
+// lands as the JsonConverter would have sent it: {"schema":…,"payload":…}.
+func (p *Pipeline) addSourceColumns(w *worker, c *change.Change, rec *source.Record, o *resolve.TableOptions) error {
 	if o.SourceKey {
-		c.AddBytes(colKey, rec.Key)
+		key := rec.Key
+		if avro.Framed(key) && w.unwrapper.Avro != nil {
+			err := p.holding(w, rec, func() error {
+				s, payload, err := w.unwrapper.Avro.Transcode(p.landCtx, rec.Key, w.key[:0])
+				if err == nil {
+					w.key = append(append(append(append(append(payload, `{"schema":`...), s.Connect...),
+						`,"payload":`...), payload...), '}')
+					key = w.key[len(payload):]
+				}
+				return err
+			})
+			if err != nil {
+				return err
+			}
+		}
+		c.AddBytes(colKey, key)
 	}
 	if o.SourceHeaders {
 		type header struct {
@@ -536,4 +566,5 @@ func (w *worker) addSourceColumns(c *change.Change, rec *source.Record, o *resol
 		text, _ := json.Marshal(hs)
 		c.AddJSONText(colHeaders, text)
 	}
+	return nil
 }
