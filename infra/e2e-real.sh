@@ -305,10 +305,13 @@ verify_maria() {
     --report "$E2E_DIR/report-mariadb.txt" "${spark_flag[@]}" 2> >(grep -v -E '^(WARNING|Using Spark|Setting default log level|To adjust logging)' >&2)
 }
 verify_avro() {
-  local lake
-  for lake in "$AVRO_KAFKA_LAKE" "$DATA_DIR/s3/lake-avro"; do
+  # Each Avro lake against the JSON lake landed the same way: from Kafka
+  # (record headers land too), and from the capture's files.
+  local pair avro json
+  for pair in "$AVRO_KAFKA_LAKE=$KAFKA_LAKE" "$DATA_DIR/s3/lake-avro=$DATA_DIR/s3/lake"; do
+    avro=${pair%%=*} json=${pair#*=}
     JAVA_HOME=$(java_home) TZ=UTC SPARK_LOCAL_IP=$HOST "$VPY" "$INFRA_DIR/verify_avro.py" \
-      --avro "$lake" --json "$DATA_DIR/s3/lake" --report "$E2E_DIR/report-avro-$(basename "$lake").txt" "${spark_flag[@]}" \
+      --avro "$avro" --json "$json" --report "$E2E_DIR/report-avro-$(basename "$avro").txt" "${spark_flag[@]}" \
       2> >(grep -v -E '^(WARNING|Using Spark|Setting default log level|To adjust logging)' >&2) || return 1
   done
 }

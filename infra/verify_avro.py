@@ -66,15 +66,16 @@ def verify(rep, args, con, spark):
     rep.check(not [d for d in dead if d.is_file()], "avro: no dead letters",
               [str(d) for d in dead[:5] if d.is_file()])
     names = datasets(args.json)
-    rep.check(names == datasets(args.avro), f"avro: the same {len(names)} datasets as the JSON lake",
-              [f"JSON {names}", f"Avro {datasets(args.avro)}"])
+    same = names == datasets(args.avro)
+    rep.check(same, f"avro: the same {len(names)} datasets as the JSON lake",
+              None if same else [f"JSON {names}", f"Avro {datasets(args.avro)}"])
     for ds in names:
         if not (Path(args.avro) / ds).is_dir():
             continue
         js, av = scan(args.json, ds), scan(args.avro, ds)
         jc, ac = columns(con, js), columns(con, av)
         rep.check(jc == ac, f"{ds}: same columns and DuckDB types",
-                  [f"only JSON: {sorted(set(jc) - set(ac))}", f"only Avro: {sorted(set(ac) - set(jc))}"])
+                  None if jc == ac else [f"only JSON: {sorted(set(jc) - set(ac))}", f"only Avro: {sorted(set(ac) - set(jc))}"])
         cols = [c for c, _ in jc if c not in COMPARED_OUT and c in dict(ac)]
         # A snapshot's READ rows carry each connector's own snapshot: its
         # time, transaction and position.
@@ -130,7 +131,8 @@ def spark_compare(rep, spark, args, ds, cols, snap, n):
     except Exception as e:  # noqa: BLE001 - any Spark failure is a failed check
         rep.check(False, f"{ds}: Spark reads both lakes", [vr.spark_error(e)])
         return
-    rep.check(not only and got == n, f"{ds}: Spark: the same {n} rows", only + [f"Avro rows {got}"])
+    ok = not only and got == n
+    rep.check(ok, f"{ds}: Spark: the same {n} rows", None if ok else only + [f"Avro rows {got}"])
 
 
 def main():
