@@ -134,7 +134,8 @@ step "sink conformance (S3)" sink_conformance
 # The Kafka source against the broker: until-caught-up and resume, stop and
 # restart, a second member joining mid-stream, kill -9 at random moments,
 # the S3 server stopped for 10 s; every row once, never a row twice between;
-# Avro records while the schema registry is unreachable (they wait).
+# Avro records while the schema registry is unreachable (they wait), and
+# through an HTTPS gateway with basic auth.
 kafka_tests_once() {
   cd "$REPO_DIR" && CDCLAKE_TEST_KAFKA_BROKERS=$KAFKA_BOOTSTRAP \
     CDCLAKE_TEST_S3_URL="$(s3_sink scratch)" CDCLAKE_TEST_S3_DIR="$DATA_DIR/s3/scratch" CDCLAKE_TEST_INFRA="$INFRA_DIR" \
@@ -142,7 +143,7 @@ kafka_tests_once() {
     AWS_ACCESS_KEY_ID=$S3_ACCESS_KEY AWS_SECRET_ACCESS_KEY=$S3_SECRET_KEY AWS_REGION=us-east-1 \
     CDCLAKE_TEST_REGISTRY_URL=$REGISTRY_URL/apis/ccompat/v7 \
     go test -count=1 -timeout 15m -v ./pipelines/source/kafka/ ./cmd/cdclake/ ./pipelines/ \
-    -run 'Test(UntilCaughtUp|StopAndRestart|Rebalance|FencedInstance|DeadLetterTopic|StateWinsOverGroupOffsets|AssignedBeforeTargets|KafkaStoreOutage|ParseURL|SASL|RegistryOutage)' 2>&1
+    -run 'Test(UntilCaughtUp|StopAndRestart|Rebalance|FencedInstance|DeadLetterTopic|StateWinsOverGroupOffsets|AssignedBeforeTargets|KafkaStoreOutage|ParseURL|SASL|Registry)' 2>&1
 }
 kafka_source_tests() {
   local out
@@ -158,7 +159,7 @@ kafka_source_tests() {
     log "WARNING: the Kafka source tests passed on the second run"
   }
   local t
-  for t in TestUntilCaughtUpAndResume TestStopAndRestart TestRebalance TestFencedInstance TestDeadLetterTopic TestStateWinsOverGroupOffsets TestAssignedBeforeTargets TestSASLSSL TestKafkaStoreOutage TestRegistryOutage; do
+  for t in TestUntilCaughtUpAndResume TestStopAndRestart TestRebalance TestFencedInstance TestDeadLetterTopic TestStateWinsOverGroupOffsets TestAssignedBeforeTargets TestSASLSSL TestKafkaStoreOutage TestRegistryOutage TestRegistryTLSAndAuth; do
     grep -q -- "--- PASS: $t " <<<"$out" || die "the Kafka source test $t did not run"
   done
   log "kafka source: $(grep -c -- '--- PASS' <<<"$out") tests passed against $KAFKA_BOOTSTRAP"

@@ -4,14 +4,18 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"encoding/pem"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
 	"net"
 	"net/http"
+	"net/http/httptest"
+	"net/http/httputil"
 	"net/url"
 	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -222,4 +226,79 @@ func TestRegistryOutage(t *testing.T) {
 	}
 	t.Run("recovers", func(t *testing.T) { run(t, false) })
 	t.Run("stopped", func(t *testing.T) { run(t, true) })
+}
+
+// TestRegistryTLSAndAuth reaches the real registry through an HTTPS
+// gateway that wants basic auth, as registries are often exposed: with
+// the gateway's CA and the right password the records land; with a wrong
+// password the registry answers 401, which is no fault of the records:
+// they wait, and nothing is dead-lettered.
+func TestRegistryTLSAndAuth(t *testing.T) {
+	base := registryURL(t)
+	text, err := os.ReadFile("../handlers/avro/testdata/envelope.avsc")
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := register(t, base, string(text))
+	target, err := url.Parse(base)
+	if err != nil {
+		t.Fatal(err)
+	}
+	proxy := httputil.NewSingleHostReverseProxy(&url.URL{Scheme: target.Scheme, Host: target.Host})
+	gw := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if u, p, ok := r.BasicAuth(); !ok || u != "cdclake" || p != "s3cret" {
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(http.StatusUnauthorized)
+			_, _ = io.WriteString(w, `{"error_code":40101,"message":"Unauthorized"}`)
+			return
+		}
+		proxy.ServeHTTP(w, r)
+	}))
+	defer gw.Close()
+	ca := filepath.Join(t.TempDir(), "ca.pem")
+	if err := os.WriteFile(ca, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: gw.Certificate().Raw}), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	schema := hamba.MustParse(string(text))
+	values, _ := avroRows()
+	recs := []source.Record{{Offset: 0, Value: avroFrame(t, schema, id, values[0])}}
+	land := func(password string, wait time.Duration) (*pipelines.Pipeline, string, error) {
+		t.Setenv("CDCLAKE_TEST_REGISTRY_PASSWORD", password)
+		cfg, err := config.Load("")
+		if err != nil {
+			t.Fatal(err)
+		}
+		cfg.ProgressInterval = 0
+		cfg.ShutdownTimeout = config.Duration(time.Second)
+		cfg.Source.SchemaRegistry = config.SchemaRegistry{URL: gw.URL + target.Path, Username: "cdclake",
+			PasswordEnv: "CDCLAKE_TEST_REGISTRY_PASSWORD", CAFile: ca,
+			Timeout: config.Duration(5 * time.Second), CacheSize: 16}
+		plan, err := pipelines.Compile(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		bucket, err := lake.OpenBucket(context.Background(), "mem://")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer bucket.Close()
+		var logs syncBuffer
+		p, err := pipelines.New(plan, source.NewMemory(&source.Block{Source: "shop.public.orders", Topic: "shop.public.orders", Records: recs}),
+			bucket, slog.New(slog.NewTextHandler(&logs, nil)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), wait)
+		defer cancel()
+		err = p.Run(ctx)
+		return p, logs.String(), err
+	}
+	p, logs, err := land("s3cret", time.Minute)
+	if err != nil || p.Stats().Rows.Load() != 1 {
+		t.Fatalf("with the password: %v, %d rows\n%s", err, p.Stats().Rows.Load(), logs)
+	}
+	p, logs, err = land("wrong", 2*time.Second)
+	if !errors.Is(err, avro.ErrUnavailable) || p.Stats().DeadLetters.Load() != 0 || !strings.Contains(logs, "HTTP 401 from https://") {
+		t.Errorf("with a wrong password: %v, %d dead letters\n%s", err, p.Stats().DeadLetters.Load(), logs)
+	}
 }

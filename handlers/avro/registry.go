@@ -64,8 +64,13 @@ func (r *HTTPRegistry) Schema(ctx context.Context, id int) (string, error) {
 	s, err := r.cl.SchemaByID(ctx, id)
 	if err != nil {
 		var re *sr.ResponseError
-		if errors.As(err, &re) && re.StatusCode == http.StatusNotFound {
-			return "", fmt.Errorf("%w: %s", ErrUnknownSchema, re.Message)
+		if errors.As(err, &re) {
+			// The status says what is wrong (401: credentials, 503: the
+			// registry); the message alone often does not.
+			if re.StatusCode == http.StatusNotFound {
+				return "", fmt.Errorf("%w: HTTP %d from %s: %s", ErrUnknownSchema, re.StatusCode, re.URL, re.Message)
+			}
+			return "", fmt.Errorf("%w: HTTP %d from %s: %s", ErrUnavailable, re.StatusCode, re.URL, re.Message)
 		}
 		return "", fmt.Errorf("%w: %w", ErrUnavailable, err)
 	}
