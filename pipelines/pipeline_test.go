@@ -65,6 +65,26 @@ func landSource(t *testing.T, cfg *config.Config, src source.Source, opts ...pip
 	return bucket, p
 }
 
+// newPipeline compiles cfg and builds a pipeline over src into a new
+// mem:// bucket, closed when the test ends.
+func newPipeline(tb testing.TB, cfg *config.Config, src source.Source, log *slog.Logger) (*pipelines.Pipeline, *blob.Bucket) {
+	tb.Helper()
+	plan, err := pipelines.Compile(cfg)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	bucket, err := lake.OpenBucket(context.Background(), "mem://")
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { bucket.Close() })
+	p, err := pipelines.New(plan, src, bucket, log)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return p, bucket
+}
+
 func keys(t *testing.T, b *blob.Bucket) []string {
 	t.Helper()
 	var out []string

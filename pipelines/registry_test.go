@@ -26,7 +26,6 @@ import (
 	"github.com/cdclake/cdclake/handlers/avro"
 	"github.com/cdclake/cdclake/pipelines"
 	"github.com/cdclake/cdclake/pipelines/source"
-	"github.com/cdclake/cdclake/sinks/lake"
 	hamba "github.com/hamba/avro/v2"
 )
 
@@ -167,21 +166,9 @@ func TestRegistryOutage(t *testing.T) {
 		cfg.ShutdownTimeout = config.Duration(time.Second)
 		cfg.Source.SchemaRegistry.URL = "http://" + proxy.ln.Addr().String() + u.Path
 		cfg.Source.SchemaRegistry.Timeout = config.Duration(2 * time.Second)
-		plan, err := pipelines.Compile(cfg)
-		if err != nil {
-			t.Fatal(err)
-		}
-		bucket, err := lake.OpenBucket(context.Background(), "mem://")
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer bucket.Close()
 		var logs syncBuffer
-		p, err := pipelines.New(plan, source.NewMemory(&source.Block{Source: "shop.public.orders", Topic: "shop.public.orders", Records: recs}),
-			bucket, slog.New(slog.NewTextHandler(&logs, nil)))
-		if err != nil {
-			t.Fatal(err)
-		}
+		p, bucket := newPipeline(t, cfg, source.NewMemory(&source.Block{Source: "shop.public.orders", Topic: "shop.public.orders", Records: recs}),
+			slog.New(slog.NewTextHandler(&logs, nil)))
 		ctx, cancel := context.WithCancel(context.Background())
 		defer cancel()
 		done := make(chan error, 1)
@@ -273,21 +260,9 @@ func TestRegistryTLSAndAuth(t *testing.T) {
 		cfg.Source.SchemaRegistry = config.SchemaRegistry{URL: gw.URL + target.Path, Username: "cdclake",
 			PasswordEnv: "CDCLAKE_TEST_REGISTRY_PASSWORD", CAFile: ca,
 			Timeout: config.Duration(5 * time.Second), CacheSize: 16}
-		plan, err := pipelines.Compile(cfg)
-		if err != nil {
-			t.Fatal(err)
-		}
-		bucket, err := lake.OpenBucket(context.Background(), "mem://")
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer bucket.Close()
 		var logs syncBuffer
-		p, err := pipelines.New(plan, source.NewMemory(&source.Block{Source: "shop.public.orders", Topic: "shop.public.orders", Records: recs}),
-			bucket, slog.New(slog.NewTextHandler(&logs, nil)))
-		if err != nil {
-			t.Fatal(err)
-		}
+		p, _ := newPipeline(t, cfg, source.NewMemory(&source.Block{Source: "shop.public.orders", Topic: "shop.public.orders", Records: recs}),
+			slog.New(slog.NewTextHandler(&logs, nil)))
 		ctx, cancel := context.WithTimeout(context.Background(), wait)
 		defer cancel()
 		err = p.Run(ctx)
