@@ -82,11 +82,13 @@ type File struct {
 	// Table and Version name the table version the rows belong to.
 	Table   string
 	Version int
-	// Record holds the rows. Only the [start, end) row ranges in Ranges
-	// are written; the rows between them were rejected (and dead-lettered).
-	Record arrow.RecordBatch
-	Ranges [][2]int
-	// Rows is the number of rows in Ranges.
+	// Parts hold the rows, in order, all of one schema. Only the
+	// [start, end) row ranges of each are written; the rows between them
+	// were rejected (and dead-lettered). Where parts meet says nothing of
+	// the file's layout: the same rows make the same file however they
+	// are split.
+	Parts []Part
+	// Rows is the number of rows in the parts' ranges.
 	Rows int
 	// First is the position of the first message in the file; LastOffset
 	// the offset of the last.
@@ -95,13 +97,19 @@ type File struct {
 	Options    WriteOptions
 }
 
+// Part is a run of a file's rows: the [start, end) ranges of Record.
+type Part struct {
+	Record arrow.RecordBatch
+	Ranges [][2]int
+}
+
 // Sink stores files.
 //
 // Write may be called for several files at once (the batcher writes files
 // beside its appends) and returns only when the file is durably stored (nil
 // error) or has failed; a failed or cancelled write
 // leaves no object under f.Key. It returns the number of bytes stored. The
-// caller keeps ownership of f.Record.
+// caller keeps ownership of the parts' records.
 type Sink interface {
 	Write(ctx context.Context, f *File) (int64, error)
 }

@@ -13,9 +13,11 @@
 //   - max rows, max bytes (estimated from the input size) or max age reached;
 //   - a DDL or schema change event for its table (CloseTable);
 //   - the memory bound: when all open buffers together exceed
-//     Config.MaxBufferedBytes, the largest are written until the total is
-//     below three quarters of it; when more than Config.MaxOpenFiles are
-//     open, the oldest is written;
+//     Config.MaxBufferedBytes, the largest first give their builders back
+//     and keep their rows compressed (spill), staying open, until the
+//     total is below three quarters of it; only if spilled rows alone are
+//     above that are the largest written; when more than
+//     Config.MaxOpenFiles are open, the oldest is written;
 //   - end of input (FlushAll).
 //
 // A table whose schema changes opens a file for the new version; the old
@@ -52,6 +54,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/memory"
 	"github.com/cdclake/cdclake/handlers/change"
 	"github.com/cdclake/cdclake/handlers/schema"
@@ -527,13 +530,36 @@ func (b *Batcher) sorted() []*buffer {
 	return out
 }
 
-// enforceBounds writes buffers while the bounds are exceeded. Buffers
-// repeating a recorded cut are exempt: they hold no more than they held
-// when the cut was made.
+// enforceBounds brings the open files back under the bounds. Over the
+// memory bound, the buffers holding the most give their builders back
+// first (spill: the files stay open, their rows kept compressed), until
+// three quarters of the bound; if spilled rows alone still exceed that,
+// the largest files are written. Buffers repeating a recorded cut are
+// exempt: they hold no more than they held when the cut was made.
 func (b *Batcher) enforceBounds(ctx context.Context) error {
 	if b.held > b.cfg.MaxBufferedBytes {
 		bufs := b.sorted()
 		sort.SliceStable(bufs, func(i, j int) bool { return bufs[i].held > bufs[j].held })
+		for _, buf := range bufs {
+			if b.held <= b.cfg.MaxBufferedBytes*3/4 {
+				break
+			}
+			if buf.forced != nil || buf.rb == nil {
+				continue
+			}
+			before := buf.held
+			if err := buf.spill(); err != nil {
+				return err
+			}
+			mem := buf.footprint()
+			b.log.Debug("file spilled", "table", buf.key.table, "dir", buf.dir, "rows", buf.rows,
+				"held_before", before, "held", mem)
+			b.held += mem - buf.held
+			buf.held = mem
+		}
+		if b.held > b.cfg.MaxBufferedBytes*3/4 {
+			sort.SliceStable(bufs, func(i, j int) bool { return bufs[i].held > bufs[j].held })
+		}
 		for _, buf := range bufs {
 			if b.held <= b.cfg.MaxBufferedBytes*3/4 {
 				break
@@ -582,27 +608,38 @@ func (b *Batcher) flush(ctx context.Context, buf *buffer) error {
 		return nil // dropped: its partition was fenced
 	}
 	// The built record stays with the buffer until it is written, so a
-	// failed write can be retried with the same rows.
-	if buf.built == nil {
-		buf.built = buf.rb.NewRecordBatch()
+	// failed write can be retried with the same rows; spilled rows are
+	// decoded for this write and released after it.
+	parts, err := buf.parts()
+	if err != nil {
+		return err
 	}
-	rec := buf.built
-	ranges := buf.validRanges()
+	spilled := parts[:len(buf.spilled)]
+	owned := true
+	defer func() {
+		if owned {
+			releaseParts(spilled)
+		}
+	}()
 	valid := 0
-	for _, r := range ranges {
-		valid += r[1] - r[0]
-	}
 	tc := b.tables(buf.key.table)
 	// A file is named after its first row that lands: a row that failed
 	// conversion goes to the dead letters, and a replay must not name a
 	// new file after it when the rows that followed it are in a written
 	// file of that name already.
 	first := buf.src
-	if len(ranges) > 0 {
-		first.Offset = buf.offsetAt(ranges[0][0])
+	named := false
+	for _, p := range parts {
+		for _, r := range p.Ranges {
+			valid += r[1] - r[0]
+		}
+		if !named && len(p.Ranges) > 0 {
+			first.Offset = p.Record.Column(7).(*array.Int64).Value(p.Ranges[0][0])
+			named = true
+		}
 	}
 	f := &sinks.File{Key: buf.dir + "/" + sinks.ObjectName(first, ".parquet"),
-		Table: buf.table.Name, Version: buf.table.Version, Record: rec, Ranges: ranges, Rows: valid,
+		Table: buf.table.Name, Version: buf.table.Version, Parts: parts, Rows: valid,
 		First: first, LastOffset: buf.last, Options: tc.Write}
 	var n int64
 	journaled := valid > 0 && b.journal != nil && b.journal.Owns(buf.src.Source, buf.src.Partition)
@@ -625,7 +662,8 @@ func (b *Batcher) flush(ctx context.Context, buf *buffer) error {
 	}
 	if valid > 0 && !journaled && b.cfg.Writers > 0 {
 		b.detach(buf)
-		b.writeBeside(ctx, buf, f)
+		owned = false
+		b.writeBeside(ctx, buf, f, spilled)
 		return nil
 	}
 	if valid > 0 {
@@ -665,9 +703,9 @@ func (b *Batcher) detach(buf *buffer) {
 }
 
 // writeBeside writes the detached buf as f on a goroutine of its own, at
-// most Config.Writers at once. Its rows stay pending in the tracker, and
+// most Config.Writers at once, and releases the decoded spilled parts. Its rows stay pending in the tracker, and
 // its bytes in the memory bound, until f is stored.
-func (b *Batcher) writeBeside(ctx context.Context, buf *buffer, f *sinks.File) {
+func (b *Batcher) writeBeside(ctx context.Context, buf *buffer, f *sinks.File, spilled []sinks.Part) {
 	b.held -= buf.held
 	b.inflight.Add(buf.held)
 	b.slots <- struct{}{} // a writer's token is returned before it takes b.mu
@@ -675,6 +713,7 @@ func (b *Batcher) writeBeside(ctx context.Context, buf *buffer, f *sinks.File) {
 	go func() {
 		defer b.writes.Done()
 		n, err := b.sink.Write(ctx, f)
+		releaseParts(spilled)
 		<-b.slots
 		b.inflight.Add(-buf.held)
 		select {

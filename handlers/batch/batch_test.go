@@ -23,11 +23,13 @@ import (
 
 // written is what the fake sink kept of one file.
 type written struct {
-	Key         string
-	Table       string
-	Version     int
-	Rows        int
-	RecordRows  int64
+	Key        string
+	Table      string
+	Version    int
+	Rows       int
+	RecordRows int64
+	// Parts is how many parts the rows came in (more after spills).
+	Parts       int
 	Ranges      [][2]int
 	First, Last int64
 	Source      string
@@ -45,6 +47,7 @@ type memSink struct {
 	files   []written
 	fail    error               // returned (once) by the next Write
 	inspect func(f *sinks.File) // called with each file before it is recorded
+	parts   []int               // how many parts each file came in (more after spills)
 	errs    []string
 }
 
@@ -54,23 +57,28 @@ func (s *memSink) Write(_ context.Context, f *sinks.File) (int64, error) {
 		s.fail = nil
 		return 0, err
 	}
+	s.parts = append(s.parts, len(f.Parts))
 	w := written{Key: f.Key, Table: f.Table, Version: f.Version, Rows: f.Rows,
-		RecordRows: f.Record.NumRows(), Ranges: slices.Clone(f.Ranges), First: f.First.Offset, Last: f.LastOffset,
+		First: f.First.Offset, Last: f.LastOffset,
 		Source: f.First.Source, Partition: f.First.Partition, Options: f.Options}
 	// The Batcher holds its lock while Write runs; the tracker is read
 	// directly.
 	w.Durable, _ = s.b.tracker.Durable(f.First.Source, f.First.Partition)
-	idx := f.Record.Schema().FieldIndices(schema.ColOffset)
-	offsets := f.Record.Column(idx[0]).(*array.Int64)
 	n := 0
-	for _, r := range f.Ranges {
-		if r[0] < 0 || r[1] > int(f.Record.NumRows()) || r[0] >= r[1] {
-			s.errs = append(s.errs, fmt.Sprintf("%s: range %v outside a record of %d rows", f.Key, r, f.Record.NumRows()))
-			continue
-		}
-		n += r[1] - r[0]
-		for i := r[0]; i < r[1]; i++ {
-			w.Offsets = append(w.Offsets, offsets.Value(i))
+	for _, p := range f.Parts {
+		w.RecordRows += p.Record.NumRows()
+		w.Ranges = append(w.Ranges, p.Ranges...)
+		idx := p.Record.Schema().FieldIndices(schema.ColOffset)
+		offsets := p.Record.Column(idx[0]).(*array.Int64)
+		for _, r := range p.Ranges {
+			if r[0] < 0 || r[1] > int(p.Record.NumRows()) || r[0] >= r[1] {
+				s.errs = append(s.errs, fmt.Sprintf("%s: range %v outside a record of %d rows", f.Key, r, p.Record.NumRows()))
+				continue
+			}
+			n += r[1] - r[0]
+			for i := r[0]; i < r[1]; i++ {
+				w.Offsets = append(w.Offsets, offsets.Value(i))
+			}
 		}
 	}
 	if n != f.Rows {
@@ -391,21 +399,43 @@ func TestBatcherMemoryBound(t *testing.T) {
 	if len(h.sink.files) != 0 {
 		t.Fatalf("%d files written without a bound", len(h.sink.files))
 	}
-	// At the bound exactly, then one more buffer: the largest (db.a) goes,
-	// and db.b with db.c fit in three quarters.
+	// At the bound exactly, then one more buffer: the largest (db.a) gives
+	// its builders back and keeps its rows compressed, staying open; the
+	// three fit in three quarters.
 	h.b.cfg.MaxBufferedBytes = h.b.held
 	add(c, 1)
-	if len(h.sink.files) != 1 || h.sink.files[0].Table != "db.a" || h.sink.files[0].Rows != 200 {
-		t.Fatalf("memory bound wrote %+v, want db.a's 200 rows", h.sink.files)
+	if len(h.sink.files) != 0 || h.b.OpenFiles() != 3 {
+		t.Fatalf("the memory bound wrote %+v and left %d files open; want db.a spilled and 3 open", h.sink.files, h.b.OpenFiles())
 	}
-	if h.b.OpenFiles() != 2 || h.b.held > h.b.cfg.MaxBufferedBytes*3/4 {
-		t.Errorf("%d files open holding %d, want 2 within %d", h.b.OpenFiles(), h.b.held, h.b.cfg.MaxBufferedBytes*3/4)
+	if h.b.held > h.b.cfg.MaxBufferedBytes*3/4 {
+		t.Errorf("holding %d, want within %d", h.b.held, h.b.cfg.MaxBufferedBytes*3/4)
 	}
-	// A bound below one buffer writes every file as soon as it has a row.
+	// A bound below one buffer: every buffer spills, and the spilled rows
+	// alone being above the bound, the largest files are written, db.a
+	// whole: its 200 spilled rows and the new one, spilled again into
+	// one run with them (a small run takes the next spill's rows in).
 	h.b.cfg.MaxBufferedBytes = oneRow / 2
 	add(a, 1)
-	if h.b.held != 0 || h.b.OpenFiles() != 0 || len(h.sink.files) != 4 {
-		t.Errorf("held %d, open %d, files %d after a bound below one buffer", h.b.held, h.b.OpenFiles(), len(h.sink.files))
+	if h.b.held > h.b.cfg.MaxBufferedBytes*3/4 {
+		t.Errorf("held %d, above %d", h.b.held, h.b.cfg.MaxBufferedBytes*3/4)
+	}
+	var rowsA int
+	for i, f := range h.sink.files {
+		if f.Table == "db.a" {
+			rowsA += f.Rows
+			if f.Rows != 201 || h.sink.parts[i] != 1 || f.Offsets[0] != 1 || f.Offsets[200] != 202 {
+				t.Errorf("db.a's file: %d rows in %d parts, offsets %d..%d", f.Rows, h.sink.parts[i], f.Offsets[0], f.Offsets[len(f.Offsets)-1])
+			}
+		}
+	}
+	if rowsA != 201 {
+		t.Errorf("db.a: %d rows written, want its 201 in one file: %+v", rowsA, h.sink.files)
+	}
+	if err := h.b.FlushAll(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if len(h.sink.files) != 3 {
+		t.Errorf("%d files for 3 tables", len(h.sink.files))
 	}
 }
 
@@ -701,7 +731,7 @@ func TestBatcherImageColumns(t *testing.T) {
 		RecordMicros: day.Add(time.Hour).UnixMicro()}
 	h.add(del, v1, at(1), 1)
 	h.sink.inspect = func(f *sinks.File) {
-		rec := f.Record
+		rec := f.Parts[0].Record
 		col := func(name string) arrow.Array {
 			idx := rec.Schema().FieldIndices(name)
 			if len(idx) != 1 {
@@ -786,7 +816,7 @@ func TestBatcherFlatLayout(t *testing.T) {
 		t.Errorf("w=1000 into int8: want a row error")
 	}
 	h.sink.inspect = func(f *sinks.File) {
-		rec := f.Record
+		rec := f.Parts[0].Record
 		get := func(name string) arrow.Array { return rec.Column(rec.Schema().FieldIndices(name)[0]) }
 		id, v, w := get("id").(*array.Int64), get("v").(*array.Int8), get("w").(*array.Int8)
 		if id.Value(0) != 1 || v.Value(0) != 1 || !w.IsNull(0) {
@@ -801,8 +831,8 @@ func TestBatcherFlatLayout(t *testing.T) {
 		if got := jsonish(get(schema.ColAbsent), 1); got != `[]` {
 			t.Errorf("_cdc_absent[1] = %s", got)
 		}
-		if rec.NumRows() != 3 || len(f.Ranges) != 1 || f.Ranges[0] != [2]int{0, 2} {
-			t.Errorf("rows %d ranges %v", rec.NumRows(), f.Ranges)
+		if rec.NumRows() != 3 || len(f.Parts[0].Ranges) != 1 || f.Parts[0].Ranges[0] != [2]int{0, 2} {
+			t.Errorf("rows %d ranges %v", rec.NumRows(), f.Parts[0].Ranges)
 		}
 	}
 	if err := h.b.FlushAll(context.Background()); err != nil {
@@ -823,7 +853,7 @@ func TestBatcherEventsLayout(t *testing.T) {
 	c.AddJSON("tokens", fastjson.MustParse(`{"k":"v"}`))
 	h.add(c, ev, at(0), 1)
 	h.sink.inspect = func(f *sinks.File) {
-		rec := f.Record
+		rec := f.Parts[0].Record
 		get := func(name string) string { return jsonish(rec.Column(rec.Schema().FieldIndices(name)[0]), 0) }
 		for name, want := range map[string]string{
 			schema.ColOp: "DDL", schema.ColKind: "ddl", schema.ColObject: "S.X",

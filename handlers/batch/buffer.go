@@ -1,12 +1,15 @@
 package batch
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
+	"slices"
 	"unicode/utf8"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/arrow-go/v18/arrow/ipc"
 	"github.com/apache/arrow-go/v18/arrow/memory"
 	"github.com/cdclake/cdclake/handlers/change"
 	"github.com/cdclake/cdclake/handlers/schema"
@@ -26,8 +29,17 @@ type buffer struct {
 	rows  int
 	bytes int64
 	born  int64 // unix nanos of the first row
-	// invalid holds rows that failed conversion; they are skipped on write.
+	// invalid holds the builders' rows that failed conversion (counted
+	// from base); they are skipped on write.
 	invalid []int
+	// base is how many of the file's rows left the builders for spilled:
+	// the builders hold rows base to rows.
+	base int
+	// spilled holds the rows an open file gave up its builders for under
+	// the memory bound (spill), in order; spilledBytes their size.
+	spilled      []spilled
+	spilledBytes int64
+	mem          memory.Allocator
 	// forced is the recorded cut the buffer repeats (Batcher.Restore).
 	forced *state.Cut
 
@@ -54,6 +66,13 @@ type buffer struct {
 	scratch []byte
 }
 
+// spilled is a run of a file's rows out of its builders: one record batch
+// as Arrow IPC (LZ4-compressed), and its rows that converted.
+type spilled struct {
+	data   []byte
+	ranges [][2]int
+}
+
 type imageBuilder struct {
 	st       *array.StructBuilder // nil in the flat layout
 	noStruct bool                 // images layout of a table without columns
@@ -70,10 +89,17 @@ type eventBuilders struct {
 }
 
 func newBuffer(mem memory.Allocator, key bufKey, t *schema.Table, dir string, src sinks.Position, now int64) *buffer {
-	alloc := &countingAllocator{Allocator: mem}
-	b := &buffer{key: key, table: t, dir: dir, src: src, last: src.Offset, born: now,
-		rb: array.NewRecordBuilder(alloc, t.Arrow), conv: schema.NewConverters(alloc),
-		alloc: alloc, fixed: bytesPerBuilder * int64(countFields(t.Arrow.Fields()))}
+	b := &buffer{key: key, table: t, dir: dir, src: src, last: src.Offset, born: now, mem: mem,
+		alloc: &countingAllocator{Allocator: mem}, fixed: bytesPerBuilder * int64(countFields(t.Arrow.Fields()))}
+	b.build()
+	return b
+}
+
+// build makes the buffer's builders: when it opens, and when a row comes
+// after a spill released them.
+func (b *buffer) build() {
+	t := b.table
+	b.rb, b.conv = array.NewRecordBuilder(b.alloc, t.Arrow), schema.NewConverters(b.alloc)
 	f := b.rb.Fields()
 	b.op = f[0].(*array.StringBuilder)
 	b.tbl = f[1].(*array.StringBuilder)
@@ -117,7 +143,6 @@ func newBuffer(mem memory.Allocator, key bufKey, t *schema.Table, dir string, sr
 			statement: rest[2].(*array.StringBuilder), eventExt: ext,
 			event: ext.StorageBuilder().(*array.StringBuilder)}
 	}
-	return b
 }
 
 var errDuplicateKey = errors.New("duplicate column in image")
@@ -125,7 +150,10 @@ var errDuplicateKey = errors.New("duplicate column in image")
 // append adds one change as a row. On error the row is still appended (with
 // NULLs where values failed) and marked invalid, so builders stay aligned.
 func (b *buffer) append(c *change.Change, at sinks.Position, ingested int64, size int) error {
-	row := b.rows
+	if b.rb == nil {
+		b.build()
+	}
+	row := b.rows - b.base
 	b.rows++
 	b.bytes += int64(size)
 	b.last = at.Offset
@@ -325,7 +353,8 @@ func checkText(c *change.Change) error {
 	return nil
 }
 
-// validRanges returns the [start, end) row ranges that converted cleanly.
+// validRanges returns the [start, end) ranges of the builders' rows that
+// converted cleanly.
 func (b *buffer) validRanges() [][2]int {
 	var out [][2]int
 	start := 0
@@ -335,15 +364,141 @@ func (b *buffer) validRanges() [][2]int {
 		}
 		start = bad + 1
 	}
-	if start < b.rows {
-		out = append(out, [2]int{start, b.rows})
+	if n := b.rows - b.base; start < n {
+		out = append(out, [2]int{start, n})
 	}
 	return out
 }
 
-// offsetAt returns the source offset of a row of the built record.
-func (b *buffer) offsetAt(row int) int64 {
-	return b.built.Column(7).(*array.Int64).Value(row)
+// live reports whether the builders hold rows.
+func (b *buffer) live() bool { return b.rows > b.base }
+
+// spill gives the builders' memory back and keeps their rows, compressed,
+// for the file's write: the file stays open (its name, its rows and the
+// rotation settings do not change) and costs the size of its rows in
+// Arrow IPC with LZ4, a fraction of builders holding them, or nothing
+// for a file with no rows since its last spill. A buffer whose write
+// failed and waits for a retry (built) keeps its builders.
+func (b *buffer) spill() error {
+	if b.rb == nil || b.built != nil {
+		return nil
+	}
+	if b.live() {
+		rec := b.rb.NewRecordBatch()
+		defer rec.Release()
+		ranges := b.validRanges()
+		// A small last run is merged with the new rows: every run costs
+		// its IPC framing (a few KB for a wide table), which for a table
+		// with a handful of rows per spill would outweigh the rows.
+		if n := len(b.spilled); n > 0 && len(b.spilled[n-1].data) < mergeSpilledBelow {
+			last := b.spilled[n-1]
+			prev, err := decodeSpilled(last.data, b.table.Arrow, b.mem)
+			if err != nil {
+				return fmt.Errorf("spilling the rows of %s: %w", b.dir, err)
+			}
+			merged, err := concatBatches(prev, rec, b.mem)
+			prev.Release()
+			if err != nil {
+				return fmt.Errorf("spilling the rows of %s: %w", b.dir, err)
+			}
+			defer merged.Release()
+			off := int(merged.NumRows() - rec.NumRows())
+			ranges = append(slices.Clone(last.ranges), shiftRanges(ranges, off)...)
+			b.spilled = b.spilled[:n-1]
+			b.spilledBytes -= int64(len(last.data))
+			rec = merged
+		}
+		var out bytes.Buffer
+		w := ipc.NewWriter(&out, ipc.WithSchema(rec.Schema()), ipc.WithLZ4(), ipc.WithAllocator(b.mem))
+		if err := errors.Join(w.Write(rec), w.Close()); err != nil {
+			return fmt.Errorf("spilling the rows of %s: %w", b.dir, err)
+		}
+		b.spilled = append(b.spilled, spilled{data: out.Bytes(), ranges: ranges})
+		b.spilledBytes += int64(out.Len())
+		b.invalid, b.base = b.invalid[:0], b.rows
+	}
+	b.rb.Release()
+	b.conv.Release()
+	b.rb, b.conv = nil, nil
+	b.op, b.tbl, b.xid, b.pos, b.source, b.ts, b.ingested, b.part, b.offset = nil, nil, nil, nil, nil, nil, nil, nil, nil
+	b.extras, b.images, b.flat, b.events = nil, [2]*imageBuilder{}, nil, nil
+	return nil
+}
+
+// parts returns the file's rows as record batches with the ranges to
+// write, in order: the spilled runs, decoded, then the builders' rows
+// (built). The caller releases the spilled runs' batches (the first
+// len(parts)-1 when the builders hold rows).
+func (b *buffer) parts() ([]sinks.Part, error) {
+	out := make([]sinks.Part, 0, len(b.spilled)+1)
+	for _, s := range b.spilled {
+		rec, err := decodeSpilled(s.data, b.table.Arrow, b.mem)
+		if err != nil {
+			releaseParts(out)
+			return nil, fmt.Errorf("reading the spilled rows of %s: %w", b.dir, err)
+		}
+		out = append(out, sinks.Part{Record: rec, Ranges: s.ranges})
+	}
+	if b.rb != nil && (b.live() || b.built != nil) {
+		if b.built == nil {
+			b.built = b.rb.NewRecordBatch()
+		}
+		out = append(out, sinks.Part{Record: b.built, Ranges: b.validRanges()})
+	}
+	return out, nil
+}
+
+// mergeSpilledBelow is the size under which a buffer's last spilled run
+// takes the next spill's rows in (one run instead of two).
+const mergeSpilledBelow = 256 << 10
+
+// decodeSpilled reads the one record batch of a spilled run.
+func decodeSpilled(data []byte, sch *arrow.Schema, mem memory.Allocator) (arrow.RecordBatch, error) {
+	r, err := ipc.NewReader(bytes.NewReader(data), ipc.WithAllocator(mem), ipc.WithSchema(sch))
+	if err != nil {
+		return nil, err
+	}
+	defer r.Release()
+	if !r.Next() {
+		return nil, fmt.Errorf("no record batch (%v)", r.Err())
+	}
+	rec := r.RecordBatch()
+	rec.Retain()
+	return rec, nil
+}
+
+// concatBatches returns a's rows followed by b's.
+func concatBatches(a, b arrow.RecordBatch, mem memory.Allocator) (arrow.RecordBatch, error) {
+	cols := make([]arrow.Array, a.NumCols())
+	defer func() {
+		for _, c := range cols {
+			if c != nil {
+				c.Release()
+			}
+		}
+	}()
+	for i := range cols {
+		c, err := array.Concatenate([]arrow.Array{a.Column(i), b.Column(i)}, mem)
+		if err != nil {
+			return nil, err
+		}
+		cols[i] = c
+	}
+	return array.NewRecordBatch(a.Schema(), cols, a.NumRows()+b.NumRows()), nil
+}
+
+func shiftRanges(rs [][2]int, by int) [][2]int {
+	out := make([][2]int, len(rs))
+	for i, r := range rs {
+		out[i] = [2]int{r[0] + by, r[1] + by}
+	}
+	return out
+}
+
+func releaseParts(ps []sinks.Part) {
+	for _, p := range ps {
+		p.Record.Release()
+	}
 }
 
 // bytesPerBuilder is what an open buffer costs per Arrow field (a
@@ -353,8 +508,14 @@ func (b *buffer) offsetAt(row int) int64 {
 const bytesPerBuilder = 1664
 
 // footprint is the memory the buffer holds: the builders' buffers as its
-// allocator counted them, and the builders themselves.
-func (b *buffer) footprint() int64 { return b.fixed + b.alloc.n }
+// allocator counted them, the builders themselves while it has them, and
+// its spilled rows.
+func (b *buffer) footprint() int64 {
+	if b.rb == nil {
+		return b.spilledBytes + b.alloc.n
+	}
+	return b.fixed + b.alloc.n + b.spilledBytes
+}
 
 // countFields counts fields and their nested fields.
 func countFields(fs []arrow.Field) int {
@@ -401,6 +562,10 @@ func (b *buffer) release() {
 		b.built.Release()
 		b.built = nil
 	}
-	b.rb.Release()
-	b.conv.Release()
+	if b.rb != nil {
+		b.rb.Release()
+		b.conv.Release()
+		b.rb, b.conv = nil, nil
+	}
+	b.spilled, b.spilledBytes = nil, 0
 }

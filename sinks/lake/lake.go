@@ -183,7 +183,7 @@ func (s *Sink) write(ctx context.Context, f *sinks.File) (int64, error) {
 		return 0, storageError{err}
 	}
 	cw := &countingWriter{w: w}
-	err = parquet.Write(cw, f.Record, f.Ranges, parquet.Options{Compression: f.Options.Compression,
+	err = parquet.WriteParts(cw, f.Parts, parquet.Options{Compression: f.Options.Compression,
 		Level: f.Options.CompressionLevel, RowGroupRows: f.Options.RowGroupRows}, s.mem)
 	if cw.err != nil {
 		err = storageError{cw.err}

@@ -141,7 +141,7 @@ func TestRetriesAcrossAnOutage(t *testing.T) {
 	if d := time.Since(start); d < 600*time.Millisecond {
 		t.Errorf("Write returned after %s, before the store came back", d)
 	}
-	sinktest.CheckRows(t, mem, store, sinktest.KeyA, rec, f.Ranges)
+	sinktest.CheckRows(t, mem, store, sinktest.KeyA, rec, f.Parts[0].Ranges)
 	if n := strings.Count(logs.String(), "the store fails"); n != 1 || !strings.Contains(logs.String(), "the store works again") {
 		t.Errorf("want one outage start and one end logged:\n%s", logs.String())
 	}

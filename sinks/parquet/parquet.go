@@ -15,6 +15,7 @@
 package parquet
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"strings"
@@ -25,6 +26,7 @@ import (
 	"github.com/apache/arrow-go/v18/parquet/compress"
 	"github.com/apache/arrow-go/v18/parquet/file"
 	"github.com/apache/arrow-go/v18/parquet/pqarrow"
+	"github.com/cdclake/cdclake/sinks"
 )
 
 // uniqueColumns are metadata columns whose values are (nearly) all distinct.
@@ -82,6 +84,18 @@ func Codec(name string) (compress.Compression, error) {
 // Write writes the given row ranges of rec to w as one Parquet file. It
 // does not close w.
 func Write(w io.Writer, rec arrow.RecordBatch, ranges [][2]int, opts Options, mem memory.Allocator) error {
+	return WriteParts(w, []sinks.Part{{Record: rec, Ranges: ranges}}, opts, mem)
+}
+
+// WriteParts writes the row ranges of every part, in order, to w as one
+// Parquet file of the first part's schema. Row groups fill across ranges
+// and parts up to the row-group length, so the file does not depend on
+// how the rows were split. It does not close w.
+func WriteParts(w io.Writer, parts []sinks.Part, opts Options, mem memory.Allocator) error {
+	if len(parts) == 0 {
+		return errors.New("parquet: a file needs at least one part")
+	}
+	sch := parts[0].Record.Schema()
 	codec, err := Codec(opts.Compression)
 	if err != nil {
 		return err
@@ -111,7 +125,7 @@ func Write(w io.Writer, rec arrow.RecordBatch, ranges [][2]int, opts Options, me
 	// Columns unique per row gain nothing from a dictionary and cost a hash
 	// insert per value.
 	for _, name := range uniqueColumns {
-		if rec.Schema().HasField(name) {
+		if sch.HasField(name) {
 			wprops = append(wprops, parquet.WithDictionaryFor(name, false))
 		}
 	}
@@ -123,19 +137,25 @@ func Write(w io.Writer, rec arrow.RecordBatch, ranges [][2]int, opts Options, me
 	)
 	// The Parquet writer closes a writer that is an io.Closer, even after a
 	// failure; closing (committing) w is the caller's decision.
-	fw, err := pqarrow.NewFileWriter(rec.Schema(), struct{ io.Writer }{w}, props, arrProps)
+	fw, err := pqarrow.NewFileWriter(sch, struct{ io.Writer }{w}, props, arrProps)
 	if err != nil {
 		return fmt.Errorf("parquet writer: %w", err)
 	}
-	// Write starts a row group per call and splits at the row-group length;
-	// ranges only break where rows were rejected.
-	for _, r := range ranges {
-		slice := rec.NewSlice(int64(r[0]), int64(r[1]))
-		err := fw.Write(slice)
-		slice.Release()
-		if err != nil {
+	// WriteBuffered adds to the open row group and starts the next at the
+	// row-group length.
+	for _, p := range parts {
+		if !p.Record.Schema().Equal(sch) {
 			_ = fw.Close()
-			return fmt.Errorf("parquet write: %w", err)
+			return fmt.Errorf("parquet write: parts of different schemas")
+		}
+		for _, r := range p.Ranges {
+			slice := p.Record.NewSlice(int64(r[0]), int64(r[1]))
+			err := fw.WriteBuffered(slice)
+			slice.Release()
+			if err != nil {
+				_ = fw.Close()
+				return fmt.Errorf("parquet write: %w", err)
+			}
 		}
 	}
 	if err := fw.Close(); err != nil {

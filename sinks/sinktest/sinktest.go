@@ -63,7 +63,40 @@ func Run(t *testing.T, open Open) {
 		if attrs.Size != n {
 			t.Errorf("Write returned %d bytes, the object has %d", n, attrs.Size)
 		}
-		CheckRows(t, mem, b, KeyA, rec, f.Ranges)
+		CheckRows(t, mem, b, KeyA, rec, f.Parts[0].Ranges)
+	})
+	t.Run("PartsMakeTheSameFile", func(t *testing.T) {
+		// The same rows split into parts at other places are the same
+		// file, byte for byte.
+		mem := memory.NewCheckedAllocator(memory.NewGoAllocator())
+		defer mem.AssertSize(t, 0)
+		s, b := open(t)
+		rec := Record(mem, 10, 0)
+		defer rec.Release()
+		whole := NewFile(KeyA, rec, [][2]int{{0, 3}, {5, 10}})
+		if _, err := s.Write(context.Background(), whole); err != nil {
+			t.Fatalf("Write: %v", err)
+		}
+		want, err := b.ReadAll(context.Background(), KeyA)
+		if err != nil {
+			t.Fatal(err)
+		}
+		head, tail := rec.NewSlice(0, 6), rec.NewSlice(6, 10)
+		defer head.Release()
+		defer tail.Release()
+		split := NewFile(KeyB, rec, [][2]int{{0, 3}, {5, 10}})
+		split.Parts = []sinks.Part{{Record: head, Ranges: [][2]int{{0, 2}}}, {Record: head, Ranges: [][2]int{{2, 3}, {5, 6}}},
+			{Record: tail, Ranges: [][2]int{{0, 4}}}}
+		if _, err := s.Write(context.Background(), split); err != nil {
+			t.Fatalf("Write: %v", err)
+		}
+		got, err := b.ReadAll(context.Background(), KeyB)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(got, want) {
+			t.Errorf("the rows in three parts make another file (%d bytes) than in one (%d)", len(got), len(want))
+		}
 	})
 	t.Run("Objects", func(t *testing.T) {
 		s, b := open(t)
@@ -184,7 +217,7 @@ func RunFaults(t *testing.T, open OpenFaulty) {
 			if _, err := s.Write(context.Background(), f); err != nil {
 				t.Fatalf("Write after the store came back: %v", err)
 			}
-			CheckRows(t, mem, store, KeyA, rec, f.Ranges)
+			CheckRows(t, mem, store, KeyA, rec, f.Parts[0].Ranges)
 		})
 	}
 }
@@ -244,7 +277,7 @@ func NewFile(key string, rec arrow.RecordBatch, ranges [][2]int) *sinks.File {
 	for _, r := range ranges {
 		rows += r[1] - r[0]
 	}
-	return &sinks.File{Key: key, Table: "db.orders", Version: 1, Record: rec, Ranges: ranges, Rows: rows,
+	return &sinks.File{Key: key, Table: "db.orders", Version: 1, Parts: []sinks.Part{{Record: rec, Ranges: ranges}}, Rows: rows,
 		First: sinks.Position{Source: "topic", Offset: int64(ranges[0][0])}, LastOffset: int64(ranges[len(ranges)-1][1] - 1),
 		Options: sinks.WriteOptions{Compression: "zstd", RowGroupRows: 4}}
 }

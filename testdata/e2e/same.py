@@ -1,6 +1,6 @@
 """Compares two lakes landed from the same input: the same objects, each
 holding the same rows in the same order, every column equal but
-_cdc_ingested_at (the landing time).
+_cdc_ingested_at (the landing time), in the same row groups.
 
 usage: same.py LAKE_A LAKE_B
 Prints the differences and a closing line; exits 1 when there are any.
@@ -33,6 +33,11 @@ def main(a, b):
         compared += 1
         if ra != rb:
             diffs.append(f"{f}: {len(ra)} rows vs {len(rb)}, or different values")
+        layout = ("SELECT DISTINCT row_group_id, row_group_num_rows FROM parquet_metadata('{}') "
+                  "ORDER BY row_group_id")
+        la, lb = con.execute(layout.format(pa)).fetchall(), con.execute(layout.format(pb)).fetchall()
+        if la != lb:
+            diffs.append(f"{f}: row groups {la} vs {lb}")
     for d in diffs[:20]:
         print(d)
     print(f"{compared} Parquet files compared, {len(fa)} objects, {len(diffs)} differences")
