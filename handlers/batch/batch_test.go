@@ -163,7 +163,7 @@ func table(name string, version int, layout schema.Layout, c []schema.Column) *s
 	return schema.NewTable(name, version, layout, c, nil, true, func(col string) bool { return col == "secret" })
 }
 
-func image(t *testing.T, js string) change.Image {
+func image(t testing.TB, js string) change.Image {
 	t.Helper()
 	if js == "" {
 		return change.Image{}
@@ -175,7 +175,7 @@ func image(t *testing.T, js string) change.Image {
 	return change.Image{Obj: v.GetObject()}
 }
 
-func insert(t *testing.T, tbl string, after string) *change.Change {
+func insert(t testing.TB, tbl string, after string) *change.Change {
 	return &change.Change{Kind: change.KindDML, Op: change.OpInsert, Table: tbl,
 		TSMicros: day.UnixMicro(), HasTS: true, After: image(t, after)}
 }
