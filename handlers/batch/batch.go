@@ -13,9 +13,9 @@
 //   - max rows, max bytes (estimated from the input size) or max age reached;
 //   - a DDL or schema change event for its table (CloseTable);
 //   - the memory bound: when all open buffers together exceed
-//     Config.MaxBufferedBytes, the largest first give their builders back
-//     and keep their rows compressed (spill), staying open, until the
-//     total is below three quarters of it; only if spilled rows alone are
+//     Config.MaxBufferedBytes, those idle the longest first give their
+//     builders back and keep their rows compressed (spill), staying open,
+//     until the total is below three quarters of it; only if spilled rows alone are
 //     above that are the largest written; when more than
 //     Config.MaxOpenFiles are open, the oldest is written;
 //   - end of input (FlushAll).
@@ -148,6 +148,8 @@ type Batcher struct {
 	now     func() time.Time
 	open    map[bufKey]*buffer
 	held    int64
+	// appends counts rows appended, to order buffers by their latest row.
+	appends int64
 	tracker *Tracker
 	stats   map[string]*TableStats
 	journal Journal
@@ -302,6 +304,8 @@ func (b *Batcher) Add(ctx context.Context, c *change.Change, t *schema.Table, at
 		}
 	}
 	b.tracker.seen(at)
+	b.appends++
+	buf.used = b.appends
 	err := buf.append(c, at, tsMicros, size)
 	// The memory bound counts what the buffer holds, not the input: a
 	// Connect schema repeated in every message costs nothing here, and an
@@ -531,15 +535,16 @@ func (b *Batcher) sorted() []*buffer {
 }
 
 // enforceBounds brings the open files back under the bounds. Over the
-// memory bound, the buffers holding the most give their builders back
-// first (spill: the files stay open, their rows kept compressed), until
-// three quarters of the bound; if spilled rows alone still exceed that,
-// the largest files are written. Buffers repeating a recorded cut are
-// exempt: they hold no more than they held when the cut was made.
+// memory bound, buffers give their builders back (spill: the files stay
+// open, their rows kept compressed), those idle the longest first, so that
+// the tables being written keep theirs, until three quarters of the bound;
+// if spilled rows alone still exceed that, the largest files are written.
+// Buffers repeating a recorded cut are exempt: they hold no more than they
+// held when the cut was made.
 func (b *Batcher) enforceBounds(ctx context.Context) error {
 	if b.held > b.cfg.MaxBufferedBytes {
 		bufs := b.sorted()
-		sort.SliceStable(bufs, func(i, j int) bool { return bufs[i].held > bufs[j].held })
+		sort.SliceStable(bufs, func(i, j int) bool { return bufs[i].used < bufs[j].used })
 		for _, buf := range bufs {
 			if b.held <= b.cfg.MaxBufferedBytes*3/4 {
 				break
@@ -557,9 +562,7 @@ func (b *Batcher) enforceBounds(ctx context.Context) error {
 			b.held += mem - buf.held
 			buf.held = mem
 		}
-		if b.held > b.cfg.MaxBufferedBytes*3/4 {
-			sort.SliceStable(bufs, func(i, j int) bool { return bufs[i].held > bufs[j].held })
-		}
+		sort.SliceStable(bufs, func(i, j int) bool { return bufs[i].held > bufs[j].held })
 		for _, buf := range bufs {
 			if b.held <= b.cfg.MaxBufferedBytes*3/4 {
 				break

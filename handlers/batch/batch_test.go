@@ -410,11 +410,12 @@ func TestBatcherMemoryBound(t *testing.T) {
 	if h.b.held > h.b.cfg.MaxBufferedBytes*3/4 {
 		t.Errorf("holding %d, want within %d", h.b.held, h.b.cfg.MaxBufferedBytes*3/4)
 	}
-	// A bound below one buffer: every buffer spills, and the spilled rows
-	// alone being above the bound, the largest files are written, db.a
-	// whole: its 200 spilled rows and the new one, spilled again into
-	// one run with them (a small run takes the next spill's rows in).
-	h.b.cfg.MaxBufferedBytes = oneRow / 2
+	// A bound below the spilled rows: every buffer spills, and the
+	// spilled rows alone being above the bound, the largest files are
+	// written, db.a whole: its 200 spilled rows and the new one, spilled
+	// again into one run with them (a small run takes the next spill's
+	// rows in).
+	h.b.cfg.MaxBufferedBytes = 1024
 	add(a, 1)
 	if h.b.held > h.b.cfg.MaxBufferedBytes*3/4 {
 		t.Errorf("held %d, above %d", h.b.held, h.b.cfg.MaxBufferedBytes*3/4)
@@ -1055,5 +1056,47 @@ func TestBatcherFenced(t *testing.T) {
 	must(t, h.b.FlushAll(context.Background()))
 	if len(h.sink.files) != 1 || !slices.Equal(h.sink.files[0].Offsets, []int64{6}) {
 		t.Errorf("after Restore: files %+v, want offset 6 landed", h.sink.files)
+	}
+}
+
+// TestBatcherSpillsIdleFilesFirst lands a hot table between rows of many
+// cold ones under a bound that holds a few buffers: the cold files give
+// their builders back, the hot one keeps its own (it is also the largest,
+// which used to go first) and every table still gets one file.
+func TestBatcherSpillsIdleFilesFirst(t *testing.T) {
+	h := newHarness(t, Config{}, TableConfig{})
+	hot := table("db.hot", 1, schema.LayoutImages, textCols())
+	var cold []*schema.Table
+	for i := range 40 {
+		cold = append(cold, table(fmt.Sprintf("db.cold%02d", i), 1, schema.LayoutImages, textCols()))
+	}
+	off := int64(0)
+	add := func(tb *schema.Table) {
+		h.add(insert(t, tb.Name, fmt.Sprintf(`{"id":%d,"s":"row %d"}`, off, off)), tb, at(off), 100)
+		off++
+	}
+	add(hot)
+	h.b.cfg.MaxBufferedBytes = 8 * h.b.held // a few buffers' builders
+	for range 5 {
+		for _, c := range cold {
+			add(c)
+			add(hot)
+		}
+	}
+	buf := h.b.open[bufKey{table: "db.hot", fp: hot.Fingerprint, dir: "db.hot/date=2024-01-31", source: "orders"}]
+	if buf == nil {
+		t.Fatalf("the hot table's file is not open: %v", h.keys())
+	}
+	if buf.builds > 2 {
+		t.Errorf("the hot table built its builders %d times", buf.builds)
+	}
+	if h.b.held > h.b.cfg.MaxBufferedBytes {
+		t.Errorf("holding %d over the bound %d", h.b.held, h.b.cfg.MaxBufferedBytes)
+	}
+	if err := h.b.FlushAll(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if len(h.sink.files) != 41 {
+		t.Errorf("%d files for 41 tables", len(h.sink.files))
 	}
 }

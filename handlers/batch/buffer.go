@@ -4,7 +4,9 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"io"
 	"slices"
+	"sync"
 	"unicode/utf8"
 
 	"github.com/apache/arrow-go/v18/arrow"
@@ -29,6 +31,11 @@ type buffer struct {
 	rows  int
 	bytes int64
 	born  int64 // unix nanos of the first row
+	// used is the batcher's append count at the buffer's latest row:
+	// files idle the longest spill first.
+	used int64
+	// builds counts how often the builders were made (tests).
+	builds int
 	// invalid holds the builders' rows that failed conversion (counted
 	// from base); they are skipped on write.
 	invalid []int
@@ -67,10 +74,34 @@ type buffer struct {
 }
 
 // spilled is a run of a file's rows out of its builders: one record batch
-// as Arrow IPC (LZ4-compressed), and its rows that converted.
+// as an Arrow IPC stream (LZ4-compressed buffers) without its schema
+// message, which is the table version's (streamPrefix), and its rows that
+// converted.
 type spilled struct {
 	data   []byte
 	ranges [][2]int
+}
+
+// eos ends an Arrow IPC stream.
+var eos = []byte{0xff, 0xff, 0xff, 0xff, 0, 0, 0, 0}
+
+// prefixes holds each schema's IPC schema message, the part of a spilled
+// run every run of the table version shares.
+var prefixes sync.Map // *arrow.Schema → []byte
+
+// streamPrefix returns the schema message that starts an IPC stream of sch.
+func streamPrefix(sch *arrow.Schema, mem memory.Allocator) ([]byte, error) {
+	if p, ok := prefixes.Load(sch); ok {
+		return p.([]byte), nil
+	}
+	var out bytes.Buffer
+	w := ipc.NewWriter(&out, ipc.WithSchema(sch), ipc.WithAllocator(mem))
+	if err := w.Close(); err != nil {
+		return nil, err
+	}
+	p := bytes.Clone(bytes.TrimSuffix(out.Bytes(), eos))
+	prefixes.Store(sch, p)
+	return p, nil
 }
 
 type imageBuilder struct {
@@ -98,6 +129,7 @@ func newBuffer(mem memory.Allocator, key bufKey, t *schema.Table, dir string, sr
 // build makes the buffer's builders: when it opens, and when a row comes
 // after a spill released them.
 func (b *buffer) build() {
+	b.builds++
 	t := b.table
 	b.rb, b.conv = array.NewRecordBuilder(b.alloc, t.Arrow), schema.NewConverters(b.alloc)
 	f := b.rb.Fields()
@@ -409,12 +441,20 @@ func (b *buffer) spill() error {
 			rec = merged
 		}
 		var out bytes.Buffer
-		w := ipc.NewWriter(&out, ipc.WithSchema(rec.Schema()), ipc.WithLZ4(), ipc.WithAllocator(b.mem))
+		// Buffers that LZ4 would not shrink by a tenth stay as they are:
+		// a few rows gain nothing from a frame of their own.
+		w := ipc.NewWriter(&out, ipc.WithSchema(rec.Schema()), ipc.WithLZ4(), ipc.WithMinSpaceSavings(0.1),
+			ipc.WithAllocator(b.mem))
 		if err := errors.Join(w.Write(rec), w.Close()); err != nil {
 			return fmt.Errorf("spilling the rows of %s: %w", b.dir, err)
 		}
-		b.spilled = append(b.spilled, spilled{data: out.Bytes(), ranges: ranges})
-		b.spilledBytes += int64(out.Len())
+		prefix, err := streamPrefix(b.table.Arrow, b.mem)
+		if err != nil || !bytes.HasPrefix(out.Bytes(), prefix) || !bytes.HasSuffix(out.Bytes(), eos) {
+			return fmt.Errorf("spilling the rows of %s: the IPC stream does not start with its schema (%v)", b.dir, err)
+		}
+		data := bytes.Clone(out.Bytes()[len(prefix) : out.Len()-len(eos)])
+		b.spilled = append(b.spilled, spilled{data: data, ranges: ranges})
+		b.spilledBytes += int64(len(data))
 		b.invalid, b.base = b.invalid[:0], b.rows
 	}
 	b.rb.Release()
@@ -454,7 +494,12 @@ const mergeSpilledBelow = 256 << 10
 
 // decodeSpilled reads the one record batch of a spilled run.
 func decodeSpilled(data []byte, sch *arrow.Schema, mem memory.Allocator) (arrow.RecordBatch, error) {
-	r, err := ipc.NewReader(bytes.NewReader(data), ipc.WithAllocator(mem), ipc.WithSchema(sch))
+	prefix, err := streamPrefix(sch, mem)
+	if err != nil {
+		return nil, err
+	}
+	stream := io.MultiReader(bytes.NewReader(prefix), bytes.NewReader(data), bytes.NewReader(eos))
+	r, err := ipc.NewReader(stream, ipc.WithAllocator(mem), ipc.WithSchema(sch))
 	if err != nil {
 		return nil, err
 	}
