@@ -139,15 +139,15 @@ type bufKey struct {
 
 // Batcher is the batching stage. Safe for concurrent use.
 type Batcher struct {
-	mu      sync.Mutex
-	cfg     Config
-	tables  func(table string) *TableConfig
-	sink    sinks.Sink
-	mem     memory.Allocator
-	log     *slog.Logger
-	now     func() time.Time
-	open    map[bufKey]*buffer
-	held    int64
+	mu     sync.Mutex
+	cfg    Config
+	tables func(table string) *TableConfig
+	sink   sinks.Sink
+	mem    memory.Allocator
+	log    *slog.Logger
+	now    func() time.Time
+	open   map[bufKey]*buffer
+	held   int64
 	// appends counts rows appended, to order buffers by their latest row.
 	appends int64
 	tracker *Tracker
