@@ -50,16 +50,15 @@ func partitionedStream(t *testing.T, events, tables, parts, blockLen int) []*sou
 	return blocks
 }
 
-// landBlocks lands blocks with the given number of workers into a mem://
-// bucket.
-func landBlocks(t *testing.T, blocks []*source.Block, workers int) (*blob.Bucket, *pipelines.Pipeline) {
+// landBlocks lands blocks with the given options into a mem:// bucket.
+func landBlocks(t *testing.T, blocks []*source.Block, opts ...pipelines.Option) (*blob.Bucket, *pipelines.Pipeline) {
 	t.Helper()
 	cfg, err := config.Load("")
 	if err != nil {
 		t.Fatal(err)
 	}
 	cfg.Defaults.MaxRows = 300 // several files per table and partition
-	return landSource(t, cfg, source.NewMemory(blocks...), pipelines.WithWorkers(workers))
+	return landSource(t, cfg, source.NewMemory(blocks...), opts...)
 }
 
 // rowsOf renders every row of a Parquet object as its non-null columns,
@@ -93,8 +92,25 @@ func rowsOf(t *testing.T, b *blob.Bucket, key string) []string {
 // nothing unsynchronised.
 func TestConcurrentPartitions(t *testing.T) {
 	blocks := partitionedStream(t, 6000, 12, 4, 50)
-	seqBucket, seq := landBlocks(t, blocks, 1)
-	parBucket, par := landBlocks(t, blocks, 4)
+	seqBucket, seq := landBlocks(t, blocks, pipelines.WithWorkers(1), pipelines.WithLanes(1))
+	parBucket, par := landBlocks(t, blocks, pipelines.WithWorkers(4), pipelines.WithLanes(2))
+	sameLanding(t, seqBucket, parBucket, seq, par, 4)
+}
+
+// TestLanes lands one partition in blocks of many windows with one lane
+// and with three: the lanes decode windows at once, the batch stage must
+// still take every record in order.
+func TestLanes(t *testing.T) {
+	blocks := partitionedStream(t, 6000, 12, 1, 1000)
+	seqBucket, seq := landBlocks(t, blocks, pipelines.WithWorkers(1), pipelines.WithLanes(1))
+	parBucket, par := landBlocks(t, blocks, pipelines.WithWorkers(1), pipelines.WithLanes(3))
+	sameLanding(t, seqBucket, parBucket, seq, par, 1)
+}
+
+// sameLanding checks that two landings of the same blocks hold the same
+// objects with the same rows, from files of the given number of partitions.
+func sameLanding(t *testing.T, seqBucket, parBucket *blob.Bucket, seq, par *pipelines.Pipeline, partitions int) {
+	t.Helper()
 
 	if d := seq.Stats().DeadLetters.Load(); d != 0 {
 		t.Fatalf("%d dead letters", d)
@@ -126,8 +142,8 @@ func TestConcurrentPartitions(t *testing.T) {
 			t.Errorf("%s: rows differ\nsequential %d rows, concurrent %d rows\n%s", k, len(s), len(p), firstDiff(s, p))
 		}
 	}
-	if len(parts) != 4 {
-		t.Errorf("files of %d partitions, want 4: %v", len(parts), parts)
+	if len(parts) != partitions {
+		t.Errorf("files of %d partitions, want %d: %v", len(parts), partitions, parts)
 	}
 }
 

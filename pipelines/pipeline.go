@@ -5,16 +5,17 @@
 //
 // A source (package source) delivers blocks of consecutive records of one
 // source partition, one watermill message per block. The router's "land"
-// handler chains the stages as handler middleware, each a pass over the
-// whole block in record order:
+// handler chains the stages as handler middleware, each a pass over a
+// window of the block's records:
 //
 //	Recoverer            (router middleware) a panic nacks the block
 //	partition            takes the partition's lock and a free worker
 //	unwrap               tombstones, CloudEvents, Kafka Connect envelopes
 //	classify             format detection, decoding, table filter
-//	resolve              schema records observed, table versions resolved
-//	batch                (the handler) rows to the batcher in order, the
-//	                     block's dead letters written; then the block is acked
+//	batch                (the handler) in record order: schema records
+//	                     observed, table versions resolved, rows to the
+//	                     batcher, the block's dead letters written; then
+//	                     the block is acked
 //
 // A record that fails a stage is marked dead with its stage and reason;
 // later stages skip it and the batch stage writes it to the dead letters,
@@ -24,16 +25,18 @@
 //
 // A source may deliver blocks of different partitions at once, never two
 // of one partition (source.Source). Each block is handled by one worker at
-// a time; a worker owns everything a stage reuses between records (parse
-// arenas, decoders, the Kafka Connect schema cache, the reused changes),
-// and there are GOMAXPROCS workers unless WithWorkers says otherwise. A
-// partition's lock keeps its blocks in order even if a source broke that
-// rule. Within a block, the batch stage runs on a goroutine of its own,
-// one window behind the others: while it hands window k to the batcher,
-// unwrap, classify and resolve handle window k+1 in the worker's second
-// window, so a single partition keeps two cores busy. Windows reach the
-// batcher in record order. Workers share only the Resolver and the
-// Batcher, both safe for concurrent use, and the counters.
+// a time, and there are GOMAXPROCS workers unless WithWorkers says
+// otherwise. A partition's lock keeps its blocks in order even if a source
+// broke that rule. Within a block, unwrap and classify run on the
+// worker's lanes (GOMAXPROCS of them, at most 4, or WithLanes), each a
+// goroutine that owns what those stages reuse between records (parse
+// arenas, decoders, the Kafka Connect schema cache) and takes every
+// lanes-th window of 64 records; the batch stage takes the finished
+// windows back in record order on a goroutine of its own, so that a
+// single partition keeps every core busy. Resolving is in the batch stage
+// because a table's version depends on every schema-bearing record
+// before it. Workers share only the Resolver and the Batcher, both safe
+// for concurrent use, and the counters.
 //
 // # Acknowledgement
 //
@@ -135,20 +138,25 @@ type Option func(*options)
 
 type options struct {
 	workers int
+	lanes   int
 }
 
 // WithWorkers sets the number of workers, the most blocks handled at once
 // (default GOMAXPROCS). One worker handles every block in turn.
 func WithWorkers(n int) Option { return func(o *options) { o.workers = n } }
 
+// WithLanes sets the number of goroutines that decode one block's records
+// at once (default GOMAXPROCS, at most 4).
+func WithLanes(n int) Option { return func(o *options) { o.lanes = n } }
+
 // New builds a pipeline from a compiled plan, a source and an open bucket.
 func New(plan *Plan, src source.Source, bucket *blob.Bucket, log *slog.Logger, opts ...Option) (*Pipeline, error) {
-	o := options{workers: runtime.GOMAXPROCS(0)}
+	o := options{workers: runtime.GOMAXPROCS(0), lanes: min(runtime.GOMAXPROCS(0), 4)}
 	for _, opt := range opts {
 		opt(&o)
 	}
-	if o.workers < 1 {
-		return nil, fmt.Errorf("pipeline: %d workers, want at least 1", o.workers)
+	if o.workers < 1 || o.lanes < 1 {
+		return nil, fmt.Errorf("pipeline: %d workers and %d lanes, want at least 1 of each", o.workers, o.lanes)
 	}
 	cfg := plan.Config()
 	mem := memory.NewGoAllocator()
@@ -211,7 +219,7 @@ func New(plan *Plan, src source.Source, bucket *blob.Bucket, log *slog.Logger, o
 	}
 	p.idle = make(chan *worker, o.workers)
 	for range o.workers {
-		w, err := p.newWorker()
+		w, err := p.newWorker(o.lanes)
 		if err != nil {
 			return nil, err
 		}
@@ -237,7 +245,7 @@ func (p *Pipeline) Run(ctx context.Context) error {
 		return err
 	}
 	router.AddMiddleware(middleware.Recoverer)
-	p.addHandler(router, p.unwrap, p.classify, p.resolve, p.batchStage)
+	p.addHandler(router, p.unwrap, p.classify, p.batchStage)
 
 	// From a stop signal on, the blocks in flight, the last files and the
 	// final commit have shutdown_timeout.
@@ -355,13 +363,12 @@ func instanceName() string {
 
 // addHandler adds the "land" handler: the stages as middleware, in order,
 // inside the partition middleware, and the batch stage as the handler.
-func (p *Pipeline) addHandler(router *message.Router, unwrap, classify, resolve func(*worker, int), batch message.NoPublishHandlerFunc) {
+func (p *Pipeline) addHandler(router *message.Router, unwrap, classify func(*lane, int), batch message.NoPublishHandlerFunc) {
 	land := router.AddConsumerHandler("land", "records", p.source, batch)
 	land.AddMiddleware(
 		p.partition,
 		p.stage(unwrap),
 		p.stage(classify),
-		p.stage(resolve),
 	)
 }
 

@@ -53,8 +53,8 @@ func BenchmarkRouterPerBlock(b *testing.B) {
 		b.Fatal(err)
 	}
 	router.AddMiddleware(middleware.Recoverer)
-	nop := func(*worker, int) {}
-	p.addHandler(router, nop, nop, nop, p.batchStage)
+	nop := func(*lane, int) {}
+	p.addHandler(router, nop, nop, p.batchStage)
 	b.ResetTimer()
 	go func() {
 		<-src.Drained()

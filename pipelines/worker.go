@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"runtime/debug"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -30,37 +31,47 @@ import (
 // worker is the state the stages reuse from block to block. One block at a
 // time uses it; it is never shared.
 //
-// The stages pass over a block a window of records at a time: every stage
-// handles the window's records before the next stage starts, and the
-// window stays small enough for its decoded records to stay in the CPU's
-// cache between stages. The batch stage runs beside the others: while it
-// hands window k to the batcher, unwrap, classify and resolve handle window
-// k+1 in the worker's other window (see partition).
+// The stages pass over a block a window of records at a time. The stages
+// before batch (unwrap, classify) run on the worker's lanes, each a
+// goroutine with its own decoders, taking the block's windows in turn
+// (window k on lane k mod lanes); every stage handles the window's records
+// before the next stage starts, and the window stays small enough for its
+// decoded records to stay in the CPU's cache between stages. The batch
+// stage takes the finished windows in record order on the block's own
+// goroutine: it resolves each record's table version and hands it to the
+// batcher, while the lanes decode the next windows (see partition).
 type worker struct {
-	unwrapper  unwrap.Unwrapper
-	classifier *classify.Classifier
-	dead       *deadletter.Queue
-	block      *source.Block
-	// win is the window the stages before batch fill, one of windows.
-	windows [2]window
-	win     *window
-	// batched receives each window the stages finished, in order, for the
-	// block's batching goroutine.
-	batched chan *window
+	dead  *deadletter.Queue
+	block *source.Block
+	lanes []*lane
 	// hold keeps the block's dead letters and catalog entries from
 	// counting as durable until they are written.
 	hold *sinks.Position
 	// catalog holds the block's metadata records to keep in the lake for
 	// a partition's next owner (sources that hand partitions over).
 	catalog []catalogEntry
+	// bcounts are the batch stage's counters.
+	bcounts counts
+}
+
+// lane is the state of the stages before batch on one goroutine: its
+// decoders and caches are its own.
+type lane struct {
+	w          *worker
+	unwrapper  unwrap.Unwrapper
+	classifier *classify.Classifier
+	// win is the window the stages fill, one of windows.
+	windows [2]window
+	win     *window
+	// done receives each window the lane finished, in order, for the
+	// batch stage.
+	done    chan *window
 	headers []unwrap.Header // scratch
 	key     []byte          // scratch: a transcoded record key
 	// abort stops the block: a stage met an error that is no record's
 	// fault and could not wait it out.
 	abort  error
 	counts counts
-	// bcounts are the batch stage's counters (it runs beside the others).
-	bcounts counts
 }
 
 // window is a window of records on its way through the stages: slots[i]
@@ -131,33 +142,41 @@ func (c *counts) addTo(s *Stats) {
 	}
 }
 
-func (p *Pipeline) newWorker() (*worker, error) {
-	cl, err := p.plan.newClassifier()
-	if err != nil {
-		return nil, err
-	}
-	w := &worker{classifier: cl, dead: deadletter.New(p.dead)}
-	w.unwrapper.Avro = p.plan.avro
-	for i := range w.windows {
-		w.windows[i].free = make(chan struct{}, 1)
-		w.windows[i].free <- struct{}{}
+func (p *Pipeline) newWorker(lanes int) (*worker, error) {
+	w := &worker{dead: deadletter.New(p.dead)}
+	for range lanes {
+		cl, err := p.plan.newClassifier()
+		if err != nil {
+			return nil, err
+		}
+		ln := &lane{w: w, classifier: cl}
+		ln.unwrapper.Avro = p.plan.avro
+		for i := range ln.windows {
+			ln.windows[i].free = make(chan struct{}, 1)
+			ln.windows[i].free <- struct{}{}
+		}
+		w.lanes = append(w.lanes, ln)
 	}
 	return w, nil
 }
 
 // start prepares w for block b.
 func (w *worker) start(b *source.Block) {
-	w.block, w.hold, w.abort = b, nil, nil
+	w.block, w.hold = b, nil
 	w.dead.Reset()
 	w.catalog = w.catalog[:0]
+	for _, ln := range w.lanes {
+		ln.abort = nil
+		ln.done = make(chan *window, len(ln.windows))
+	}
 }
 
-// window prepares w's next window for the records [lo, hi) of its block,
-// once the batch stage is done with it.
-func (w *worker) window(lo, hi int) {
-	win := &w.windows[0]
-	if w.win == win {
-		win = &w.windows[1]
+// window prepares the lane's next window for the records [lo, hi) of its
+// block, once the batch stage is done with it.
+func (ln *lane) window(lo, hi int) {
+	win := &ln.windows[0]
+	if ln.win == win {
+		win = &ln.windows[1]
 	}
 	<-win.free
 	win.base = lo
@@ -170,23 +189,24 @@ func (w *worker) window(lo, hi int) {
 		s.c.Reset()
 		s.v, s.dec, s.table, s.act, s.keep, s.stage, s.err = nil, nil, nil, actPending, false, "", nil
 	}
-	w.win = win
+	ln.win = win
 }
 
 func (s *slot) die(stage string, err error) {
 	s.act, s.stage, s.err = actDead, stage, err
 }
 
-type workerKey struct{}
+type laneKey struct{}
 
-func workerOf(msg *message.Message) *worker {
-	return msg.Context().Value(workerKey{}).(*worker)
+func laneOf(msg *message.Message) *lane {
+	return msg.Context().Value(laneKey{}).(*lane)
 }
 
 // partition is the outermost stage middleware: it takes the block's
-// partition lock and a free worker, runs the block through the stages a
-// window at a time, and ends the block: its dead letters are written and
-// files past their age are closed.
+// partition lock and a free worker, runs the block's windows through the
+// stages on the worker's lanes and the batch stage on its own goroutine,
+// and ends the block: its dead letters are written and files past their
+// age are closed.
 func (p *Pipeline) partition(next message.HandlerFunc) message.HandlerFunc {
 	return func(msg *message.Message) ([]*message.Message, error) {
 		b, err := source.BlockOf(msg)
@@ -208,30 +228,63 @@ func (p *Pipeline) partition(next message.HandlerFunc) message.HandlerFunc {
 			p.idle <- w
 		}()
 		w.start(b)
-		defer w.counts.addTo(&p.stats)
 		defer w.bcounts.addTo(&p.stats)
-		msg.SetContext(context.WithValue(msg.Context(), workerKey{}, w))
-		// The batch stage takes the windows in order beside the other
-		// stages; a window is reused once it has handed its records over.
-		w.batched = make(chan *window, 1)
-		done := make(chan error, 1)
-		go func() {
-			var err error
-			for win := range w.batched {
-				if err == nil {
-					err = p.batchWindow(w, win)
+		// Window k goes to lane k mod lanes; the lanes take their windows
+		// in order, so the batch stage reads them back in record order
+		// by going round the lanes. A lane that fails stops the others
+		// at their next window.
+		windows := (len(b.Records) + windowRecords - 1) / windowRecords
+		lanes := min(len(w.lanes), max(windows, 1))
+		var stop atomic.Bool
+		errs := make([]error, lanes)
+		var wg sync.WaitGroup
+		for li, ln := range w.lanes[:lanes] {
+			m := message.NewMessage(msg.UUID, msg.Payload)
+			m.Metadata = msg.Metadata
+			m.SetContext(context.WithValue(msg.Context(), laneKey{}, ln))
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				defer close(ln.done)
+				defer ln.counts.addTo(&p.stats)
+				defer func() {
+					if r := recover(); r != nil {
+						errs[li] = fmt.Errorf("panic in a stage: %v\n%s", r, debug.Stack())
+						stop.Store(true)
+					}
+				}()
+				for k := li; k < windows && !stop.Load(); k += lanes {
+					lo := k * windowRecords
+					ln.window(lo, min(lo+windowRecords, len(b.Records)))
+					if _, err := next(m); err != nil {
+						errs[li] = err
+						stop.Store(true)
+						return
+					}
 				}
+			}()
+		}
+		for k := 0; ; k++ {
+			win, ok := <-w.lanes[k%lanes].done
+			if !ok {
+				break
+			}
+			if err == nil {
+				if err = p.batchWindow(w, win); err != nil {
+					stop.Store(true)
+				}
+			}
+			win.free <- struct{}{}
+		}
+		// After a failure, windows other lanes finished are not batched.
+		for _, ln := range w.lanes[:lanes] {
+			for win := range ln.done {
 				win.free <- struct{}{}
 			}
-			done <- err
-		}()
-		for lo := 0; lo < len(b.Records) && err == nil; lo += windowRecords {
-			w.window(lo, min(lo+windowRecords, len(b.Records)))
-			_, err = next(msg)
 		}
-		close(w.batched)
-		if berr := <-done; err == nil {
-			err = berr
+		wg.Wait()
+		if err == nil {
+			err = errors.Join(errs...)
 		}
 		if err != nil {
 			return nil, err
@@ -261,18 +314,18 @@ func (p *Pipeline) endBlock(ctx context.Context, w *worker) error {
 }
 
 // stage makes a middleware that runs one stage over every record of the
-// window that no earlier stage settled.
-func (p *Pipeline) stage(run func(w *worker, i int)) message.HandlerMiddleware {
+// lane's window that no earlier stage settled.
+func (p *Pipeline) stage(run func(ln *lane, i int)) message.HandlerMiddleware {
 	return func(next message.HandlerFunc) message.HandlerFunc {
 		return func(msg *message.Message) ([]*message.Message, error) {
-			w := workerOf(msg)
-			for i := range w.win.slots {
-				if a := w.win.slots[i].act; a != actSkip && a != actDead && w.abort == nil {
-					run(w, i)
+			ln := laneOf(msg)
+			for i := range ln.win.slots {
+				if a := ln.win.slots[i].act; a != actSkip && a != actDead && ln.abort == nil {
+					run(ln, i)
 				}
 			}
-			if w.abort != nil {
-				return nil, p.fail(w.abort)
+			if ln.abort != nil {
+				return nil, p.fail(ln.abort)
 			}
 			return next(msg)
 		}
@@ -280,36 +333,36 @@ func (p *Pipeline) stage(run func(w *worker, i int)) message.HandlerMiddleware {
 }
 
 // unwrap parses a record and removes its envelopes.
-func (p *Pipeline) unwrap(w *worker, i int) {
-	rec := &w.block.Records[w.win.base+i]
-	s, raw := &w.win.slots[i], rec.Value
-	w.counts.messages++
-	w.counts.bytes += int64(len(raw))
+func (p *Pipeline) unwrap(ln *lane, i int) {
+	rec := &ln.w.block.Records[ln.win.base+i]
+	s, raw := &ln.win.slots[i], rec.Value
+	ln.counts.messages++
+	ln.counts.bytes += int64(len(raw))
 	if len(rec.Headers) > 0 {
-		w.headers = w.headers[:0]
+		ln.headers = ln.headers[:0]
 		for _, h := range rec.Headers {
-			w.headers = append(w.headers, unwrap.Header{Key: h.Key, Value: h.Value})
+			ln.headers = append(ln.headers, unwrap.Header{Key: h.Key, Value: h.Value})
 		}
-		unwrap.Headers(w.headers, &s.c)
+		unwrap.Headers(ln.headers, &s.c)
 	}
-	v, err := p.unwrapHolding(w, rec, &s.arena, &s.c)
+	v, err := p.unwrapHolding(ln, rec, &s.arena, &s.c)
 	switch {
-	case w.abort != nil:
+	case ln.abort != nil:
 	case err != nil:
 		s.die("unwrap", err)
 	case s.c.Kind == change.KindTombstone:
 		s.act = actSkip
-		w.counts.tombstones++
+		ln.counts.tombstones++
 	default:
 		s.v = v
 	}
 }
 
 // unwrapHolding unwraps a record, waiting out registry outages (holding).
-func (p *Pipeline) unwrapHolding(w *worker, rec *source.Record, a *unwrap.Arena, c *change.Change) (*fastjson.Value, error) {
+func (p *Pipeline) unwrapHolding(ln *lane, rec *source.Record, a *unwrap.Arena, c *change.Change) (*fastjson.Value, error) {
 	var v *fastjson.Value
-	err := p.holding(w, rec, func() (err error) {
-		v, err = w.unwrapper.UnwrapContext(p.landCtx, a, rec.Value, c)
+	err := p.holding(ln, rec, func() (err error) {
+		v, err = ln.unwrapper.UnwrapContext(p.landCtx, a, rec.Value, c)
 		return err
 	})
 	return v, err
@@ -320,7 +373,7 @@ func (p *Pipeline) unwrapHolding(w *worker, rec *source.Record, a *unwrap.Arena,
 // the record, and so its partition, waits: f is tried again with backoff
 // until the registry answers or landing stops, which aborts the block
 // unlanded.
-func (p *Pipeline) holding(w *worker, rec *source.Record, f func() error) error {
+func (p *Pipeline) holding(ln *lane, rec *source.Record, f func() error) error {
 	delay := registryBackoff
 	for {
 		err := f()
@@ -328,11 +381,11 @@ func (p *Pipeline) holding(w *worker, rec *source.Record, f func() error) error 
 			return err
 		}
 		if p.landCtx.Err() != nil {
-			w.abort = fmt.Errorf("%s partition %d offset %d: %w", w.block.Source, w.block.Partition, rec.Offset, err)
+			ln.abort = fmt.Errorf("%s partition %d offset %d: %w", ln.w.block.Source, ln.w.block.Partition, rec.Offset, err)
 			return err
 		}
-		p.log.Warn("schema registry unavailable: the partition waits", "source", w.block.Source,
-			"partition", w.block.Partition, "offset", rec.Offset, "retry_in", delay, "err", err)
+		p.log.Warn("schema registry unavailable: the partition waits", "source", ln.w.block.Source,
+			"partition", ln.w.block.Partition, "offset", rec.Offset, "retry_in", delay, "err", err)
 		select {
 		case <-time.After(delay):
 		case <-p.landCtx.Done():
@@ -348,32 +401,32 @@ var (
 )
 
 // classify decodes a record and decides what becomes of it.
-func (p *Pipeline) classify(w *worker, i int) {
-	s := &w.win.slots[i]
-	s.c.Topic = w.block.Topic
-	dec, err := w.classifier.Decode(s.v, &s.c)
+func (p *Pipeline) classify(ln *lane, i int) {
+	s := &ln.win.slots[i]
+	s.c.Topic = ln.w.block.Topic
+	dec, err := ln.classifier.Decode(s.v, &s.c)
 	if err != nil {
 		s.die("decode", err)
 		return
 	}
 	s.dec = dec
 	c := &s.c
-	c.RecordMicros = w.block.Records[w.win.base+i].TimeMicros
+	c.RecordMicros = ln.w.block.Records[ln.win.base+i].TimeMicros
 	if c.Table != "" && c.Kind != change.KindSchemaRecord && !p.plan.Allowed(c.Table) {
 		s.act = actSkip
-		w.counts.filtered++
+		ln.counts.filtered++
 		return
 	}
 	switch c.Kind {
 	case change.KindSchemaRecord:
 		s.act = actMeta
-		w.counts.schemas++
+		ln.counts.schemas++
 	case change.KindHeartbeat:
 		s.act = actSkip
-		w.counts.heartbeats++
+		ln.counts.heartbeats++
 	case change.KindMessage:
 		s.act = actSkip
-		w.counts.skipped++
+		ln.counts.skipped++
 	case change.KindObjectMetadata, change.KindStreamMetadata, change.KindTransaction:
 		s.act = actEvent
 	case change.KindDDL, change.KindSchemaChange:
@@ -381,7 +434,7 @@ func (p *Pipeline) classify(w *worker, i int) {
 	case change.KindDML:
 		s.act = actRow
 		if o := p.plan.TableOptions(c.Table); o.SourceKey || o.SourceHeaders {
-			if err := p.addSourceColumns(w, c, &w.block.Records[w.win.base+i], o); err != nil && w.abort == nil {
+			if err := p.addSourceColumns(ln, c, &ln.w.block.Records[ln.win.base+i], o); err != nil && ln.abort == nil {
 				s.die("unwrap", fmt.Errorf("record key: %w", err))
 			}
 		}
@@ -391,12 +444,12 @@ func (p *Pipeline) classify(w *worker, i int) {
 }
 
 // resolve gives a record the table version it lands in, after the
-// resolver saw every schema-bearing record before it.
-func (p *Pipeline) resolve(w *worker, i int) {
-	s := &w.win.slots[i]
+// resolver saw every schema-bearing record before it. It runs in the
+// batch stage, which takes records in order.
+func (p *Pipeline) resolve(w *worker, s *slot) {
 	c := &s.c
 	if p.journal != nil && (c.Kind == change.KindSchemaRecord || c.Kind == change.KindObjectMetadata) {
-		p.keepInCatalog(w, i)
+		p.keepInCatalog(w, s)
 	}
 	switch s.act {
 	case actMeta:
@@ -417,8 +470,7 @@ func (p *Pipeline) resolve(w *worker, i int) {
 
 // keepInCatalog queues a metadata record for the partition's catalog in
 // the lake (package state): a new owner of the partition observes it again.
-func (p *Pipeline) keepInCatalog(w *worker, i int) {
-	s := &w.win.slots[i]
+func (p *Pipeline) keepInCatalog(w *worker, s *slot) {
 	c := &s.c
 	data, err := json.Marshal(state.CatalogEntry{Kind: c.Kind.String(), Table: c.Table, Record: c.Raw.MarshalTo(nil)})
 	if err != nil {
@@ -439,22 +491,25 @@ func eventDataset(k change.Kind) string {
 	return schema.TableStreamMetadata
 }
 
-// batchStage is the handler: the window the other stages finished goes to
-// the block's batching goroutine (batchWindow), which takes windows in
-// order while the stages go on with the next.
+// batchStage is the handler: the window a lane finished goes to the
+// block's batching goroutine (batchWindow), which takes windows in order
+// while the lanes go on with the next.
 func (p *Pipeline) batchStage(msg *message.Message) error {
-	w := workerOf(msg)
-	w.batched <- w.win
+	ln := laneOf(msg)
+	ln.done <- ln.win
 	return nil
 }
 
-// batchWindow hands a window's records to the batcher in order and queues
-// its dead letters. Only storage failures are errors.
+// batchWindow resolves a window's records and hands them to the batcher
+// in order, and queues its dead letters. Only storage failures are errors.
 func (p *Pipeline) batchWindow(w *worker, win *window) error {
 	ctx := p.landCtx // a stop signal ends reading, not the landing of what was read
 	b := w.block
 	for i := range win.slots {
 		s := &win.slots[i]
+		if s.act != actSkip && s.act != actDead {
+			p.resolve(w, s)
+		}
 		j := win.base + i
 		at := b.Position(j)
 		switch s.act {
@@ -528,16 +583,16 @@ const (
 // array of {"key", "value"} objects, a value that is not UTF-8 as
 // "value_base64" instead. A Confluent-framed Avro key, with a registry,
 // lands as the JsonConverter would have sent it: {"schema":…,"payload":…}.
-func (p *Pipeline) addSourceColumns(w *worker, c *change.Change, rec *source.Record, o *resolve.TableOptions) error {
+func (p *Pipeline) addSourceColumns(ln *lane, c *change.Change, rec *source.Record, o *resolve.TableOptions) error {
 	if o.SourceKey {
 		key := rec.Key
-		if avro.Framed(key) && w.unwrapper.Avro != nil {
-			err := p.holding(w, rec, func() error {
-				s, payload, err := w.unwrapper.Avro.Transcode(p.landCtx, rec.Key, w.key[:0])
+		if avro.Framed(key) && ln.unwrapper.Avro != nil {
+			err := p.holding(ln, rec, func() error {
+				s, payload, err := ln.unwrapper.Avro.Transcode(p.landCtx, rec.Key, ln.key[:0])
 				if err == nil {
-					w.key = append(append(append(append(append(payload, `{"schema":`...), s.Connect...),
+					ln.key = append(append(append(append(append(payload, `{"schema":`...), s.Connect...),
 						`,"payload":`...), payload...), '}')
-					key = w.key[len(payload):]
+					key = ln.key[len(payload):]
 				}
 				return err
 			})

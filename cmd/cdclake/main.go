@@ -16,6 +16,7 @@ import (
 	"os/signal"
 	"runtime/debug"
 	"runtime/pprof"
+	"runtime/trace"
 	"sort"
 	"strings"
 	"syscall"
@@ -92,6 +93,7 @@ func runCmd(args []string, stdout, stderr io.Writer) int {
 	file := fs.String("config", "", "config file")
 	level := fs.String("log-level", "info", "debug, info, warn or error")
 	cpuprofile := fs.String("cpuprofile", "", "write a CPU profile to this file")
+	traceFile := fs.String("trace", "", "write an execution trace (go tool trace) to this file")
 	untilCaughtUp := fs.Bool("until-caught-up", false, "Kafka: land up to the end offsets seen at start, commit and exit")
 	if err := fs.Parse(args); err != nil {
 		return 2
@@ -108,6 +110,19 @@ func runCmd(args []string, stdout, stderr io.Writer) int {
 			return 2
 		}
 		defer pprof.StopCPUProfile()
+	}
+	if *traceFile != "" {
+		f, err := os.Create(*traceFile)
+		if err != nil {
+			fmt.Fprintf(stderr, "--trace: %v\n", err)
+			return 2
+		}
+		defer f.Close()
+		if err := trace.Start(f); err != nil {
+			fmt.Fprintf(stderr, "--trace: %v\n", err)
+			return 2
+		}
+		defer trace.Stop()
 	}
 	var lvl slog.Level
 	if err := lvl.UnmarshalText([]byte(*level)); err != nil {

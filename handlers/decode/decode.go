@@ -64,9 +64,10 @@ type Detector interface {
 // schema in band, in Change.Schema.
 //
 // Columns maps such a schema to the table's columns, in order. The resolve
-// stage calls it once per distinct schema text (Change.SchemaKey). An error
-// means the schema cannot be landed; the messages that carry it are
-// dead-lettered.
+// stage calls it once per distinct schema text (Change.SchemaKey), on
+// another goroutine than the one decoding, so it must not touch the
+// decoder's state. An error means the schema cannot be landed; the
+// messages that carry it are dead-lettered.
 type SchemaColumns interface {
 	Columns(rowSchema *fastjson.Value) ([]schema.Column, error)
 }
@@ -80,7 +81,8 @@ type SchemaColumns interface {
 // MetadataColumns maps the two records' Raw values (jsonSchema may be nil)
 // to columns; numbers is the type of columns the metadata calls only
 // "number". The resolve stage keeps the latest records per table and calls
-// it when the table's rows first need them and again after they change.
+// it when the table's rows first need them and again after they change;
+// like Columns, on another goroutine than the one decoding.
 type MetadataColumns interface {
 	MetadataColumns(meta, jsonSchema *fastjson.Value, numbers schema.Type) ([]schema.Column, error)
 }

@@ -244,7 +244,7 @@ func (r *Resolver) Event(name string, c *change.Change) *schema.Table {
 	for _, e := range c.Extras {
 		extras = append(extras, schema.ExtraColumn{Name: e.Name, Kind: e.Kind})
 	}
-	t := schema.NewTable(name, 0, schema.LayoutEvents, nil, extras, true, nil)
+	fp := schema.Fingerprint(schema.LayoutEvents, nil, extras)
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	st := r.events[name]
@@ -252,10 +252,10 @@ func (r *Resolver) Event(name string, c *change.Change) *schema.Table {
 		st = map[uint64]*schema.Table{}
 		r.events[name] = st
 	}
-	if old, ok := st[t.Fingerprint]; ok {
+	if old, ok := st[fp]; ok {
 		return old
 	}
-	t = schema.NewTable(name, len(st)+1, schema.LayoutEvents, nil, extras, true, nil)
+	t := schema.NewTable(name, len(st)+1, schema.LayoutEvents, nil, extras, true, nil)
 	st[t.Fingerprint] = t
 	return t
 }

@@ -183,6 +183,22 @@ func NewTable(name string, version int, layout Layout, cols []Column, extras []E
 	}
 	md := arrow.NewMetadata([]string{"cdclake.table", "cdclake.version"}, []string{name, strconv.Itoa(version)})
 	t.Arrow = arrow.NewSchema(fields, &md)
+	t.Fingerprint = fingerprint(layout, cols, extras)
+	return t
+}
+
+// Fingerprint is the Fingerprint NewTable gives a table of this shape,
+// computed without building it.
+func Fingerprint(layout Layout, cols []Column, extras []ExtraColumn) uint64 {
+	if !slices.IsSortedFunc(extras, func(a, b ExtraColumn) int { return strings.Compare(a.Name, b.Name) }) {
+		extras = slices.Clone(extras)
+		slices.SortFunc(extras, func(a, b ExtraColumn) int { return strings.Compare(a.Name, b.Name) })
+	}
+	return fingerprint(layout, cols, extras)
+}
+
+// fingerprint hashes a shape whose extras are sorted by name.
+func fingerprint(layout Layout, cols []Column, extras []ExtraColumn) uint64 {
 	h := fnv.New64a()
 	h.Write([]byte(layout.String()))
 	for _, c := range cols {
@@ -195,8 +211,7 @@ func NewTable(name string, version int, layout Layout, cols []Column, extras []E
 		h.Write([]byte(e.Name))
 		h.Write([]byte{byte(e.Kind)})
 	}
-	t.Fingerprint = h.Sum64()
-	return t
+	return h.Sum64()
 }
 
 func extraType(k change.ExtraKind) arrow.DataType {

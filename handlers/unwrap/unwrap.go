@@ -64,6 +64,36 @@ type cachedSchema struct {
 	value  *fastjson.Value
 }
 
+// parse parses the schema text for good. The value is frozen: reading
+// it never writes to it, so the stages that follow may read it on other
+// goroutines while the Unwrapper hands it on with the next messages.
+func (cs *cachedSchema) parse() error {
+	v, err := cs.parser.ParseBytes(cs.text)
+	if err != nil {
+		return errors.Join(ErrNotJSON, err)
+	}
+	freeze(v)
+	cs.value = v
+	return nil
+}
+
+// freeze unescapes the keys of every object in v now: fastjson does it
+// lazily, on the first lookup of a key an object lacks, which writes to
+// the object.
+func freeze(v *fastjson.Value) {
+	switch v.Type() {
+	case fastjson.TypeObject:
+		o, _ := v.Object()
+		o.Get(`\`) // a key with a backslash takes the unescaping path
+		o.Visit(func(_ []byte, v *fastjson.Value) { freeze(v) })
+	case fastjson.TypeArray:
+		a, _ := v.Array()
+		for _, x := range a {
+			freeze(x)
+		}
+	}
+}
+
 // maxSchemas bounds the schema cache; past it the cache starts over.
 const maxSchemas = 4096
 
@@ -201,11 +231,9 @@ func (u *Unwrapper) connect(a *Arena, schemaText, payload []byte, c *change.Chan
 	cs := u.schemas[string(schemaText)]
 	if cs == nil {
 		cs = &cachedSchema{text: bytes.Clone(schemaText)}
-		s, err := cs.parser.ParseBytes(cs.text)
-		if err != nil {
-			return nil, errors.Join(ErrNotJSON, err)
+		if err := cs.parse(); err != nil {
+			return nil, err
 		}
-		cs.value = s
 		if u.schemas == nil || len(u.schemas) >= maxSchemas {
 			u.schemas = map[string]*cachedSchema{}
 		}
@@ -246,8 +274,8 @@ func (u *Unwrapper) avro(ctx context.Context, a *Arena, raw []byte, c *change.Ch
 		cs = u.schemas[string(s.Connect)]
 		if cs == nil {
 			cs = &cachedSchema{text: s.Connect}
-			if cs.value, err = cs.parser.ParseBytes(cs.text); err != nil {
-				return nil, errors.Join(ErrNotJSON, err)
+			if err := cs.parse(); err != nil {
+				return nil, err
 			}
 		}
 		if u.avroSchemas == nil || len(u.avroSchemas) >= maxSchemas {

@@ -234,24 +234,47 @@ type blockBuilder struct {
 	offs []int64
 }
 
-func (b *blockBuilder) reset() {
-	b.buf, b.ends, b.offs = b.buf[:0], b.ends[:0], b.offs[:0]
-}
-
-// build returns a block holding a copy of the lines: the block outlives
-// the builder's buffer, which is reused.
+// build returns a block of the lines; the block keeps the builder's
+// buffer, and the builder starts a new one.
 func (b *blockBuilder) build(name string) *Block {
-	data := bytes.Clone(b.buf)
+	data := b.buf
+	b.buf = make([]byte, 0, cap(data))
 	blk := &Block{Source: name, Records: make([]Record, len(b.ends))}
 	start := 0
 	for i, end := range b.ends {
 		blk.Records[i] = Record{Offset: b.offs[i], Value: data[start:end:end]}
 		start = end
 	}
+	b.ends, b.offs = b.ends[:0], b.offs[:0]
 	return blk
 }
 
-func (s *Files) readOne(ctx context.Context, name string, r io.Reader, out chan<- *message.Message) error {
+// deliver sends the blocks it receives in order, each once the one before
+// was acked, so that reading the next block goes on beside the handling of
+// the last. It returns at the first block not acked, or when blocks closes.
+func deliver(ctx context.Context, name string, blocks <-chan *Block, out chan<- *message.Message) error {
+	for blk := range blocks {
+		msg := NewMessage(ctx, blk)
+		select {
+		case out <- msg:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+		select {
+		case <-msg.Acked():
+		case <-msg.Nacked():
+			if ctx.Err() != nil {
+				return ctx.Err() // stopped before the block could be handled
+			}
+			return fmt.Errorf("%s: block at line %d was not processed", name, blk.Records[0].Offset)
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	return nil
+}
+
+func (s *Files) readOne(ctx context.Context, name string, r io.Reader, out chan<- *message.Message) (err error) {
 	br := bufio.NewReaderSize(r, 1<<20)
 	// A leading UTF-8 byte-order mark (some editors and exporters write
 	// one) is not part of the first message.
@@ -261,26 +284,30 @@ func (s *Files) readOne(ctx context.Context, name string, r io.Reader, out chan<
 	line := int64(0)
 	b64 := strings.HasSuffix(name, base64Suffix)
 	var bb blockBuilder
+	// One block waits for delivery while the next is read.
+	blocks := make(chan *Block, 1)
+	stopped := make(chan struct{}) // closed when delivery ended
+	var derr error
+	go func() {
+		defer close(stopped)
+		derr = deliver(ctx, name, blocks, out)
+	}()
+	defer func() {
+		close(blocks)
+		<-stopped
+		if err == nil {
+			err = derr
+		}
+	}()
 	send := func() error {
 		if len(bb.ends) == 0 {
 			return nil
 		}
-		blk := bb.build(name)
-		msg := NewMessage(ctx, blk)
 		select {
-		case out <- msg:
-		case <-ctx.Done():
-			return ctx.Err()
-		}
-		select {
-		case <-msg.Acked():
-			bb.reset()
+		case blocks <- bb.build(name):
 			return nil
-		case <-msg.Nacked():
-			if ctx.Err() != nil {
-				return ctx.Err() // stopped before the block could be handled
-			}
-			return fmt.Errorf("%s: block at line %d was not processed", name, blk.Records[0].Offset)
+		case <-stopped:
+			return derr
 		case <-ctx.Done():
 			return ctx.Err()
 		}
