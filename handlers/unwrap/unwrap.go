@@ -121,7 +121,10 @@ func (u *Unwrapper) UnwrapContext(ctx context.Context, a *Arena, raw []byte, c *
 		return nil, nil
 	}
 	if cs, p, ok := u.knownEnvelope(raw); ok {
-		return u.withSchema(a, cs, p, c)
+		if v, err := u.withSchema(a, cs, p, c); err == nil {
+			return v, nil
+		}
+		// Not one JSON value after all: the general path says what it is.
 	}
 	if s, p, ok := envelopeSpans(raw); ok && len(s) > 0 && s[0] == '{' {
 		return u.connect(a, s, p, c)
@@ -193,33 +196,33 @@ func (u *Unwrapper) UnwrapContext(ctx context.Context, a *Arena, raw []byte, c *
 // knownEnvelope recognises a Kafka Connect envelope whose schema is one
 // already cached, without scanning the schema: the JsonConverter writes
 // {"schema":S,"payload":P} compactly and repeats a table's S byte for byte,
-// so the text up to the first ,"payload": is looked up as it is. When it
-// is a cached schema's text, a complete JSON object, the schema value is
-// exactly that text (an object ends at its matching brace), and only the
-// payload is scanned. Anything else falls back to envelopeSpans.
+// so the text between {"schema": and the last ,"payload": is looked up as
+// it is (the payload, after S, is shorter: searching from the end skips
+// S). When it is a cached schema's text, a complete JSON object, the
+// schema value is exactly that text (an object ends at its matching
+// brace), and the payload is what remains before the closing brace; the
+// payload parser checks that it is one JSON value. A payload that holds
+// ,"payload": itself (a column named payload) is found from the front.
+// Anything else falls back to envelopeSpans.
 func (u *Unwrapper) knownEnvelope(raw []byte) (*cachedSchema, []byte, bool) {
-	if len(u.schemas) == 0 || !bytes.HasPrefix(raw, schemaPrefix) {
+	if len(u.schemas) == 0 || !bytes.HasPrefix(raw, schemaPrefix) || raw[len(raw)-1] != '}' {
 		return nil, nil, false
 	}
-	rest := raw[len(schemaPrefix):]
-	k := bytes.Index(rest, payloadKey)
+	rest := raw[len(schemaPrefix) : len(raw)-1]
+	k := bytes.LastIndex(rest, payloadKey)
 	if k < 0 {
 		return nil, nil, false
 	}
 	cs := u.schemas[string(rest[:k])]
 	if cs == nil {
-		return nil, nil, false
+		if k = bytes.Index(rest, payloadKey); k < 0 {
+			return nil, nil, false
+		}
+		if cs = u.schemas[string(rest[:k])]; cs == nil {
+			return nil, nil, false
+		}
 	}
-	p := rest[k+len(payloadKey):]
-	i := skipWS(p, 0)
-	end := skipValue(p, i)
-	if end < 0 {
-		return nil, nil, false
-	}
-	if j := skipWS(p, end); j >= len(p) || p[j] != '}' || skipWS(p, j+1) != len(p) {
-		return nil, nil, false
-	}
-	return cs, p[i:end], true
+	return cs, bytes.TrimSpace(rest[k+len(payloadKey):]), true
 }
 
 var (

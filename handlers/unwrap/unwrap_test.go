@@ -152,6 +152,8 @@ func TestKnownEnvelope(t *testing.T) {
 	for _, raw := range []string{
 		`{"schema":` + schema + `,"payload":{"op":"c","after":{"payload":"{\"schema\":1,\"payload\":2}"}}}`,
 		`{"schema":` + schema + `,"payload":null}`,
+		`{"schema":` + schema + `,"payload":{"op":"c","after":{"a":1,"payload":2}}}`,
+		`{"schema":` + schema + `,"payload":{"op":"c","after":{"a":1,"payload":2}},"payload":3}`,
 		`{"schema":` + schema + `,"payload":{"op":"c"}}  `,
 		`{"schema":` + schema + `,"payload":{"op":"c"},"payload":{"op":"d"}}`,
 		`{"schema":` + schema + `,"payload":{"op":"c"},"extra":1}`,
