@@ -23,6 +23,7 @@ import (
 	"context"
 	"encoding/base64"
 	"errors"
+	"slices"
 
 	"github.com/cdclake/cdclake/handlers/avro"
 	"github.com/cdclake/cdclake/handlers/change"
@@ -54,9 +55,15 @@ type Unwrapper struct {
 	// so that it outlives messages. A connector repeats the same schema
 	// text in every message of a table.
 	schemas map[string]*cachedSchema
+	// lengths are the distinct lengths of the cached schemas' texts, while
+	// there are at most maxLengths of them: where a known schema would end.
+	lengths []int
 	// avroSchemas holds the Connect schemas of Avro writer schemas.
 	avroSchemas map[*avro.Schema]*cachedSchema
 }
+
+// maxLengths bounds the schema lengths knownEnvelope tries one by one.
+const maxLengths = 64
 
 type cachedSchema struct {
 	text   []byte
@@ -196,9 +203,10 @@ func (u *Unwrapper) UnwrapContext(ctx context.Context, a *Arena, raw []byte, c *
 // knownEnvelope recognises a Kafka Connect envelope whose schema is one
 // already cached, without scanning the schema: the JsonConverter writes
 // {"schema":S,"payload":P} compactly and repeats a table's S byte for byte,
-// so the text between {"schema": and the last ,"payload": is looked up as
-// it is (the payload, after S, is shorter: searching from the end skips
-// S). When it is a cached schema's text, a complete JSON object, the
+// so the text between {"schema": and ,"payload": is looked up as it is.
+// While the cached schemas have few distinct lengths, only the places
+// where one of them would end are tried; else the last ,"payload": is
+// searched for (the payload, after S, is the shorter part). When it is a cached schema's text, a complete JSON object, the
 // schema value is exactly that text (an object ends at its matching
 // brace), and the payload is what remains before the closing brace; the
 // payload parser checks that it is one JSON value. A payload that holds
@@ -209,6 +217,17 @@ func (u *Unwrapper) knownEnvelope(raw []byte) (*cachedSchema, []byte, bool) {
 		return nil, nil, false
 	}
 	rest := raw[len(schemaPrefix) : len(raw)-1]
+	if u.lengths != nil {
+		// Where a cached schema would end, ,"payload": must follow.
+		for _, n := range u.lengths {
+			if n < len(rest) && bytes.HasPrefix(rest[n:], payloadKey) {
+				if cs := u.schemas[string(rest[:n])]; cs != nil {
+					return cs, bytes.TrimSpace(rest[n+len(payloadKey):]), true
+				}
+			}
+		}
+		return nil, nil, false
+	}
 	k := bytes.LastIndex(rest, payloadKey)
 	if k < 0 {
 		return nil, nil, false
@@ -239,8 +258,14 @@ func (u *Unwrapper) connect(a *Arena, schemaText, payload []byte, c *change.Chan
 		}
 		if u.schemas == nil || len(u.schemas) >= maxSchemas {
 			u.schemas = map[string]*cachedSchema{}
+			u.lengths = []int{}
 		}
 		u.schemas[string(cs.text)] = cs
+		if u.lengths != nil && !slices.Contains(u.lengths, len(cs.text)) {
+			if u.lengths = append(u.lengths, len(cs.text)); len(u.lengths) > maxLengths {
+				u.lengths = nil // too many to try: search instead
+			}
+		}
 	}
 	return u.withSchema(a, cs, payload, c)
 }

@@ -2,6 +2,7 @@ package unwrap
 
 import (
 	"fmt"
+	"strings"
 	"testing"
 
 	"github.com/cdclake/cdclake/handlers/change"
@@ -162,13 +163,23 @@ func TestKnownEnvelope(t *testing.T) {
 		`{"schema":` + schema + ` ,"payload":{"op":"c"}}`,
 		`{"schema":` + params + `,"payload":"text"}`,
 	} {
-		var u Unwrapper
-		first := outcome(&u, []byte(raw))
-		if again := outcome(&u, []byte(raw)); again != first {
-			t.Errorf("%s\nfirst:  %s\nagain:  %s", raw, first, again)
-		}
-		if fresh := outcome(&Unwrapper{}, []byte(raw)); fresh != first {
-			t.Errorf("%s\nfirst:  %s\nfresh:  %s", raw, first, fresh)
+		// With few schema lengths cached, their ends are tried; with
+		// many, ,"payload": is searched for.
+		for _, cached := range []int{0, maxLengths + 1} {
+			var u Unwrapper
+			for i := range cached {
+				outcome(&u, []byte(`{"schema":{"name":"`+strings.Repeat("x", i)+`"},"payload":{}}`))
+			}
+			if cached > maxLengths && u.lengths != nil {
+				t.Fatalf("%d schema lengths tried one by one", len(u.lengths))
+			}
+			first := outcome(&u, []byte(raw))
+			if again := outcome(&u, []byte(raw)); again != first {
+				t.Errorf("%s\nfirst:  %s\nagain:  %s", raw, first, again)
+			}
+			if fresh := outcome(&Unwrapper{}, []byte(raw)); fresh != first {
+				t.Errorf("%s\nfirst:  %s\nfresh:  %s", raw, first, fresh)
+			}
 		}
 	}
 }
