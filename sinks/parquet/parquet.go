@@ -25,7 +25,6 @@ import (
 	"github.com/apache/arrow-go/v18/parquet"
 	"github.com/apache/arrow-go/v18/parquet/compress"
 	"github.com/apache/arrow-go/v18/parquet/file"
-	"github.com/apache/arrow-go/v18/parquet/pqarrow"
 	"github.com/cdclake/cdclake/sinks"
 )
 
@@ -88,80 +87,24 @@ func Write(w io.Writer, rec arrow.RecordBatch, ranges [][2]int, opts Options, me
 }
 
 // WriteParts writes the row ranges of every part, in order, to w as one
-// Parquet file of the first part's schema. Row groups fill across ranges
-// and parts up to the row-group length, so the file does not depend on
-// how the rows were split. It does not close w.
+// Parquet file of the first part's schema. The rows reach the writer in
+// chunks of ChunkRows (see Encoder), so the file does not depend on how
+// they were split. It does not close w.
 func WriteParts(w io.Writer, parts []sinks.Part, opts Options, mem memory.Allocator) error {
 	if len(parts) == 0 {
 		return errors.New("parquet: a file needs at least one part")
 	}
-	sch := parts[0].Record.Schema()
-	codec, err := Codec(opts.Compression)
+	enc, err := NewEncoder(w, parts[0].Record.Schema(), opts, mem)
 	if err != nil {
 		return err
 	}
-	rg := opts.RowGroupRows
-	if rg < 1 {
-		return fmt.Errorf("row group rows must be at least 1, got %d", rg)
-	}
-	if err := CheckLevel(opts.Compression, opts.Level); err != nil {
-		return err
-	}
-	level := opts.Level
-	if level == 0 && opts.Compression == "zstd" {
-		level = 1
-	}
-	wprops := []parquet.WriterProperty{
-		parquet.WithAllocator(mem),
-		parquet.WithCompression(codec),
-		parquet.WithMaxRowGroupLength(int64(rg)),
-		parquet.WithDictionaryDefault(true),
-		parquet.WithStats(true),
-		parquet.WithCreatedBy("cdclake"),
-	}
-	if level != 0 {
-		wprops = append(wprops, parquet.WithCompressionLevel(level))
-	}
-	// Columns unique per row gain nothing from a dictionary and cost a hash
-	// insert per value.
-	for _, name := range uniqueColumns {
-		if sch.HasField(name) {
-			wprops = append(wprops, parquet.WithDictionaryFor(name, false))
-		}
-	}
-	props := parquet.NewWriterProperties(wprops...)
-	arrProps := pqarrow.NewArrowWriterProperties(
-		pqarrow.WithAllocator(mem),
-		pqarrow.WithStoreSchema(),
-		pqarrow.WithCoerceTimestamps(arrow.Microsecond),
-	)
-	// The Parquet writer closes a writer that is an io.Closer, even after a
-	// failure; closing (committing) w is the caller's decision.
-	fw, err := pqarrow.NewFileWriter(sch, struct{ io.Writer }{w}, props, arrProps)
-	if err != nil {
-		return fmt.Errorf("parquet writer: %w", err)
-	}
-	// WriteBuffered adds to the open row group and starts the next at the
-	// row-group length.
 	for _, p := range parts {
-		if !p.Record.Schema().Equal(sch) {
-			_ = fw.Close()
-			return fmt.Errorf("parquet write: parts of different schemas")
-		}
-		for _, r := range p.Ranges {
-			slice := p.Record.NewSlice(int64(r[0]), int64(r[1]))
-			err := fw.WriteBuffered(slice)
-			slice.Release()
-			if err != nil {
-				_ = fw.Close()
-				return fmt.Errorf("parquet write: %w", err)
-			}
+		if err := enc.Write(p); err != nil {
+			enc.Abort()
+			return err
 		}
 	}
-	if err := fw.Close(); err != nil {
-		return fmt.Errorf("parquet close: %w", err)
-	}
-	return nil
+	return enc.Close()
 }
 
 // Int64Column reads the named INT64 column of a Parquet file whole; the

@@ -1,0 +1,223 @@
+package parquet
+
+import (
+	"errors"
+	"fmt"
+	"io"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/arrow-go/v18/arrow/memory"
+	"github.com/apache/arrow-go/v18/parquet"
+	"github.com/apache/arrow-go/v18/parquet/pqarrow"
+	"github.com/cdclake/cdclake/sinks"
+)
+
+// ChunkRows is how many rows the Parquet writer is handed at a time. The
+// writer cuts data pages (and falls back from a dictionary) only where
+// one of its batches ends, and its batches start afresh with every call:
+// handing it the file's rows in chunks of the same length, whatever parts
+// and ranges they came in, makes a file a function of its rows alone. A
+// multiple of the writer's batch length (1,024 values).
+const ChunkRows = 4096
+
+// Encoder writes one Parquet file from rows handed to it in order, as
+// they come: every ChunkRows rows are encoded at once, the rest when it
+// closes. Not safe for concurrent use.
+type Encoder struct {
+	fw  *pqarrow.FileWriter
+	sch *arrow.Schema
+	mem memory.Allocator
+	// pending are slices of the rows not encoded yet, in order, holding
+	// pendingRows rows (fewer than ChunkRows between calls).
+	pending     []arrow.RecordBatch
+	pendingRows int
+	err         error
+}
+
+// NewEncoder returns an Encoder writing a file of schema sch to w. It
+// does not close w.
+func NewEncoder(w io.Writer, sch *arrow.Schema, opts Options, mem memory.Allocator) (*Encoder, error) {
+	codec, err := Codec(opts.Compression)
+	if err != nil {
+		return nil, err
+	}
+	rg := opts.RowGroupRows
+	if rg < 1 {
+		return nil, fmt.Errorf("row group rows must be at least 1, got %d", rg)
+	}
+	if err := CheckLevel(opts.Compression, opts.Level); err != nil {
+		return nil, err
+	}
+	level := opts.Level
+	if level == 0 && opts.Compression == "zstd" {
+		level = 1
+	}
+	wprops := []parquet.WriterProperty{
+		parquet.WithAllocator(mem),
+		parquet.WithCompression(codec),
+		parquet.WithMaxRowGroupLength(int64(rg)),
+		parquet.WithDictionaryDefault(true),
+		parquet.WithStats(true),
+		parquet.WithCreatedBy("cdclake"),
+	}
+	if level != 0 {
+		wprops = append(wprops, parquet.WithCompressionLevel(level))
+	}
+	// Columns unique per row gain nothing from a dictionary and cost a hash
+	// insert per value.
+	for _, name := range uniqueColumns {
+		if sch.HasField(name) {
+			wprops = append(wprops, parquet.WithDictionaryFor(name, false))
+		}
+	}
+	props := parquet.NewWriterProperties(wprops...)
+	arrProps := pqarrow.NewArrowWriterProperties(
+		pqarrow.WithAllocator(mem),
+		pqarrow.WithStoreSchema(),
+		pqarrow.WithCoerceTimestamps(arrow.Microsecond),
+	)
+	// The Parquet writer closes a writer that is an io.Closer, even after a
+	// failure; closing (committing) w is the caller's decision.
+	fw, err := pqarrow.NewFileWriter(sch, struct{ io.Writer }{w}, props, arrProps)
+	if err != nil {
+		return nil, fmt.Errorf("parquet writer: %w", err)
+	}
+	return &Encoder{fw: fw, sch: sch, mem: mem}, nil
+}
+
+// Write adds the rows of p's ranges after those before. It keeps
+// references to the rows it has not encoded yet; the caller may release
+// p's record. After an error, every later call fails.
+func (e *Encoder) Write(p sinks.Part) error {
+	if e.err != nil {
+		return e.err
+	}
+	if !p.Record.Schema().Equal(e.sch) {
+		e.err = errors.New("parquet write: parts of different schemas")
+		return e.err
+	}
+	for _, r := range p.Ranges {
+		if r[1] <= r[0] {
+			continue
+		}
+		e.pending = append(e.pending, p.Record.NewSlice(int64(r[0]), int64(r[1])))
+		e.pendingRows += r[1] - r[0]
+		for e.pendingRows >= ChunkRows && e.err == nil {
+			e.err = e.encode(ChunkRows)
+		}
+	}
+	return e.err
+}
+
+// encode hands the writer the first n pending rows as one batch.
+func (e *Encoder) encode(n int) error {
+	var chunk arrow.RecordBatch
+	if first := e.pending[0]; int(first.NumRows()) >= n {
+		chunk = first.NewSlice(0, int64(n))
+		if int(first.NumRows()) == n {
+			e.pending = e.pending[1:]
+		} else {
+			e.pending[0] = first.NewSlice(int64(n), first.NumRows())
+		}
+		first.Release()
+	} else {
+		// The chunk spans slices: its rows are copied into one batch.
+		var pieces []arrow.RecordBatch
+		for need := n; need > 0; {
+			s := e.pending[0]
+			if k := int(s.NumRows()); k <= need {
+				pieces = append(pieces, s)
+				e.pending = e.pending[1:]
+				need -= k
+			} else {
+				pieces = append(pieces, s.NewSlice(0, int64(need)))
+				e.pending[0] = s.NewSlice(int64(need), s.NumRows())
+				s.Release()
+				need = 0
+			}
+		}
+		var err error
+		chunk, err = concat(pieces, e.mem)
+		for _, p := range pieces {
+			p.Release()
+		}
+		if err != nil {
+			return fmt.Errorf("parquet write: %w", err)
+		}
+	}
+	e.pendingRows -= n
+	err := e.fw.WriteBuffered(chunk)
+	chunk.Release()
+	if err != nil {
+		return fmt.Errorf("parquet write: %w", err)
+	}
+	return nil
+}
+
+// Close encodes the rows left and writes the file's footer.
+func (e *Encoder) Close() error {
+	if e.err == nil && e.pendingRows > 0 {
+		e.err = e.encode(e.pendingRows)
+	}
+	e.release()
+	if e.err != nil {
+		_ = e.fw.Close()
+		return e.err
+	}
+	if err := e.fw.Close(); err != nil {
+		e.err = fmt.Errorf("parquet close: %w", err)
+		return e.err
+	}
+	e.err = errors.New("parquet write: the file is closed")
+	return nil
+}
+
+// Abort drops the rows not encoded yet; the file is not completed.
+func (e *Encoder) Abort() {
+	e.release()
+	if e.err == nil {
+		e.err = errors.New("parquet write: aborted")
+		_ = e.fw.Close()
+	}
+}
+
+func (e *Encoder) release() {
+	for _, p := range e.pending {
+		p.Release()
+	}
+	e.pending, e.pendingRows = nil, 0
+}
+
+// concat returns the rows of batches, in order, as one batch.
+func concat(batches []arrow.RecordBatch, mem memory.Allocator) (arrow.RecordBatch, error) {
+	if len(batches) == 1 {
+		batches[0].Retain()
+		return batches[0], nil
+	}
+	ncols := int(batches[0].NumCols())
+	cols := make([]arrow.Array, ncols)
+	defer func() {
+		for _, c := range cols {
+			if c != nil {
+				c.Release()
+			}
+		}
+	}()
+	rows := int64(0)
+	for _, b := range batches {
+		rows += b.NumRows()
+	}
+	parts := make([]arrow.Array, len(batches))
+	for i := range cols {
+		for j, b := range batches {
+			parts[j] = b.Column(i)
+		}
+		c, err := array.Concatenate(parts, mem)
+		if err != nil {
+			return nil, err
+		}
+		cols[i] = c
+	}
+	return array.NewRecordBatch(batches[0].Schema(), cols, rows), nil
+}
