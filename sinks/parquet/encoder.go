@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strings"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
@@ -57,18 +58,16 @@ func NewEncoder(w io.Writer, sch *arrow.Schema, opts Options, mem memory.Allocat
 		parquet.WithAllocator(mem),
 		parquet.WithCompression(codec),
 		parquet.WithMaxRowGroupLength(int64(rg)),
-		parquet.WithDictionaryDefault(true),
+		parquet.WithDictionaryDefault(false),
 		parquet.WithStats(true),
 		parquet.WithCreatedBy("cdclake"),
 	}
 	if level != 0 {
 		wprops = append(wprops, parquet.WithCompressionLevel(level))
 	}
-	// Columns unique per row gain nothing from a dictionary and cost a hash
-	// insert per value.
-	for _, name := range uniqueColumns {
-		if sch.HasField(name) {
-			wprops = append(wprops, parquet.WithDictionaryFor(name, false))
+	for _, path := range dictionaryColumns {
+		if sch.HasField(strings.SplitN(path, ".", 2)[0]) {
+			wprops = append(wprops, parquet.WithDictionaryFor(path, true))
 		}
 	}
 	props := parquet.NewWriterProperties(wprops...)
