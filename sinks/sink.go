@@ -95,6 +95,10 @@ type File struct {
 	First      Position
 	LastOffset int64
 	Options    WriteOptions
+	// Encoder, when set, holds the file's first rows, encoded while the
+	// file was open; Parts follow them. It is the written sink's own
+	// (Encoding.NewEncoder).
+	Encoder Encoder
 }
 
 // Part is a run of a file's rows: the [start, end) ranges of Record.
@@ -112,6 +116,30 @@ type Part struct {
 // caller keeps ownership of the parts' records.
 type Sink interface {
 	Write(ctx context.Context, f *File) (int64, error)
+}
+
+// Encoding is a Sink that can encode a file while it is still open: the
+// batcher hands an Encoder the file's rows as they fill, off its own
+// goroutine, and the rest as the File's Parts when it writes the file. A
+// file must hold the same bytes whether it was encoded while open or when
+// written.
+type Encoding interface {
+	Sink
+	// NewEncoder starts a file of schema sch with the given settings.
+	NewEncoder(sch *arrow.Schema, opts WriteOptions) (Encoder, error)
+}
+
+// Encoder encodes one file's rows, handed to it in order. Not safe for
+// concurrent use.
+type Encoder interface {
+	// Write adds the rows of p's ranges; the caller may release p's
+	// record once it returns. After an error, every later call fails.
+	Write(p Part) error
+	// Size is the memory the encoder holds: the encoded bytes and those
+	// still being encoded.
+	Size() int64
+	// Abort drops the file, unless it was written.
+	Abort()
 }
 
 // ObjectWriter stores small objects whole (dead letters, state).

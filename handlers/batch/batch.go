@@ -24,6 +24,15 @@
 // version's file stays open until one of the rules above closes it, so two
 // interleaving versions do not produce a file per switch.
 //
+// # Encoding while open
+//
+// With a sink that encodes files while they are open (sinks.Encoding), a
+// file's rows leave its builders every 1,024 rows for its encoder, which
+// encodes them on a goroutine of its own beside the appends; what the
+// encoder holds (encoded pages, and at most a data page a column not yet
+// compressed) counts against MaxBufferedBytes, and a spill hands it the
+// builders' rows. The file is the same as one encoded when written.
+//
 // # Writers
 //
 // With Config.Writers > 0, a closed file is encoded and stored by a
@@ -148,6 +157,8 @@ type Batcher struct {
 	now    func() time.Time
 	open   map[bufKey]*buffer
 	held   int64
+	// encoding is sink, when it encodes files while they are open.
+	encoding sinks.Encoding
 	// appends counts rows appended, to order buffers by their latest row.
 	appends int64
 	tracker *Tracker
@@ -179,6 +190,7 @@ func New(cfg Config, tables func(string) *TableConfig, sink sinks.Sink, mem memo
 	b := &Batcher{cfg: cfg, tables: tables, sink: sink, mem: mem, log: log, now: time.Now,
 		open: map[bufKey]*buffer{}, tracker: NewTracker(), stats: map[string]*TableStats{}, replays: map[partKey]*replay{},
 		fenced: map[partKey]bool{}}
+	b.encoding, _ = sink.(sinks.Encoding)
 	if cfg.Writers > 0 {
 		b.slots = make(chan struct{}, cfg.Writers)
 		b.wrote = make(chan struct{}, 1)
@@ -307,6 +319,9 @@ func (b *Batcher) Add(ctx context.Context, c *change.Change, t *schema.Table, at
 	b.appends++
 	buf.used = b.appends
 	err := buf.append(c, at, tsMicros, size)
+	if eerr := b.encodeRows(buf); eerr != nil {
+		return fmt.Errorf("encoding a file of %s: %w", t.Name, eerr)
+	}
 	// The memory bound counts what the buffer holds, not the input: a
 	// Connect schema repeated in every message costs nothing here, and an
 	// open buffer's builders cost something before any row.
@@ -617,6 +632,7 @@ func (b *Batcher) flush(ctx context.Context, buf *buffer) error {
 	if err != nil {
 		return err
 	}
+	buf.sealed = true
 	spilled := parts[:len(buf.spilled)]
 	owned := true
 	defer func() {
@@ -624,14 +640,17 @@ func (b *Batcher) flush(ctx context.Context, buf *buffer) error {
 			releaseParts(spilled)
 		}
 	}()
-	valid := 0
+	valid := buf.encodedRows
 	tc := b.tables(buf.key.table)
 	// A file is named after its first row that lands: a row that failed
 	// conversion goes to the dead letters, and a replay must not name a
 	// new file after it when the rows that followed it are in a written
 	// file of that name already.
 	first := buf.src
-	named := false
+	named := buf.named
+	if named {
+		first.Offset = buf.first
+	}
 	for _, p := range parts {
 		for _, r := range p.Ranges {
 			valid += r[1] - r[0]
@@ -671,7 +690,7 @@ func (b *Batcher) flush(ctx context.Context, buf *buffer) error {
 	}
 	if valid > 0 {
 		var err error
-		n, err = b.sink.Write(ctx, f)
+		n, err = b.write(ctx, buf, f)
 		if err != nil {
 			return fmt.Errorf("writing %s (%d rows): %w", f.Key, valid, err)
 		}
@@ -697,6 +716,19 @@ func (b *Batcher) flush(ctx context.Context, buf *buffer) error {
 	return nil
 }
 
+// write stores f, the file of buf, after the rows buf's encoder holds,
+// if it has one.
+func (b *Batcher) write(ctx context.Context, buf *buffer, f *sinks.File) (int64, error) {
+	if buf.enc != nil {
+		enc, err := buf.enc.finish()
+		if err != nil {
+			return 0, err
+		}
+		f.Encoder = enc
+	}
+	return b.sink.Write(ctx, f)
+}
+
 // detach takes buf out of the open files.
 func (b *Batcher) detach(buf *buffer) {
 	delete(b.open, buf.key)
@@ -715,7 +747,7 @@ func (b *Batcher) writeBeside(ctx context.Context, buf *buffer, f *sinks.File, s
 	b.writes.Add(1)
 	go func() {
 		defer b.writes.Done()
-		n, err := b.sink.Write(ctx, f)
+		n, err := b.write(ctx, buf, f)
 		releaseParts(spilled)
 		<-b.slots
 		b.inflight.Add(-buf.held)

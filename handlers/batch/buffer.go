@@ -7,6 +7,7 @@ import (
 	"io"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"unicode/utf8"
 
 	"github.com/apache/arrow-go/v18/arrow"
@@ -60,6 +61,16 @@ type buffer struct {
 	held int64
 	// built is the record of a buffer whose write failed, kept for a retry.
 	built arrow.RecordBatch
+	// enc encodes the file's rows while it is open (Batcher.encodeRows):
+	// it holds the first encodedRows valid rows, the first of them at
+	// offset first (named).
+	enc         *encoding
+	encodedRows int
+	first       int64
+	named       bool
+	// sealed is set once the file is being written: its encoder takes
+	// no more rows.
+	sealed bool
 	// metadata builders
 	op, tbl, xid, pos, source *array.StringBuilder
 	ts, ingested              *array.TimestampBuilder
@@ -409,13 +420,19 @@ func (b *buffer) live() bool { return b.rows > b.base }
 // for the file's write: the file stays open (its name, its rows and the
 // rotation settings do not change) and costs the size of its rows in
 // Arrow IPC with LZ4, a fraction of builders holding them, or nothing
-// for a file with no rows since its last spill. A buffer whose write
+// for a file with no rows since its last spill. A file with an encoder
+// hands it the rows instead. A buffer whose write
 // failed and waits for a retry (built) keeps its builders.
 func (b *buffer) spill() error {
 	if b.rb == nil || b.built != nil {
 		return nil
 	}
-	if b.live() {
+	if b.enc != nil && !b.sealed {
+		// The file's encoder takes the rows.
+		if b.live() {
+			b.toEncoder()
+		}
+	} else if b.live() {
 		rec := b.rb.NewRecordBatch()
 		defer rec.Release()
 		ranges := b.validRanges()
@@ -556,10 +573,14 @@ const bytesPerBuilder = 1664
 // allocator counted them, the builders themselves while it has them, and
 // its spilled rows.
 func (b *buffer) footprint() int64 {
-	if b.rb == nil {
-		return b.spilledBytes + b.alloc.n
+	n := b.spilledBytes + b.alloc.n.Load()
+	if b.enc != nil {
+		n += b.enc.size.Load()
 	}
-	return b.fixed + b.alloc.n + b.spilledBytes
+	if b.rb == nil {
+		return n
+	}
+	return b.fixed + n
 }
 
 // countFields counts fields and their nested fields.
@@ -580,29 +601,33 @@ func countFields(fs []arrow.Field) int {
 }
 
 // countingAllocator counts the bytes allocated through it and not freed.
-// One buffer's builders use it, under the batcher's lock, or the writer
-// that releases the buffer.
+// One buffer's builders use it, under the batcher's lock; the records
+// they build are released there, by the file's encoder or by its writer.
 type countingAllocator struct {
 	memory.Allocator
-	n int64
+	n atomic.Int64
 }
 
 func (a *countingAllocator) Allocate(size int) []byte {
-	a.n += int64(size)
+	a.n.Add(int64(size))
 	return a.Allocator.Allocate(size)
 }
 
 func (a *countingAllocator) Reallocate(size int, b []byte) []byte {
-	a.n += int64(size - len(b))
+	a.n.Add(int64(size - len(b)))
 	return a.Allocator.Reallocate(size, b)
 }
 
 func (a *countingAllocator) Free(b []byte) {
-	a.n -= int64(len(b))
+	a.n.Add(-int64(len(b)))
 	a.Allocator.Free(b)
 }
 
 func (b *buffer) release() {
+	if b.enc != nil {
+		b.enc.abort()
+		b.enc = nil
+	}
 	if b.built != nil {
 		b.built.Release()
 		b.built = nil

@@ -166,6 +166,9 @@ func (e storageError) Unwrap() error { return e.error }
 // Write stores f. Only a nil error from the blob writer's Close counts: on
 // any failure the write is cancelled so no partial object appears.
 func (s *Sink) Write(ctx context.Context, f *sinks.File) (int64, error) {
+	if f.Encoder != nil {
+		return s.writeEncoded(ctx, f)
+	}
 	var n int64
 	err := s.do(ctx, f.Key, func() error {
 		var err error

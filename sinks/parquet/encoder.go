@@ -20,7 +20,7 @@ import (
 // handing it the file's rows in chunks of the same length, whatever parts
 // and ranges they came in, makes a file a function of its rows alone. A
 // multiple of the writer's batch length (1,024 values).
-const ChunkRows = 4096
+const ChunkRows = 1024
 
 // Encoder writes one Parquet file from rows handed to it in order, as
 // they come: every ChunkRows rows are encoded at once, the rest when it
@@ -33,7 +33,17 @@ type Encoder struct {
 	// pendingRows rows (fewer than ChunkRows between calls).
 	pending     []arrow.RecordBatch
 	pendingRows int
-	err         error
+	// rowBytes is the Arrow size of a row of the last part written.
+	rowBytes float64
+	// groupRows are the rows of the open row group, groupBytes the Arrow
+	// size they came in. The writer holds them as compressed pages and,
+	// uncompressed, each leaf column's open page: at most groupBytes, and
+	// at most a data page (pageLimit) per leaf.
+	maxGroup   int
+	groupRows  int
+	groupBytes float64
+	pageLimit  float64
+	err        error
 }
 
 // NewEncoder returns an Encoder writing a file of schema sch to w. It
@@ -82,7 +92,8 @@ func NewEncoder(w io.Writer, sch *arrow.Schema, opts Options, mem memory.Allocat
 	if err != nil {
 		return nil, fmt.Errorf("parquet writer: %w", err)
 	}
-	return &Encoder{fw: fw, sch: sch, mem: mem}, nil
+	return &Encoder{fw: fw, sch: sch, mem: mem, maxGroup: rg,
+		pageLimit: float64(props.DataPageSize()) * float64(leaves(sch.Fields()))}, nil
 }
 
 // Write adds the rows of p's ranges after those before. It keeps
@@ -95,6 +106,9 @@ func (e *Encoder) Write(p sinks.Part) error {
 	if !p.Record.Schema().Equal(e.sch) {
 		e.err = errors.New("parquet write: parts of different schemas")
 		return e.err
+	}
+	if n := p.Record.NumRows(); n > 0 {
+		e.rowBytes = float64(recordSize(p.Record)) / float64(n)
 	}
 	for _, r := range p.Ranges {
 		if r[1] <= r[0] {
@@ -146,12 +160,40 @@ func (e *Encoder) encode(n int) error {
 		}
 	}
 	e.pendingRows -= n
+	e.groupRows += n
+	e.groupBytes += float64(n) * e.rowBytes
+	for e.groupRows > e.maxGroup { // the writer closed the row group
+		e.groupRows -= e.maxGroup
+		e.groupBytes = float64(e.groupRows) * e.rowBytes
+	}
 	err := e.fw.WriteBuffered(chunk)
 	chunk.Release()
 	if err != nil {
 		return fmt.Errorf("parquet write: %w", err)
 	}
 	return nil
+}
+
+// Buffered bounds the memory the open row group holds: its pages,
+// compressed, and its open pages (see groupBytes).
+func (e *Encoder) Buffered() int64 {
+	return e.fw.RowGroupTotalBytesWritten() + int64(min(e.groupBytes, e.pageLimit))
+}
+
+// leaves counts the leaf columns of fields.
+func leaves(fs []arrow.Field) int {
+	n := 0
+	for _, f := range fs {
+		switch t := f.Type.(type) {
+		case *arrow.StructType:
+			n += leaves(t.Fields())
+		case arrow.ListLikeType:
+			n += leaves([]arrow.Field{t.ElemField()})
+		default:
+			n++
+		}
+	}
+	return n
 }
 
 // Close encodes the rows left and writes the file's footer.
@@ -219,4 +261,27 @@ func concat(batches []arrow.RecordBatch, mem memory.Allocator) (arrow.RecordBatc
 		cols[i] = c
 	}
 	return array.NewRecordBatch(batches[0].Schema(), cols, rows), nil
+}
+
+// recordSize is the size of rec's buffers (of the whole buffers, for a
+// slice).
+func recordSize(rec arrow.RecordBatch) int64 {
+	n := int64(0)
+	for _, c := range rec.Columns() {
+		n += dataSize(c.Data())
+	}
+	return n
+}
+
+func dataSize(d arrow.ArrayData) int64 {
+	n := int64(0)
+	for _, b := range d.Buffers() {
+		if b != nil {
+			n += int64(b.Len())
+		}
+	}
+	for _, c := range d.Children() {
+		n += dataSize(c)
+	}
+	return n
 }

@@ -1,0 +1,143 @@
+package lake
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/cdclake/cdclake/sinks"
+	"github.com/cdclake/cdclake/sinks/parquet"
+	"gocloud.dev/blob"
+)
+
+var _ sinks.Encoding = (*Sink)(nil)
+
+// NewEncoder returns an encoder of a Parquet file of schema sch, held in
+// memory until the file is written.
+func (s *Sink) NewEncoder(sch *arrow.Schema, opts sinks.WriteOptions) (sinks.Encoder, error) {
+	e := &encoder{}
+	enc, err := parquet.NewEncoder(&e.body, sch, parquetOptions(opts), s.mem)
+	if err != nil {
+		return nil, err
+	}
+	e.enc = enc
+	return e, nil
+}
+
+func parquetOptions(o sinks.WriteOptions) parquet.Options {
+	return parquet.Options{Compression: o.Compression, Level: o.CompressionLevel, RowGroupRows: o.RowGroupRows}
+}
+
+// encoder is the Sink's sinks.Encoder: a Parquet file being encoded into
+// memory, in blocks so that growing it copies nothing.
+type encoder struct {
+	enc      *parquet.Encoder
+	body     blocks
+	finished bool
+	err      error
+}
+
+func (e *encoder) Write(p sinks.Part) error {
+	if e.finished {
+		return errors.New("parquet write: the file is finished")
+	}
+	return e.enc.Write(p)
+}
+
+// Size counts the encoded bytes and the pages of the open row group.
+func (e *encoder) Size() int64 { return e.body.n + e.enc.Buffered() }
+
+func (e *encoder) Abort() {
+	if !e.finished {
+		e.finished, e.err = true, errors.New("parquet write: aborted")
+		e.enc.Abort()
+		e.body = blocks{}
+	}
+}
+
+// finish writes the parts and closes the file, once: a retried write
+// stores the same bytes.
+func (e *encoder) finish(parts []sinks.Part) error {
+	if e.finished {
+		return e.err
+	}
+	e.finished = true
+	for _, p := range parts {
+		if e.err = e.enc.Write(p); e.err != nil {
+			e.enc.Abort()
+			return e.err
+		}
+	}
+	e.err = e.enc.Close()
+	return e.err
+}
+
+// writeEncoded stores a file whose rows f.Encoder holds.
+func (s *Sink) writeEncoded(ctx context.Context, f *sinks.File) (int64, error) {
+	e, ok := f.Encoder.(*encoder)
+	if !ok {
+		return 0, fmt.Errorf("%s: an encoder of another sink (%T)", f.Key, f.Encoder)
+	}
+	if err := e.finish(f.Parts); err != nil {
+		return 0, err
+	}
+	err := s.do(ctx, f.Key, func() error {
+		wctx, cancel := context.WithCancel(ctx)
+		defer cancel()
+		w, err := s.bucket.NewWriter(wctx, f.Key, &blob.WriterOptions{ContentType: "application/vnd.apache.parquet"})
+		if err != nil {
+			return storageError{err}
+		}
+		if _, err := io.Copy(w, e.body.reader()); err != nil {
+			cancel()
+			_ = w.Close()
+			return storageError{err}
+		}
+		if err := w.Close(); err != nil {
+			return storageError{err}
+		}
+		return nil
+	})
+	if err != nil {
+		return 0, err
+	}
+	return e.body.n, nil
+}
+
+// blocks is an in-memory file in blocks of up to blockSize bytes.
+type blocks struct {
+	list [][]byte
+	n    int64
+}
+
+const blockSize = 1 << 20
+
+func (b *blocks) Write(p []byte) (int, error) {
+	n := len(p)
+	for len(p) > 0 {
+		if len(b.list) == 0 || len(b.list[len(b.list)-1]) == cap(b.list[len(b.list)-1]) {
+			size := blockSize
+			if len(b.list) == 0 {
+				size = 64 << 10 // most files of a short input are small
+			}
+			b.list = append(b.list, make([]byte, 0, max(size, min(len(p), blockSize))))
+		}
+		last := &b.list[len(b.list)-1]
+		k := min(len(p), cap(*last)-len(*last))
+		*last = append(*last, p[:k]...)
+		p = p[k:]
+	}
+	b.n += int64(n)
+	return n, nil
+}
+
+func (b *blocks) reader() io.Reader {
+	rs := make([]io.Reader, len(b.list))
+	for i, blk := range b.list {
+		rs[i] = bytes.NewReader(blk)
+	}
+	return io.MultiReader(rs...)
+}
