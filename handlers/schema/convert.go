@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"math"
 	"math/big"
+	"math/bits"
 	"strconv"
 	"unicode/utf8"
 	"unsafe"
@@ -589,11 +590,7 @@ func textValue(dst []byte, t Type, v *fastjson.Value) ([]byte, error) {
 		case EncVariableScale:
 			return variableScaleText(dst, v)
 		case EncBase64Decimal:
-			n, err := unscaledFromBase64(v)
-			if err != nil {
-				return dst, err
-			}
-			return appendScaled(dst, n, t.Scale), nil
+			return base64DecimalText(dst, v, t.Scale)
 		}
 		var raw []byte
 		switch v.Type() {
@@ -713,11 +710,104 @@ func twosComplement(b []byte) *big.Int {
 }
 
 func variableScaleText(dst []byte, v *fastjson.Value) ([]byte, error) {
-	n, scale, err := variableScale(v)
+	o, err := v.Object()
+	if err != nil {
+		return dst, errors.New("not a variable-scale decimal")
+	}
+	scale, err := variableScaleOf(o)
 	if err != nil {
 		return dst, err
 	}
-	return appendScaled(dst, n, scale), nil
+	return base64DecimalText(dst, o.Get("value"), scale)
+}
+
+// base64DecimalText writes the Connect Decimal v (base64 of its unscaled
+// value, big-endian two's complement) at scale in plain notation, as
+// appendScaled does; an unscaled value of up to 8 bytes without math/big.
+func base64DecimalText(dst []byte, v *fastjson.Value, scale int32) ([]byte, error) {
+	if v == nil {
+		return dst, errors.New("missing decimal bytes")
+	}
+	s, err := v.StringBytes()
+	if err != nil {
+		return dst, errors.New("decimal bytes must be base64 text")
+	}
+	var buf [24]byte
+	raw := buf[:]
+	if n := base64.StdEncoding.DecodedLen(len(s)); n > len(buf) {
+		raw = make([]byte, n)
+	}
+	n, err := base64.StdEncoding.Decode(raw, s)
+	if err != nil {
+		return dst, errors.New("invalid base64")
+	}
+	if n > 16 {
+		return appendScaled(dst, twosComplement(raw[:n]), scale), nil
+	}
+	// The two's complement in 128 bits, sign-extended.
+	var hi, lo uint64
+	if n > 0 && raw[0]&0x80 != 0 {
+		hi, lo = ^uint64(0), ^uint64(0)
+	}
+	for _, b := range raw[:n] {
+		hi = hi<<8 | lo>>56
+		lo = lo<<8 | uint64(b)
+	}
+	return appendScaled128(dst, hi, lo, scale), nil
+}
+
+// appendScaled128 is appendScaled for the 128-bit two's complement hi:lo.
+func appendScaled128(dst []byte, hi, lo uint64, scale int32) []byte {
+	neg := int64(hi) < 0
+	if neg {
+		var borrow uint64
+		lo, borrow = bits.Sub64(0, lo, 0)
+		hi, _ = bits.Sub64(0, hi, borrow)
+	}
+	// The magnitude's digits, from the lowest: 19 at a time while it
+	// does not fit 64 bits.
+	var buf [40]byte
+	i := len(buf)
+	for hi != 0 {
+		var r uint64
+		q := hi / 1e19
+		lo, r = bits.Div64(hi%1e19, lo, 1e19)
+		hi = q
+		for range 19 {
+			i--
+			buf[i] = byte('0' + r%10)
+			r /= 10
+		}
+	}
+	for {
+		i--
+		buf[i] = byte('0' + lo%10)
+		if lo /= 10; lo == 0 {
+			break
+		}
+	}
+	digits := buf[i:]
+	if neg {
+		dst = append(dst, '-')
+	}
+	if scale <= 0 {
+		dst = append(dst, digits...)
+		for range -scale {
+			dst = append(dst, '0')
+		}
+		return dst
+	}
+	if pad := int(scale) + 1 - len(digits); pad > 0 {
+		dst = append(dst, '0', '.')
+		for range pad - 1 {
+			dst = append(dst, '0')
+		}
+		return append(dst, digits...)
+	}
+	cut := len(digits) - int(scale)
+	dst = append(dst, digits[:cut]...)
+	dst = append(dst, '.')
+	return append(dst, digits[cut:]...)
 }
 
 // variableScale reads {"scale": s, "value": base64} with |s| ≤ 1000.
@@ -726,19 +816,27 @@ func variableScale(v *fastjson.Value) (*big.Int, int32, error) {
 	if err != nil {
 		return nil, 0, errors.New("not a variable-scale decimal")
 	}
-	sv := o.Get("scale")
-	if sv == nil {
-		return nil, 0, errors.New("variable-scale decimal without a valid scale")
-	}
-	scale, err := sv.Int()
-	if err != nil || scale < -1000 || scale > 1000 {
-		return nil, 0, errors.New("variable-scale decimal without a valid scale")
+	scale, err := variableScaleOf(o)
+	if err != nil {
+		return nil, 0, err
 	}
 	n, err := unscaledFromBase64(o.Get("value"))
 	if err != nil {
 		return nil, 0, err
 	}
-	return n, int32(scale), nil
+	return n, scale, nil
+}
+
+func variableScaleOf(o *fastjson.Object) (int32, error) {
+	sv := o.Get("scale")
+	if sv == nil {
+		return 0, errors.New("variable-scale decimal without a valid scale")
+	}
+	scale, err := sv.Int()
+	if err != nil || scale < -1000 || scale > 1000 {
+		return 0, errors.New("variable-scale decimal without a valid scale")
+	}
+	return int32(scale), nil
 }
 
 var bigTen = big.NewInt(10)

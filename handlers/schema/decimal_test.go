@@ -1,8 +1,11 @@
 package schema
 
 import (
+	"encoding/base64"
 	"math/big"
 	"testing"
+
+	"github.com/valyala/fastjson"
 )
 
 func TestParseDecimal(t *testing.T) {
@@ -137,4 +140,64 @@ func TestParseDateTimeDirect(t *testing.T) {
 	if _, err := ParseTimestamp([]byte("1970-01-01T00:00:01Z"), Micros, false); err == nil {
 		t.Errorf("ParseTimestamp with an offset into a local column: want an error")
 	}
+}
+
+// TestBase64DecimalText lands Connect Decimals of every byte length and
+// sign at several scales: the text must be the math/big path's
+// (appendScaled of the decoded two's complement), byte for byte.
+func TestBase64DecimalText(t *testing.T) {
+	values := [][]byte{{}, {0}, {1}, {0xff}, {0x80}, {0x7f}, {0x01, 0x00}, {0xff, 0x38},
+		{0x7f, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff}, {0x80, 0, 0, 0, 0, 0, 0, 0},
+		{0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff}, {0, 0x80, 0, 0, 0, 0, 0, 0, 0},
+		{0xfe, 0x12, 0x34, 0x56, 0x78, 0x9a, 0xbc, 0xde, 0xf0, 0x11}}
+	for _, raw := range values {
+		for _, scale := range []int32{-3, -1, 0, 1, 2, 5, 18, 19, 20, 25} {
+			checkBase64DecimalText(t, raw, scale)
+		}
+	}
+	for _, bad := range []string{`"@@@@"`, `12`, `"QQ"`} {
+		if _, err := base64DecimalText(nil, fastjson.MustParse(bad), 2); err == nil {
+			t.Errorf("%s: no error", bad)
+		}
+	}
+}
+
+func checkBase64DecimalText(t *testing.T, raw []byte, scale int32) {
+	t.Helper()
+	v := fastjson.MustParse(`"` + base64.StdEncoding.EncodeToString(raw) + `"`)
+	got, err := base64DecimalText([]byte("x"), v, scale)
+	if err != nil {
+		t.Fatalf("%x scale %d: %v", raw, scale, err)
+	}
+	if want := appendScaled([]byte("x"), twosComplement(raw), scale); string(got) != string(want) {
+		t.Fatalf("%x scale %d: %q, want %q", raw, scale, got, want)
+	}
+}
+
+func FuzzBase64DecimalText(f *testing.F) {
+	f.Add([]byte{0x80, 0, 0, 0, 0, 0, 0, 0}, int32(3))
+	f.Add([]byte{0xff, 0x38}, int32(0))
+	f.Add([]byte{0x01}, int32(-2))
+	f.Fuzz(func(t *testing.T, raw []byte, scale int32) {
+		if len(raw) > 40 || scale < -1000 || scale > 1000 {
+			return
+		}
+		checkBase64DecimalText(t, raw, scale)
+	})
+}
+
+func BenchmarkBase64DecimalText(b *testing.B) {
+	v := fastjson.MustParse(`"` + base64.StdEncoding.EncodeToString([]byte{0x01, 0xe2, 0x40, 0x12}) + `"`)
+	var dst []byte
+	b.Run("fast", func(b *testing.B) {
+		for b.Loop() {
+			dst, _ = base64DecimalText(dst[:0], v, 2)
+		}
+	})
+	b.Run("big", func(b *testing.B) {
+		for b.Loop() {
+			n, _ := unscaledFromBase64(v)
+			dst = appendScaled(dst[:0], n, 2)
+		}
+	})
 }
