@@ -312,8 +312,15 @@ func (ib *imageBuilder) append(t *schema.Table, img change.Image) error {
 	}
 	clear(ib.seen)
 	var first error
+	// Images name their columns in the table's order, as a rule: the
+	// column after the last one found is tried before the index.
+	next := 0
 	img.Obj.Visit(func(key []byte, v *fastjson.Value) {
-		i, ok := t.ColumnIndex(key)
+		i, ok := next, next < len(t.Columns) && t.Columns[next].Name == string(key)
+		if !ok {
+			i, ok = t.ColumnIndex(key)
+		}
+		next = i + 1
 		if !ok {
 			if first == nil && !t.Ignored(key) {
 				first = fmt.Errorf("column %q is not in table %s version %d", key, t.Name, t.Version)
