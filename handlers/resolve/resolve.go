@@ -349,13 +349,17 @@ func (r *Resolver) evolve(st *tableState, cur *schema.Table, c *change.Change) (
 		if !img.Present() {
 			continue
 		}
+		next := 0 // images name their columns in order, as a rule
 		img.Obj.Visit(func(key []byte, v *fastjson.Value) {
 			var idx int
 			var ok bool
 			if cols != nil {
 				idx, ok = indexOf(cols, key)
 			} else if cur != nil {
-				idx, ok = cur.ColumnIndex(key)
+				if idx, ok = next, next < len(cur.Columns) && cur.Columns[next].Name == string(key); !ok {
+					idx, ok = cur.ColumnIndex(key)
+				}
+				next = idx + 1
 			}
 			if !ok {
 				name := string(key)
