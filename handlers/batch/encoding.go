@@ -16,43 +16,69 @@ import (
 // they close.
 const encodeEvery = 1024
 
-// encoding runs a file's sinks.Encoder on a goroutine of its own, beside
-// the appends: rows handed to it are encoded in order while the batcher
-// goes on. At most one run of rows waits for the encoder; handing it
-// another waits until it took the last.
+// encoding runs a file's sinks.Encoder beside the appends: rows handed to
+// it are encoded in order, on a goroutine that lives while it has rows to
+// encode (an idle file costs none), while the batcher goes on. At most one
+// run of rows waits for the encoder; handing it another waits until it
+// took the last.
 type encoding struct {
-	enc   sinks.Encoder
-	queue chan sinks.Part
-	done  chan struct{}
-	close sync.Once
-	err   error // set before done closes
+	enc     sinks.Encoder
+	mu      sync.Mutex
+	took    sync.Cond // signalled when the goroutine takes a run or ends
+	queue   []sinks.Part
+	running bool
+	runs    sync.WaitGroup
+	err     error // the encoder's first error; read after runs.Wait
 	// size is what the encoder holds, after each run it encoded.
 	size atomic.Int64
 }
 
 func startEncoding(enc sinks.Encoder) *encoding {
-	e := &encoding{enc: enc, queue: make(chan sinks.Part, 1), done: make(chan struct{})}
-	go func() {
-		defer close(e.done)
-		for p := range e.queue {
-			if e.err == nil {
-				e.err = enc.Write(p)
-				e.size.Store(enc.Size())
-			}
-			p.Record.Release()
-		}
-	}()
+	e := &encoding{enc: enc}
+	e.took.L = &e.mu
 	return e
 }
 
 // add hands the encoder a run of rows; it takes the record over.
-func (e *encoding) add(p sinks.Part) { e.queue <- p }
+func (e *encoding) add(p sinks.Part) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	for len(e.queue) > 0 {
+		e.took.Wait()
+	}
+	e.queue = append(e.queue, p)
+	if !e.running {
+		e.running = true
+		e.runs.Add(1)
+		go e.run()
+	}
+}
+
+func (e *encoding) run() {
+	defer e.runs.Done()
+	e.mu.Lock()
+	for len(e.queue) > 0 {
+		p := e.queue[0]
+		e.queue = e.queue[1:]
+		e.took.Broadcast()
+		e.mu.Unlock()
+		if e.err == nil {
+			e.err = e.enc.Write(p)
+			e.size.Store(e.enc.Size())
+		}
+		p.Record.Release()
+		e.mu.Lock()
+	}
+	e.running = false
+	e.took.Broadcast()
+	e.mu.Unlock()
+}
 
 // finish waits until every run handed over is encoded and returns the
-// encoder, for the file's write. It may be called again.
+// encoder, for the file's write; no run is handed over after it. It may
+// be called again.
 func (e *encoding) finish() (sinks.Encoder, error) {
-	e.close.Do(func() { close(e.queue) })
-	<-e.done
+	e.runs.Wait()
 	return e.enc, e.err
 }
 
