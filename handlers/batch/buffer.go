@@ -582,7 +582,7 @@ const bytesPerBuilder = 1664
 func (b *buffer) footprint() int64 {
 	n := b.spilledBytes + b.alloc.n.Load()
 	if b.enc != nil {
-		n += b.enc.size.Load()
+		n += b.enc.size
 	}
 	if b.rb == nil {
 		return n

@@ -2,8 +2,8 @@ package batch
 
 import (
 	"sync"
-	"sync/atomic"
 
+	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/cdclake/cdclake/sinks"
 )
@@ -16,69 +16,59 @@ import (
 // they close.
 const encodeEvery = 1024
 
-// encoding runs a file's sinks.Encoder beside the appends: rows handed to
-// it are encoded in order, on a goroutine that lives while it has rows to
-// encode (an idle file costs none), while the batcher goes on. At most one
-// run of rows waits for the encoder; handing it another waits until it
-// took the last.
+// encoding runs a file's sinks.Encoder beside the appends: each run of
+// rows handed to it is encoded on a goroutine of its own while the
+// batcher goes on (an idle file costs no goroutine). Handing it a run
+// waits for the one before, so at most one is encoded at a time.
+//
+// What the memory bound sees of it changes on the batcher's goroutine
+// only, where runs are handed over: the record of a run is released and
+// the encoder's size taken when the next run is handed over (or the file
+// is written), so that which files spill or close early depends on the
+// rows alone, never on how fast the encoder went.
 type encoding struct {
-	enc     sinks.Encoder
-	mu      sync.Mutex
-	took    sync.Cond // signalled when the goroutine takes a run or ends
-	queue   []sinks.Part
-	running bool
-	runs    sync.WaitGroup
-	err     error // the encoder's first error; read after runs.Wait
-	// size is what the encoder holds, after each run it encoded.
-	size atomic.Int64
+	enc sinks.Encoder
+	run sync.WaitGroup // the run being encoded
+	// last is the record of the last run handed over.
+	last arrow.RecordBatch
+	err  error // the encoder's first error; read after run.Wait
+	// size is what the encoder held after the runs before the last.
+	size int64
 }
 
-func startEncoding(enc sinks.Encoder) *encoding {
-	e := &encoding{enc: enc}
-	e.took.L = &e.mu
-	return e
-}
+func startEncoding(enc sinks.Encoder) *encoding { return &encoding{enc: enc} }
 
 // add hands the encoder a run of rows; it takes the record over.
 func (e *encoding) add(p sinks.Part) {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	for len(e.queue) > 0 {
-		e.took.Wait()
-	}
-	e.queue = append(e.queue, p)
-	if !e.running {
-		e.running = true
-		e.runs.Add(1)
-		go e.run()
-	}
-}
-
-func (e *encoding) run() {
-	defer e.runs.Done()
-	e.mu.Lock()
-	for len(e.queue) > 0 {
-		p := e.queue[0]
-		e.queue = e.queue[1:]
-		e.took.Broadcast()
-		e.mu.Unlock()
+	e.wait()
+	e.last = p.Record
+	e.run.Add(1)
+	go func() {
+		defer e.run.Done()
 		if e.err == nil {
 			e.err = e.enc.Write(p)
-			e.size.Store(e.enc.Size())
 		}
-		p.Record.Release()
-		e.mu.Lock()
+	}()
+}
+
+// wait waits until the run being encoded is done, releases its record
+// and takes the encoder's size.
+func (e *encoding) wait() {
+	e.run.Wait()
+	if e.last != nil {
+		e.last.Release()
+		e.last = nil
 	}
-	e.running = false
-	e.took.Broadcast()
-	e.mu.Unlock()
+	if e.err == nil {
+		e.size = e.enc.Size()
+	}
 }
 
 // finish waits until every run handed over is encoded and returns the
 // encoder, for the file's write; no run is handed over after it. It may
 // be called again.
 func (e *encoding) finish() (sinks.Encoder, error) {
-	e.runs.Wait()
+	e.wait()
 	return e.enc, e.err
 }
 

@@ -10,7 +10,6 @@ import (
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/cdclake/cdclake/sinks"
 	"github.com/cdclake/cdclake/sinks/parquet"
-	"gocloud.dev/blob"
 )
 
 var _ sinks.Encoding = (*Sink)(nil)
@@ -84,27 +83,16 @@ func (s *Sink) writeEncoded(ctx context.Context, f *sinks.File) (int64, error) {
 	if err := e.finish(f.Parts); err != nil {
 		return 0, err
 	}
+	var n int64
 	err := s.do(ctx, f.Key, func() error {
-		wctx, cancel := context.WithCancel(ctx)
-		defer cancel()
-		w, err := s.bucket.NewWriter(wctx, f.Key, &blob.WriterOptions{ContentType: "application/vnd.apache.parquet"})
-		if err != nil {
-			return storageError{err}
-		}
-		if _, err := io.Copy(w, e.body.reader()); err != nil {
-			cancel()
-			_ = w.Close()
-			return storageError{err}
-		}
-		if err := w.Close(); err != nil {
-			return storageError{err}
-		}
-		return nil
+		var err error
+		n, err = s.put(ctx, f.Key, func(w io.Writer) error {
+			_, err := io.Copy(w, e.body.reader())
+			return err
+		})
+		return err
 	})
-	if err != nil {
-		return 0, err
-	}
-	return e.body.n, nil
+	return n, err
 }
 
 // blocks is an in-memory file in blocks of up to blockSize bytes.

@@ -172,22 +172,25 @@ func (s *Sink) Write(ctx context.Context, f *sinks.File) (int64, error) {
 	var n int64
 	err := s.do(ctx, f.Key, func() error {
 		var err error
-		n, err = s.write(ctx, f)
+		n, err = s.put(ctx, f.Key, func(w io.Writer) error {
+			return parquet.WriteParts(w, f.Parts, parquetOptions(f.Options), s.mem)
+		})
 		return err
 	})
 	return n, err
 }
 
-func (s *Sink) write(ctx context.Context, f *sinks.File) (int64, error) {
+// put stores the Parquet object that fill writes under key, once: an
+// error of the store is a storageError, one of fill is returned as it is.
+func (s *Sink) put(ctx context.Context, key string, fill func(io.Writer) error) (int64, error) {
 	wctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	w, err := s.bucket.NewWriter(wctx, f.Key, &blob.WriterOptions{ContentType: "application/vnd.apache.parquet"})
+	w, err := s.bucket.NewWriter(wctx, key, &blob.WriterOptions{ContentType: "application/vnd.apache.parquet"})
 	if err != nil {
 		return 0, storageError{err}
 	}
 	cw := &countingWriter{w: w}
-	err = parquet.WriteParts(cw, f.Parts, parquet.Options{Compression: f.Options.Compression,
-		Level: f.Options.CompressionLevel, RowGroupRows: f.Options.RowGroupRows}, s.mem)
+	err = fill(cw)
 	if cw.err != nil {
 		err = storageError{cw.err}
 	}

@@ -96,9 +96,11 @@ func NewEncoder(w io.Writer, sch *arrow.Schema, opts Options, mem memory.Allocat
 		pageLimit: float64(props.DataPageSize()) * float64(leaves(sch.Fields()))}, nil
 }
 
-// Write adds the rows of p's ranges after those before. It keeps
-// references to the rows it has not encoded yet; the caller may release
-// p's record. After an error, every later call fails.
+// Write adds the rows of p's ranges after those before. The rows it has
+// not encoded yet (fewer than ChunkRows) it keeps as a copy: it holds no
+// reference to p's record once it returns, so that the memory of the
+// record is freed when its caller releases it. After an error, every
+// later call fails.
 func (e *Encoder) Write(p sinks.Part) error {
 	if e.err != nil {
 		return e.err
@@ -120,7 +122,21 @@ func (e *Encoder) Write(p sinks.Part) error {
 			e.err = e.encode(ChunkRows)
 		}
 	}
+	if e.err == nil && e.pendingRows > 0 {
+		e.err = e.own()
+	}
 	return e.err
+}
+
+// own replaces the pending rows by a copy of them.
+func (e *Encoder) own() error {
+	rows, err := concat(e.pending, e.mem)
+	if err != nil {
+		return fmt.Errorf("parquet write: %w", err)
+	}
+	e.release()
+	e.pending, e.pendingRows = []arrow.RecordBatch{rows}, int(rows.NumRows())
+	return nil
 }
 
 // encode hands the writer the first n pending rows as one batch.
@@ -174,10 +190,12 @@ func (e *Encoder) encode(n int) error {
 	return nil
 }
 
-// Buffered bounds the memory the open row group holds: its pages,
-// compressed, and its open pages (see groupBytes).
+// Buffered bounds the memory the encoder holds: the open row group's
+// pages, compressed, its open pages (see groupBytes), and the rows not
+// encoded yet.
 func (e *Encoder) Buffered() int64 {
-	return e.fw.RowGroupTotalBytesWritten() + int64(min(e.groupBytes, e.pageLimit))
+	return e.fw.RowGroupTotalBytesWritten() + int64(min(e.groupBytes, e.pageLimit)) +
+		int64(float64(e.pendingRows)*e.rowBytes)
 }
 
 // leaves counts the leaf columns of fields.
@@ -230,12 +248,8 @@ func (e *Encoder) release() {
 	e.pending, e.pendingRows = nil, 0
 }
 
-// concat returns the rows of batches, in order, as one batch.
+// concat returns a copy of the rows of batches, in order, as one batch.
 func concat(batches []arrow.RecordBatch, mem memory.Allocator) (arrow.RecordBatch, error) {
-	if len(batches) == 1 {
-		batches[0].Retain()
-		return batches[0], nil
-	}
 	ncols := int(batches[0].NumCols())
 	cols := make([]arrow.Array, ncols)
 	defer func() {
