@@ -138,6 +138,11 @@ type Encoder interface {
 	// Size is the memory the encoder holds: the encoded bytes and those
 	// still being encoded.
 	Size() int64
+	// Finish encodes parts after the rows handed over and completes the
+	// file, once: writing it (Sink.Write of the File with these Parts)
+	// then only stores it. Files can so be finished in parallel and
+	// stored in order.
+	Finish(parts []Part) error
 	// Abort drops the file, unless it was written.
 	Abort()
 }

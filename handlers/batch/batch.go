@@ -57,6 +57,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"runtime"
 	"slices"
 	"sort"
 	"sync"
@@ -399,11 +400,16 @@ func (b *Batcher) CloseTable(ctx context.Context, table string) error {
 func (b *Batcher) FlushPartition(ctx context.Context, source string, part int32) error {
 	b.mu.Lock()
 	defer b.mu.Unlock()
+	var bufs []*buffer
 	for _, buf := range b.sorted() {
 		if buf.src.Source == source && buf.src.Partition == part && b.complete(buf) {
-			if err := b.flush(ctx, buf); err != nil {
-				return err
-			}
+			bufs = append(bufs, buf)
+		}
+	}
+	b.finishEncoders(bufs)
+	for _, buf := range bufs {
+		if err := b.flush(ctx, buf); err != nil {
+			return err
 		}
 	}
 	return b.waitWrites()
@@ -462,16 +468,58 @@ func (b *Batcher) FlushExpired(ctx context.Context) error {
 func (b *Batcher) FlushAll(ctx context.Context) error {
 	b.mu.Lock()
 	defer b.mu.Unlock()
+	var bufs []*buffer
 	for _, buf := range b.sorted() {
 		if !b.complete(buf) {
 			b.log.Info("a file repeating a recorded cut is left to the next run", "key", buf.forced.Key, "last", buf.forced.Last)
 			continue
 		}
+		bufs = append(bufs, buf)
+	}
+	b.finishEncoders(bufs)
+	for _, buf := range bufs {
 		if err := b.flush(ctx, buf); err != nil {
 			return err
 		}
 	}
 	return b.waitWrites()
+}
+
+// finishEncoders encodes bufs, files about to be written, to their end
+// (starting an encoder for those that have none) on a goroutine per core,
+// and returns when they are done: the files written in line after it (a
+// journaled partition's, in order) then only store what was encoded. A
+// failure is the file's write's.
+func (b *Batcher) finishEncoders(bufs []*buffer) {
+	slots := make(chan struct{}, runtime.GOMAXPROCS(0))
+	var done sync.WaitGroup
+	for _, buf := range bufs {
+		if b.encoding == nil || len(buf.spilled) > 0 || (buf.enc == nil && !buf.live()) {
+			continue
+		}
+		if buf.enc == nil {
+			enc, err := b.encoding.NewEncoder(buf.table.Arrow, b.tables(buf.key.table).Write)
+			if err != nil {
+				continue
+			}
+			buf.enc = startEncoding(enc)
+		}
+		parts, err := buf.parts()
+		if err != nil {
+			continue
+		}
+		buf.sealed = true
+		slots <- struct{}{}
+		done.Add(1)
+		go func() {
+			defer done.Done()
+			if enc, err := buf.enc.finish(); err == nil {
+				_ = enc.Finish(parts)
+			}
+			<-slots
+		}()
+	}
+	done.Wait()
 }
 
 // waitWrites waits, with b.mu held by the caller and released meanwhile,

@@ -46,8 +46,13 @@ func (e *encoder) Write(p sinks.Part) error {
 	return e.enc.Write(p)
 }
 
-// Size counts the encoded bytes and the pages of the open row group.
-func (e *encoder) Size() int64 { return e.body.n + e.enc.Buffered() }
+// Size counts the encoded bytes and what the Parquet encoder holds.
+func (e *encoder) Size() int64 {
+	if e.finished {
+		return e.body.n
+	}
+	return e.body.n + e.enc.Buffered()
+}
 
 func (e *encoder) Abort() {
 	if !e.finished {
@@ -57,9 +62,9 @@ func (e *encoder) Abort() {
 	}
 }
 
-// finish writes the parts and closes the file, once: a retried write
+// Finish writes the parts and closes the file, once: a retried write
 // stores the same bytes.
-func (e *encoder) finish(parts []sinks.Part) error {
+func (e *encoder) Finish(parts []sinks.Part) error {
 	if e.finished {
 		return e.err
 	}
@@ -80,7 +85,7 @@ func (s *Sink) writeEncoded(ctx context.Context, f *sinks.File) (int64, error) {
 	if !ok {
 		return 0, fmt.Errorf("%s: an encoder of another sink (%T)", f.Key, f.Encoder)
 	}
-	if err := e.finish(f.Parts); err != nil {
+	if err := e.Finish(f.Parts); err != nil {
 		return 0, err
 	}
 	var n int64
