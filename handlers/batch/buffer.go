@@ -9,6 +9,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"unicode/utf8"
+	"unsafe"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
@@ -71,6 +72,9 @@ type buffer struct {
 	// sealed is set once the file is being written: its encoder takes
 	// no more rows.
 	sealed bool
+	// handed is the size of the last run of rows handed to the encoder,
+	// counted until the next (the encoder frees it when it wants).
+	handed int64
 	// metadata builders
 	op, tbl, xid, pos, source *array.StringBuilder
 	ts, ingested              *array.TimestampBuilder
@@ -582,7 +586,7 @@ const bytesPerBuilder = 1664
 func (b *buffer) footprint() int64 {
 	n := b.spilledBytes + b.alloc.n.Load()
 	if b.enc != nil {
-		n += b.enc.size
+		n += b.enc.size + b.handed
 	}
 	if b.rb == nil {
 		return n
@@ -610,9 +614,41 @@ func countFields(fs []arrow.Field) int {
 // countingAllocator counts the bytes allocated through it and not freed.
 // One buffer's builders use it, under the batcher's lock; the records
 // they build are released there, by the file's encoder or by its writer.
+// The allocations of a record handed to the encoder (hand) leave the
+// count at once, whenever the encoder frees them.
 type countingAllocator struct {
 	memory.Allocator
-	n atomic.Int64
+	n      atomic.Int64
+	mu     sync.Mutex
+	handed map[*byte]bool
+}
+
+// hand takes rec's allocations out of the count and returns their size.
+func (a *countingAllocator) hand(rec arrow.RecordBatch) int64 {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.handed == nil {
+		a.handed = map[*byte]bool{}
+	}
+	size := int64(0)
+	var walk func(d arrow.ArrayData)
+	walk = func(d arrow.ArrayData) {
+		for _, b := range d.Buffers() {
+			if b == nil || len(b.Buf()) == 0 || a.handed[unsafe.SliceData(b.Buf())] {
+				continue
+			}
+			a.handed[unsafe.SliceData(b.Buf())] = true
+			size += int64(len(b.Buf()))
+		}
+		for _, c := range d.Children() {
+			walk(c)
+		}
+	}
+	for _, c := range rec.Columns() {
+		walk(c.Data())
+	}
+	a.n.Add(-size)
+	return size
 }
 
 func (a *countingAllocator) Allocate(size int) []byte {
@@ -626,6 +662,16 @@ func (a *countingAllocator) Reallocate(size int, b []byte) []byte {
 }
 
 func (a *countingAllocator) Free(b []byte) {
+	if len(b) > 0 {
+		a.mu.Lock()
+		handed := a.handed[unsafe.SliceData(b)]
+		delete(a.handed, unsafe.SliceData(b))
+		a.mu.Unlock()
+		if handed {
+			a.Allocator.Free(b)
+			return
+		}
+	}
 	a.n.Add(-int64(len(b)))
 	a.Allocator.Free(b)
 }

@@ -3,7 +3,6 @@ package batch
 import (
 	"sync"
 
-	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/cdclake/cdclake/sinks"
 )
@@ -18,20 +17,19 @@ const encodeEvery = 1024
 
 // encoding runs a file's sinks.Encoder beside the appends: each run of
 // rows handed to it is encoded on a goroutine of its own while the
-// batcher goes on (an idle file costs no goroutine). Handing it a run
-// waits for the one before, so at most one is encoded at a time.
+// batcher goes on (an idle file costs no goroutine), which releases the
+// run's record when it is encoded. Handing it a run waits for the one
+// before, so at most one is encoded at a time.
 //
 // What the memory bound sees of it changes on the batcher's goroutine
-// only, where runs are handed over: the record of a run is released and
-// the encoder's size taken when the next run is handed over (or the file
-// is written), so that which files spill or close early depends on the
-// rows alone, never on how fast the encoder went.
+// only, where runs are handed over (see buffer.handed): the encoder's
+// size is taken when the next run is handed over or the file is written,
+// so that which files spill or close early depends on the rows alone,
+// never on how fast the encoder went.
 type encoding struct {
 	enc sinks.Encoder
 	run sync.WaitGroup // the run being encoded
-	// last is the record of the last run handed over.
-	last arrow.RecordBatch
-	err  error // the encoder's first error; read after run.Wait
+	err error          // the encoder's first error; read after run.Wait
 	// size is what the encoder held after the runs before the last.
 	size int64
 }
@@ -41,24 +39,20 @@ func startEncoding(enc sinks.Encoder) *encoding { return &encoding{enc: enc} }
 // add hands the encoder a run of rows; it takes the record over.
 func (e *encoding) add(p sinks.Part) {
 	e.wait()
-	e.last = p.Record
 	e.run.Add(1)
 	go func() {
 		defer e.run.Done()
 		if e.err == nil {
 			e.err = e.enc.Write(p)
 		}
+		p.Record.Release()
 	}()
 }
 
-// wait waits until the run being encoded is done, releases its record
-// and takes the encoder's size.
+// wait waits until the run being encoded is done and takes the encoder's
+// size.
 func (e *encoding) wait() {
 	e.run.Wait()
-	if e.last != nil {
-		e.last.Release()
-		e.last = nil
-	}
 	if e.err == nil {
 		e.size = e.enc.Size()
 	}
@@ -109,5 +103,6 @@ func (buf *buffer) toEncoder() {
 		buf.first, buf.named = rec.Column(7).(*array.Int64).Value(ranges[0][0]), true
 	}
 	buf.invalid, buf.base = buf.invalid[:0], buf.rows
+	buf.handed = buf.alloc.hand(rec)
 	buf.enc.add(sinks.Part{Record: rec, Ranges: ranges})
 }
