@@ -491,18 +491,14 @@ func (b *Batcher) FlushAll(ctx context.Context) error {
 // journaled partition's, in order) then only store what was encoded. A
 // failure is the file's write's.
 func (b *Batcher) finishEncoders(bufs []*buffer) {
+	if b.encoding == nil {
+		return
+	}
 	slots := make(chan struct{}, runtime.GOMAXPROCS(0))
 	var done sync.WaitGroup
 	for _, buf := range bufs {
-		if b.encoding == nil || len(buf.spilled) > 0 || (buf.enc == nil && !buf.live()) {
+		if len(buf.spilled) > 0 || (buf.enc == nil && !buf.live()) || b.startEncoding(buf) != nil {
 			continue
-		}
-		if buf.enc == nil {
-			enc, err := b.encoding.NewEncoder(buf.table.Arrow, b.tables(buf.key.table).Write)
-			if err != nil {
-				continue
-			}
-			buf.enc = startEncoding(enc)
 		}
 		parts, err := buf.parts()
 		if err != nil {

@@ -34,8 +34,6 @@ type encoding struct {
 	size int64
 }
 
-func startEncoding(enc sinks.Encoder) *encoding { return &encoding{enc: enc} }
-
 // add hands the encoder a run of rows; it takes the record over.
 func (e *encoding) add(p sinks.Part) {
 	e.wait()
@@ -81,14 +79,23 @@ func (b *Batcher) encodeRows(buf *buffer) error {
 	if b.encoding == nil || buf.rb == nil || buf.built != nil || buf.sealed || len(buf.spilled) > 0 || buf.rows-buf.base < encodeEvery {
 		return nil
 	}
-	if buf.enc == nil {
-		enc, err := b.encoding.NewEncoder(buf.table.Arrow, b.tables(buf.key.table).Write)
-		if err != nil {
-			return err
-		}
-		buf.enc = startEncoding(enc)
+	if err := b.startEncoding(buf); err != nil {
+		return err
 	}
 	buf.toEncoder()
+	return nil
+}
+
+// startEncoding gives buf an encoder of the sink's, unless it has one.
+func (b *Batcher) startEncoding(buf *buffer) error {
+	if buf.enc != nil {
+		return nil
+	}
+	enc, err := b.encoding.NewEncoder(buf.table.Arrow, b.tables(buf.key.table).Write)
+	if err != nil {
+		return err
+	}
+	buf.enc = &encoding{enc: enc}
 	return nil
 }
 

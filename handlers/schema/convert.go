@@ -685,6 +685,16 @@ func decimalValue(t Type, v *fastjson.Value, scratch *[]byte) (decimal128.Num, e
 }
 
 func unscaledFromBase64(v *fastjson.Value) (*big.Int, error) {
+	raw, err := decimalBytes(v, nil)
+	if err != nil {
+		return nil, err
+	}
+	return twosComplement(raw), nil
+}
+
+// decimalBytes decodes the base64 text of a Connect Decimal's unscaled
+// value into buf when it fits.
+func decimalBytes(v *fastjson.Value, buf []byte) ([]byte, error) {
 	if v == nil {
 		return nil, errors.New("missing decimal bytes")
 	}
@@ -692,12 +702,14 @@ func unscaledFromBase64(v *fastjson.Value) (*big.Int, error) {
 	if err != nil {
 		return nil, errors.New("decimal bytes must be base64 text")
 	}
-	raw := make([]byte, base64.StdEncoding.DecodedLen(len(s)))
-	n, err := base64.StdEncoding.Decode(raw, s)
+	if n := base64.StdEncoding.DecodedLen(len(s)); n > len(buf) {
+		buf = make([]byte, n)
+	}
+	n, err := base64.StdEncoding.Decode(buf, s)
 	if err != nil {
 		return nil, errors.New("invalid base64")
 	}
-	return twosComplement(raw[:n]), nil
+	return buf[:n], nil
 }
 
 // twosComplement reads a big-endian two's-complement integer.
@@ -723,26 +735,16 @@ func variableScaleText(dst []byte, v *fastjson.Value) ([]byte, error) {
 
 // base64DecimalText writes the Connect Decimal v (base64 of its unscaled
 // value, big-endian two's complement) at scale in plain notation, as
-// appendScaled does; an unscaled value of up to 8 bytes without math/big.
+// appendScaled does; an unscaled value of up to 16 bytes without math/big.
 func base64DecimalText(dst []byte, v *fastjson.Value, scale int32) ([]byte, error) {
-	if v == nil {
-		return dst, errors.New("missing decimal bytes")
-	}
-	s, err := v.StringBytes()
-	if err != nil {
-		return dst, errors.New("decimal bytes must be base64 text")
-	}
 	var buf [24]byte
-	raw := buf[:]
-	if n := base64.StdEncoding.DecodedLen(len(s)); n > len(buf) {
-		raw = make([]byte, n)
-	}
-	n, err := base64.StdEncoding.Decode(raw, s)
+	raw, err := decimalBytes(v, buf[:])
 	if err != nil {
-		return dst, errors.New("invalid base64")
+		return dst, err
 	}
+	n := len(raw)
 	if n > 16 {
-		return appendScaled(dst, twosComplement(raw[:n]), scale), nil
+		return appendScaled(dst, twosComplement(raw), scale), nil
 	}
 	// The two's complement in 128 bits, sign-extended.
 	var hi, lo uint64
