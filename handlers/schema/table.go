@@ -1,10 +1,12 @@
 package schema
 
 import (
+	"fmt"
 	"hash/fnv"
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/cdclake/cdclake/handlers/change"
@@ -118,11 +120,83 @@ type Table struct {
 	Fingerprint uint64
 	Arrow       *arrow.Schema
 
-	colIndex   map[string]int
 	extraIndex map[string]int
+	// set is shared by the versions with these columns.
+	set *ColumnSet
+}
+
+// ColumnSet is what table versions with the same columns share, of any
+// table: the columns, their index, their Arrow struct type. Thousands of
+// tables of one shape (a schema per tenant, a table per month) then cost
+// their names, not their columns each.
+type ColumnSet struct {
+	cols  []Column
+	index map[string]int
 	// sibling[i] is the index of column i's text sibling, or -1.
 	sibling []int
+	st      *arrow.StructType // nil without columns
 }
+
+// columnSets holds every ColumnSet made, by the key of its columns
+// (Column.writeKey).
+var columnSets sync.Map
+
+// columnSet returns the ColumnSet of cols.
+func columnSet(cols []Column) *ColumnSet {
+	var b strings.Builder
+	for _, c := range cols {
+		c.writeKey(&b)
+	}
+	key := b.String()
+	if s, ok := columnSets.Load(key); ok {
+		return s.(*ColumnSet)
+	}
+	// Clipped, so that appending to a version's columns copies them.
+	s := &ColumnSet{cols: slices.Clip(slices.Clone(cols)), index: make(map[string]int, len(cols)), sibling: make([]int, len(cols))}
+	for i, c := range cols {
+		s.index[c.Name] = i
+	}
+	for i, c := range cols {
+		s.sibling[i] = -1
+		if HasSibling(c.Type) {
+			if j, ok := s.index[TextSibling(c.Name)]; ok {
+				s.sibling[i] = j
+			}
+		}
+	}
+	if len(cols) > 0 {
+		s.st = arrow.StructOf(Fields(cols)...)
+	}
+	actual, _ := columnSets.LoadOrStore(key, s)
+	return actual.(*ColumnSet)
+}
+
+// writeKey writes everything c is made of.
+func (c Column) writeKey(b *strings.Builder) {
+	b.WriteString(strconv.Quote(c.Name))
+	fmt.Fprintf(b, "%t%t", c.Nullable, c.Key)
+	c.Type.writeKey(b)
+	b.WriteByte(';')
+}
+
+func (t Type) writeKey(b *strings.Builder) {
+	fmt.Fprintf(b, "{%d %d %d %d %d %t %q", t.Kind, t.Enc, t.Precision, t.Scale, t.Unit, t.UTC, t.Logical)
+	for _, f := range t.Fields {
+		f.writeKey(b)
+	}
+	for _, n := range []*Type{t.Elem, t.Key, t.Value} {
+		if n == nil {
+			b.WriteString("-")
+		} else {
+			n.writeKey(b)
+		}
+	}
+	b.WriteByte('}')
+}
+
+// ColumnSet returns what the version shares with every version of the
+// same columns: equal pointers, equal columns.
+func (t *Table) ColumnSet() *ColumnSet { return t.set }
 
 // TextSibling names the column that holds, as exact text, the values of a
 // typed column that its type cannot hold.
@@ -130,7 +204,7 @@ func TextSibling(column string) string { return column + "__text" }
 
 // Sibling returns the index of column i's text sibling, if it has one.
 func (t *Table) Sibling(i int) (int, bool) {
-	j := t.sibling[i]
+	j := t.set.sibling[i]
 	return j, j >= 0
 }
 
@@ -138,21 +212,9 @@ func (t *Table) Sibling(i int) (int, bool) {
 func NewTable(name string, version int, layout Layout, cols []Column, extras []ExtraColumn, declared bool, ignore func(string) bool) *Table {
 	extras = slices.Clone(extras)
 	slices.SortFunc(extras, func(a, b ExtraColumn) int { return strings.Compare(a.Name, b.Name) })
-	t := &Table{Name: name, Version: version, Layout: layout, Columns: cols, Extras: extras,
-		Declared: declared, Ignore: ignore,
-		colIndex: make(map[string]int, len(cols)), extraIndex: make(map[string]int, len(extras))}
-	for i, c := range cols {
-		t.colIndex[c.Name] = i
-	}
-	t.sibling = make([]int, len(cols))
-	for i, c := range cols {
-		t.sibling[i] = -1
-		if HasSibling(c.Type) {
-			if j, ok := t.colIndex[TextSibling(c.Name)]; ok {
-				t.sibling[i] = j
-			}
-		}
-	}
+	set := columnSet(cols)
+	t := &Table{Name: name, Version: version, Layout: layout, Columns: set.cols, Extras: extras,
+		Declared: declared, Ignore: ignore, set: set, extraIndex: make(map[string]int, len(extras))}
 	fields := slices.Clone(metaFields)
 	for i, e := range extras {
 		t.extraIndex[e.Name] = i
@@ -163,16 +225,17 @@ func NewTable(name string, version int, layout Layout, cols []Column, extras []E
 		// A table with no known column yet (a TRUNCATE before any row) has
 		// no image columns: Parquet has no empty groups.
 		if len(cols) > 0 {
-			st := arrow.StructOf(Fields(cols)...)
 			fields = append(fields,
-				arrow.Field{Name: ColBefore, Type: st, Nullable: true},
-				arrow.Field{Name: ColAfter, Type: st, Nullable: true})
+				arrow.Field{Name: ColBefore, Type: set.st, Nullable: true},
+				arrow.Field{Name: ColAfter, Type: set.st, Nullable: true})
 		}
 		fields = append(fields,
 			arrow.Field{Name: ColBeforeAbsent, Type: stringList, Nullable: true},
 			arrow.Field{Name: ColAfterAbsent, Type: stringList, Nullable: true})
 	case LayoutFlat:
-		fields = append(fields, Fields(cols)...)
+		if set.st != nil {
+			fields = append(fields, set.st.Fields()...)
+		}
 		fields = append(fields, arrow.Field{Name: ColAbsent, Type: stringList, Nullable: true})
 	case LayoutEvents:
 		fields = append(fields,
@@ -228,7 +291,7 @@ func extraType(k change.ExtraKind) arrow.DataType {
 
 // ColumnIndex returns the index of the named column.
 func (t *Table) ColumnIndex(name []byte) (int, bool) {
-	i, ok := t.colIndex[string(name)]
+	i, ok := t.set.index[string(name)]
 	return i, ok
 }
 
