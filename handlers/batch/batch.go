@@ -15,10 +15,18 @@
 //   - the memory bound: when all open buffers together exceed
 //     Config.MaxBufferedBytes, those idle the longest first give their
 //     builders back and keep their rows compressed (spill), staying open,
-//     until the total is below three quarters of it; only if spilled rows alone are
-//     above that are the largest written; when more than
+//     until the total is below three quarters of it; only if what is left
+//     is above that are the largest written; when more than
 //     Config.MaxOpenFiles are open, the oldest is written;
 //   - end of input (FlushAll).
+//
+// # Row logs
+//
+// A file opens without builders: its rows are checked (converted into
+// scratch builders every table shares) and kept in a compact binary log,
+// until the log is half of what the file's builders would cost; then they
+// move to builders. A file of a few rows costs its rows' bytes, so that
+// thousands of tables' files fit the bound without closing early.
 //
 // A table whose schema changes opens a file for the new version; the old
 // version's file stays open until one of the rules above closes it, so two
@@ -160,6 +168,11 @@ type Batcher struct {
 	held   int64
 	// encoding is sink, when it encodes files while they are open.
 	encoding sinks.Encoding
+	// checks checks the rows files log; logLimit is how large a file's
+	// log grows before its rows move to builders, given what the file's
+	// builders are estimated to cost (see buffer.append).
+	checks   *checks
+	logLimit func(builders int64) int64
 	// appends counts rows appended, to order buffers by their latest row.
 	appends int64
 	tracker *Tracker
@@ -190,7 +203,7 @@ func New(cfg Config, tables func(string) *TableConfig, sink sinks.Sink, mem memo
 	}
 	b := &Batcher{cfg: cfg, tables: tables, sink: sink, mem: mem, log: log, now: time.Now,
 		open: map[bufKey]*buffer{}, tracker: NewTracker(), stats: map[string]*TableStats{}, replays: map[partKey]*replay{},
-		fenced: map[partKey]bool{}}
+		fenced: map[partKey]bool{}, checks: newChecks(mem), logLimit: halfOf}
 	b.encoding, _ = sink.(sinks.Encoding)
 	if cfg.Writers > 0 {
 		b.slots = make(chan struct{}, cfg.Writers)
@@ -198,6 +211,8 @@ func New(cfg Config, tables func(string) *TableConfig, sink sinks.Sink, mem memo
 	}
 	return b, nil
 }
+
+func halfOf(n int64) int64 { return n / 2 }
 
 // SetJournal makes the Batcher record the cut points of the files of the
 // partitions j owns; call it before the first Add.
@@ -307,7 +322,8 @@ func (b *Batcher) Add(ctx context.Context, c *change.Change, t *schema.Table, at
 	key := bufKey{table: t.Name, fp: t.Fingerprint, dir: dir, source: at.Source, part: at.Partition}
 	buf, ok := b.open[key]
 	if !ok {
-		buf = newBuffer(b.mem, key, t, dir, at, now.UnixNano())
+		buf = newBuffer(b.mem, key, t, dir, at, now.UnixNano(), b.checks.of(t))
+		buf.logLimit = b.logLimit(buf.fixed)
 		b.open[key] = buf
 		b.tracker.open(at, buf)
 		if rp != nil {
@@ -319,7 +335,10 @@ func (b *Batcher) Add(ctx context.Context, c *change.Change, t *schema.Table, at
 	b.tracker.seen(at)
 	b.appends++
 	buf.used = b.appends
-	err := buf.append(c, at, tsMicros, size)
+	err, aerr := buf.append(c, at, tsMicros, size)
+	if aerr != nil {
+		return aerr
+	}
 	if eerr := b.encodeRows(buf); eerr != nil {
 		return fmt.Errorf("encoding a file of %s: %w", t.Name, eerr)
 	}
@@ -407,7 +426,8 @@ func (b *Batcher) FlushPartition(ctx context.Context, source string, part int32)
 		}
 	}
 	b.finishEncoders(bufs)
-	for _, buf := range bufs {
+	for i, buf := range bufs {
+		bufs[i] = nil // written: its memory is free to go
 		if err := b.flush(ctx, buf); err != nil {
 			return err
 		}
@@ -477,7 +497,8 @@ func (b *Batcher) FlushAll(ctx context.Context) error {
 		bufs = append(bufs, buf)
 	}
 	b.finishEncoders(bufs)
-	for _, buf := range bufs {
+	for i, buf := range bufs {
+		bufs[i] = nil // written: its memory is free to go
 		if err := b.flush(ctx, buf); err != nil {
 			return err
 		}
@@ -497,7 +518,9 @@ func (b *Batcher) finishEncoders(bufs []*buffer) {
 	slots := make(chan struct{}, runtime.GOMAXPROCS(0))
 	var done sync.WaitGroup
 	for _, buf := range bufs {
-		if len(buf.spilled) > 0 || (buf.enc == nil && !buf.live()) || b.startEncoding(buf) != nil {
+		// Files with spilled or logged rows are left to their writes,
+		// which decode those one file at a time.
+		if len(buf.spilled) > 0 || buf.log.rows > 0 || (buf.enc == nil && !buf.live()) || b.startEncoding(buf) != nil {
 			continue
 		}
 		parts, err := buf.parts()
@@ -560,6 +583,7 @@ func (b *Batcher) Close() {
 		buf.release()
 		delete(b.open, k)
 	}
+	b.checks.release()
 }
 
 // sorted returns open buffers oldest first, for a deterministic order.
@@ -793,6 +817,10 @@ func (b *Batcher) writeBeside(ctx context.Context, buf *buffer, f *sinks.File, s
 		defer b.writes.Done()
 		n, err := b.write(ctx, buf, f)
 		releaseParts(spilled)
+		// The detached buffer is this goroutine's: its memory goes
+		// before the lock is taken, which FlushAll holds while it
+		// writes the other files.
+		buf.release()
 		<-b.slots
 		b.inflight.Add(-buf.held)
 		select {
@@ -805,11 +833,9 @@ func (b *Batcher) writeBeside(ctx context.Context, buf *buffer, f *sinks.File, s
 			if b.werr == nil {
 				b.werr = fmt.Errorf("writing %s (%d rows): %w", f.Key, f.Rows, err)
 			}
-			buf.release()
 			return
 		}
 		b.tracker.close(buf.src.Source, buf.src.Partition, buf)
-		buf.release()
 		b.count(buf, f, n)
 	}()
 }

@@ -354,6 +354,9 @@ func TestBatcherCloseTable(t *testing.T) {
 }
 
 // textCols is an id and a text column.
+// never is a logLimit that logs no row: rows go to builders.
+func never(int64) int64 { return 0 }
+
 func textCols() []schema.Column {
 	return []schema.Column{{Name: "id", Type: schema.Type{Kind: schema.Int64}},
 		{Name: "s", Type: schema.Type{Kind: schema.String}, Nullable: true}}
@@ -373,6 +376,7 @@ func openHeld(b *Batcher) int64 {
 // it, the largest buffers are written until three quarters remain.
 func TestBatcherMemoryBound(t *testing.T) {
 	h := newHarness(t, Config{}, TableConfig{})
+	h.b.logLimit = never // rows go to builders from the first
 	a := table("db.a", 1, schema.LayoutImages, textCols())
 	b := table("db.b", 1, schema.LayoutImages, textCols())
 	c := table("db.c", 1, schema.LayoutImages, textCols())
@@ -456,8 +460,20 @@ func TestBatcherMaxOpenFiles(t *testing.T) {
 	}
 }
 
+// TestBatcherRowErrors: rows that do not convert are rejected, whether
+// the file logs its rows (then they are never stored) or appends them to
+// builders (then they are skipped on write).
 func TestBatcherRowErrors(t *testing.T) {
+	for _, logged := range []bool{true, false} {
+		t.Run(fmt.Sprint("logged=", logged), func(t *testing.T) { testBatcherRowErrors(t, logged) })
+	}
+}
+
+func testBatcherRowErrors(t *testing.T, logged bool) {
 	h := newHarness(t, Config{}, TableConfig{})
+	if !logged {
+		h.b.logLimit = never
+	}
 	v1 := table("db.t", 1, schema.LayoutImages, cols("v"))
 	rows := []struct {
 		after   string
@@ -488,11 +504,15 @@ func TestBatcherRowErrors(t *testing.T) {
 	if err := h.b.FlushAll(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	checkFiles(t, h.sink.files, []written{{
+	want := written{
 		Key: key("db.t/date=2024-01-31", 0), Table: "db.t", Version: 1, Rows: 4, RecordRows: 8,
 		Ranges: [][2]int{{0, 1}, {2, 4}, {7, 8}}, First: 0, Last: 7, Source: "orders",
 		Offsets: []int64{0, 2, 3, 7}, Durable: 0,
-	}})
+	}
+	if logged {
+		want.RecordRows, want.Ranges = 4, [][2]int{{0, 4}}
+	}
+	checkFiles(t, h.sink.files, []written{want})
 	if st := h.b.Stats()["db.t"]; st.Rows != 4 {
 		t.Errorf("stats count %d rows, want the 4 landed", st.Rows)
 	}
@@ -809,6 +829,7 @@ func jsonish(a arrow.Array, i int) string {
 
 func TestBatcherFlatLayout(t *testing.T) {
 	h := newHarness(t, Config{}, TableConfig{})
+	h.b.logLimit = never // the rejected row is in the record
 	flat := table("db.f", 1, schema.LayoutFlat, cols("v", "w"))
 	h.add(insert(t, "db.f", `{"id":1,"v":1}`), flat, at(0), 1)
 	h.add(&change.Change{Kind: change.KindDML, Op: change.OpDelete, Table: "db.f", Before: image(t, `{"id":2,"v":2,"w":2}`),
@@ -1075,6 +1096,7 @@ func TestBatcherSpillsIdleFilesFirst(t *testing.T) {
 		h.add(insert(t, tb.Name, fmt.Sprintf(`{"id":%d,"s":"row %d"}`, off, off)), tb, at(off), 100)
 		off++
 	}
+	h.b.logLimit = never // every file has builders
 	add(hot)
 	h.b.cfg.MaxBufferedBytes = 8 * h.b.held // a few buffers' builders
 	for range 5 {

@@ -36,7 +36,8 @@ type buffer struct {
 	// used is the batcher's append count at the buffer's latest row:
 	// files idle the longest spill first.
 	used int64
-	// builds counts how often the builders were made (tests).
+	// builds counts how often the builders were made (tests): once per
+	// move of logged rows to builders.
 	builds int
 	// invalid holds the builders' rows that failed conversion (counted
 	// from base); they are skipped on write.
@@ -75,6 +76,11 @@ type buffer struct {
 	// handed is the size of the last run of rows handed to the encoder,
 	// counted until the next (the encoder frees it when it wants).
 	handed int64
+	// log holds the rows that came while the buffer had no builders, in
+	// order after every other row of it (see rowLog); chk checks them.
+	log      rowLog
+	chk      *checker
+	logLimit int64
 	// metadata builders
 	op, tbl, xid, pos, source *array.StringBuilder
 	ts, ingested              *array.TimestampBuilder
@@ -134,15 +140,15 @@ type eventBuilders struct {
 	eventExt                array.Builder
 }
 
-func newBuffer(mem memory.Allocator, key bufKey, t *schema.Table, dir string, src sinks.Position, now int64) *buffer {
-	b := &buffer{key: key, table: t, dir: dir, src: src, last: src.Offset, born: now, mem: mem,
-		alloc: &countingAllocator{Allocator: mem}, fixed: bytesPerBuilder * int64(countFields(t.Arrow.Fields()))}
-	b.build()
-	return b
+// newBuffer returns a buffer without builders: its first rows are logged
+// (see rowLog), checked by chk.
+func newBuffer(mem memory.Allocator, key bufKey, t *schema.Table, dir string, src sinks.Position, now int64, chk *checker) *buffer {
+	fixed := bytesPerBuilder * int64(countFields(t.Arrow.Fields()))
+	return &buffer{key: key, table: t, dir: dir, src: src, last: src.Offset, born: now, mem: mem, chk: chk,
+		alloc: &countingAllocator{Allocator: mem}, fixed: fixed, logLimit: halfOf(fixed)}
 }
 
-// build makes the buffer's builders: when it opens, and when a row comes
-// after a spill released them.
+// build makes the buffer's builders, when its logged rows move to them.
 func (b *buffer) build() {
 	b.builds++
 	t := b.table
@@ -194,17 +200,65 @@ func (b *buffer) build() {
 
 var errDuplicateKey = errors.New("duplicate column in image")
 
-// append adds one change as a row. On error the row is still appended (with
-// NULLs where values failed) and marked invalid, so builders stay aligned.
-func (b *buffer) append(c *change.Change, at sinks.Position, ingested int64, size int) error {
-	if b.rb == nil {
-		b.build()
-	}
-	row := b.rows - b.base
+// append adds one change as a row. A row that does not convert is
+// returned as rowErr: it is counted, and never written. err is an
+// internal failure.
+//
+// A buffer without builders logs the row, once it converts, until its log
+// is logLimit bytes (half of what its builders would hold before any row);
+// then the log moves to builders (thaw) and the row is appended there. A
+// row that does not convert is appended too (with NULLs where values
+// failed) and marked invalid, so builders stay aligned.
+func (b *buffer) append(c *change.Change, at sinks.Position, ingested int64, size int) (rowErr, err error) {
 	b.rows++
 	b.bytes += int64(size)
 	b.last = at.Offset
+	if b.rb == nil {
+		if int64(cap(b.log.data)) < b.logLimit {
+			mark, raw := b.log.add(b.table, c, at.Offset, ingested)
+			b.base++ // the builders hold no row
+			if rowErr = b.chk.check(b.table, c, raw); rowErr != nil {
+				b.log.drop(mark)
+			}
+			return rowErr, nil
+		}
+		if err := b.thaw(); err != nil {
+			return nil, err
+		}
+	}
+	row := b.rows - 1 - b.base
+	if rowErr = b.appendRow(c, at, ingested); rowErr != nil {
+		b.invalid = append(b.invalid, row)
+	}
+	return rowErr, nil
+}
 
+// thaw moves the logged rows to the builders, which it makes if need be.
+func (b *buffer) thaw() error {
+	if b.rb == nil {
+		b.build()
+	}
+	n := b.log.rows
+	if n == 0 {
+		return nil
+	}
+	err := b.log.each(b.table, func(c *change.Change, offset, ingested int64) error {
+		at := sinks.Position{Source: b.src.Source, Partition: b.src.Partition, Offset: offset}
+		if err := b.appendRow(c, at, ingested); err != nil {
+			return fmt.Errorf("the logged row at offset %d converted when it came and does not now: %w", offset, err)
+		}
+		return nil
+	})
+	b.base -= n
+	b.log = rowLog{}
+	if err != nil {
+		return fmt.Errorf("moving the rows of %s to builders: %w", b.dir, err)
+	}
+	return nil
+}
+
+// appendRow appends c to the builders and returns why it does not convert.
+func (b *buffer) appendRow(c *change.Change, at sinks.Position, ingested int64) error {
 	if c.Kind == change.KindDML {
 		b.op.Append(c.Op.String())
 	} else {
@@ -238,12 +292,8 @@ func (b *buffer) append(c *change.Change, at sinks.Position, ingested int64, siz
 		err = b.appendEvent(c)
 	}
 	// The row is appended whatever it holds, so that the builders stay
-	// aligned; an invalid row is never written.
-	err = errors.Join(checkText(c), err)
-	if err != nil {
-		b.invalid = append(b.invalid, row)
-	}
-	return err
+	// aligned; the caller marks an invalid row, which is never written.
+	return errors.Join(checkText(c), err)
 }
 
 func kindOp(k change.Kind) string {
@@ -385,7 +435,7 @@ func (b *buffer) appendEvent(c *change.Change) error {
 	b.scratch = c.Raw.MarshalTo(b.scratch[:0])
 	e.event.BinaryBuilder.Append(b.scratch)
 	if !utf8.Valid(b.scratch) {
-		return errors.New("the event holds text that is not valid UTF-8")
+		return errEventText
 	}
 	return nil
 }
@@ -485,12 +535,17 @@ func (b *buffer) spill() error {
 		b.spilledBytes += int64(len(data))
 		b.invalid, b.base = b.invalid[:0], b.rows
 	}
+	b.dropBuilders()
+	return nil
+}
+
+// dropBuilders releases the builders and forgets every reference to them.
+func (b *buffer) dropBuilders() {
 	b.rb.Release()
 	b.conv.Release()
 	b.rb, b.conv = nil, nil
 	b.op, b.tbl, b.xid, b.pos, b.source, b.ts, b.ingested, b.part, b.offset = nil, nil, nil, nil, nil, nil, nil, nil, nil
 	b.extras, b.images, b.flat, b.events = nil, [2]*imageBuilder{}, nil, nil
-	return nil
 }
 
 // parts returns the file's rows as record batches with the ranges to
@@ -498,6 +553,11 @@ func (b *buffer) spill() error {
 // (built). The caller releases the spilled runs' batches (the first
 // len(parts)-1 when the builders hold rows).
 func (b *buffer) parts() ([]sinks.Part, error) {
+	if b.log.rows > 0 {
+		if err := b.thaw(); err != nil {
+			return nil, err
+		}
+	}
 	out := make([]sinks.Part, 0, len(b.spilled)+1)
 	for _, s := range b.spilled {
 		rec, err := decodeSpilled(s.data, b.table.Arrow, b.mem)
@@ -584,7 +644,7 @@ const bytesPerBuilder = 1664
 // allocator counted them, the builders themselves while it has them, and
 // its spilled rows.
 func (b *buffer) footprint() int64 {
-	n := b.spilledBytes + b.alloc.n.Load()
+	n := b.spilledBytes + b.alloc.n.Load() + int64(cap(b.log.data))
 	if b.enc != nil {
 		n += b.enc.size + b.handed
 	}
@@ -686,9 +746,8 @@ func (b *buffer) release() {
 		b.built = nil
 	}
 	if b.rb != nil {
-		b.rb.Release()
-		b.conv.Release()
-		b.rb, b.conv = nil, nil
+		b.dropBuilders()
 	}
 	b.spilled, b.spilledBytes = nil, 0
+	b.log = rowLog{}
 }
