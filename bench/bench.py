@@ -9,7 +9,10 @@ the same file. Prints one table and writes it, with the machine, versions and
 date, to bench/RESULTS.md.
 
 usage: bench.py --cdclake BIN --cdcgen BIN [--events N] [--tables M]
-                [--work DIR] [--results FILE] [--runs K]
+                [--work DIR] [--results FILE] [--runs K] [--only W,...]
+
+Then, once each, many tables: 1,000 and 5,000 GoldenGate tables (--only
+tables runs only those).
 
 Each figure is the best of --runs runs (default 1), alternating the
 contestants so that a busy moment of the machine does not favour one. With
@@ -58,6 +61,65 @@ def lake_stats(lake):
     return len(files), sum(p.stat().st_size for p in files)
 
 
+def generated(cdcgen, work, name, events, tables, fmt):
+    """The stream of cdcgen with these parameters, generated once."""
+    d = work / name
+    stream = d / "stream.ndjson"
+    params = f"{events} {tables} {fmt}"
+    if not stream.exists() or not (d / ".params").exists() or (d / ".params").read_text() != params:
+        shutil.rmtree(d, ignore_errors=True)
+        subprocess.run([cdcgen, "--out", str(d), "--events", str(events), "--tables", str(tables),
+                        "--format", fmt], check=True, stdout=subprocess.DEVNULL)
+        (d / ".params").write_text(params)
+    return d, stream
+
+
+def files_per_table(lake):
+    out = {}
+    for p in Path(lake).rglob("*.parquet"):
+        if "_cdclake" not in p.parts:
+            table = p.relative_to(lake).parts[0]
+            out[table] = out.get(table, 0) + 1
+    return out
+
+
+def many_tables(args, work, single_rate):
+    """Many tables with interleaved GoldenGate events, one run each: 1,000
+    tables with default settings on one core (against the 24-table rate on
+    one core), and 5,000 tables under a 64 MiB bound on two, with the files
+    each table gets against a run with no bound on memory or open files."""
+    rows = []
+    d, stream = generated(args.cdcgen, work, "t1000", 200_000, 1000, "goldengate")
+    messages = sum(1 for line in open(stream, "rb") if line.strip())
+    lake = d / "lake"
+    shutil.rmtree(lake, ignore_errors=True)
+    wall, rss, _ = measured([args.cdclake, "run", "--source", str(stream), "--sink", str(lake)],
+                            dict(os.environ, GOMAXPROCS="1"))
+    rows.append(("1,000 tables", "defaults, GOMAXPROCS=1", messages, messages / wall,
+                 f"{messages / wall / single_rate:.2f}" if single_rate else "", rss / 1024, lake_stats(lake)[0], ""))
+
+    d, stream = generated(args.cdcgen, work, "t5000", 100_000, 5000, "goldengate")
+    messages = sum(1 for line in open(stream, "rb") if line.strip())
+    counts = {}
+    for name, cfg in (("unbounded", "batch:\n  max_buffered_bytes: 64GiB\n  max_open_files: 1000000\n"),
+                      ("bounded", "batch:\n  max_buffered_bytes: 64MiB\n")):
+        (d / f"{name}.yaml").write_text(cfg)
+        lake = d / f"lake-{name}"
+        shutil.rmtree(lake, ignore_errors=True)
+        wall, rss, _ = measured([args.cdclake, "run", "--config", str(d / f"{name}.yaml"), "--source", str(stream),
+                                 "--sink", str(lake)], dict(os.environ, GOMAXPROCS="2"))
+        counts[name] = files_per_table(lake)
+    worst = max(n / counts["unbounded"].get(t, 1) for t, n in counts["bounded"].items())
+    rows.append(("5,000 tables", "max_buffered_bytes: 64MiB, GOMAXPROCS=2", messages, messages / wall, "", rss / 1024,
+                 sum(counts["bounded"].values()), f"{worst:.2f}"))
+    head = ("| workload | settings | events | events/s | × 24 tables, 1 core | peak RSS MiB | files | "
+            "most files per table × unbounded |")
+    lines = [head, "|" + "---|" * 8]
+    for r in rows:
+        lines.append(f"| {r[0]} | {r[1]} | {r[2]:,} | {r[3]:,.0f} | {r[4]} | {r[5]:.0f} | {r[6]:,} | {r[7]} |")
+    return "\n".join(lines)
+
+
 def kafka_ratio(broker):
     """With a broker: the Kafka benchmarks of pipelines/source/kafka (a
     6-partition topic of generated mixed messages landed into mem:// with
@@ -85,7 +147,7 @@ def main():
     ap.add_argument("--runs", type=int, default=1)
     ap.add_argument("--work", default="/tmp/cdclake-bench-make")
     ap.add_argument("--results", default=str(Path(__file__).with_name("RESULTS.md")))
-    ap.add_argument("--only", help="comma-separated workloads")
+    ap.add_argument("--only", help="comma-separated workloads (debezium, debezium-schemaless, goldengate, tables)")
     args = ap.parse_args()
 
     import duckdb
@@ -96,13 +158,7 @@ def main():
     for fmt, label in WORKLOADS:
         if args.only and fmt not in args.only.split(","):
             continue
-        d = work / fmt
-        stream = d / "stream.ndjson"
-        if not stream.exists() or (d / ".params").read_text() != f"{args.events} {args.tables}":
-            shutil.rmtree(d, ignore_errors=True)
-            subprocess.run([args.cdcgen, "--out", str(d), "--events", str(args.events), "--tables", str(args.tables),
-                            "--format", fmt], check=True)
-            (d / ".params").write_text(f"{args.events} {args.tables}")
+        d, stream = generated(args.cdcgen, work, fmt, args.events, args.tables, fmt)
         messages = sum(1 for line in open(stream, "rb") if line.strip())
         size = stream.stat().st_size
         best = {}
@@ -148,6 +204,22 @@ def main():
     table = "\n".join(lines)
     print(table)
 
+    many = ""
+    if not args.only or "tables" in args.only.split(","):
+        single = next((r["rate"] for r in rows if r["workload"] == "GoldenGate Data Streams" and r["who"].endswith("=1")), None)
+        many = many_tables(args, work, single)
+        print(many)
+        many = f"""
+Many tables (one run each): `cdcgen --events 200000 --tables 1000` and `--events 100000
+--tables 5000`, GoldenGate Data Streams, every table's events interleaved with the others'.
+"× 24 tables" is the rate against the GoldenGate row above on one core; "most files per
+table × unbounded" is the largest ratio, over tables, of the files a table got under the
+bound to those it gets with no bound on memory or open files (what its rotation settings
+give it).
+
+{many}
+"""
+
     kafka = ""
     broker = os.environ.get("CDCLAKE_TEST_KAFKA_BROKERS")
     if broker:
@@ -174,7 +246,7 @@ no schema changes, no exactly-once bookkeeping), so the comparison flatters
 DuckDB. Peak RSS is the process's maximum resident set size (wait4). Best of {args.runs} run(s).
 
 {table}
-{kafka}""", encoding="utf-8")
+{many}{kafka}""", encoding="utf-8")
     print(f"written {args.results}", file=sys.stderr)
 
 

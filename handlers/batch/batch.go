@@ -17,7 +17,7 @@
 //     builders back and keep their rows compressed (spill), staying open,
 //     until the total is below three quarters of it; only if what is left
 //     is above that are the largest written; when more than
-//     Config.MaxOpenFiles are open, the oldest is written;
+//     Config.MaxOpenFiles are open, the one idle the longest is written;
 //   - end of input (FlushAll).
 //
 // # Row logs
@@ -663,12 +663,20 @@ func (b *Batcher) enforceBounds(ctx context.Context) error {
 	for b.cfg.Writers > 0 && b.inflight.Load() > 0 && b.held+b.inflight.Load() > b.cfg.MaxBufferedBytes {
 		<-b.wrote
 	}
+	// Over the open files' bound, the file idle the longest is written: a
+	// file still being appended to (a table's metadata dataset, today's
+	// file) stays open, one whose table moved on (yesterday's) goes.
 	for len(b.open) > b.cfg.MaxOpenFiles {
-		i := slices.IndexFunc(b.sorted(), func(buf *buffer) bool { return buf.forced == nil })
-		if i < 0 {
+		var idle *buffer
+		for _, buf := range b.open {
+			if buf.forced == nil && (idle == nil || buf.used < idle.used) {
+				idle = buf
+			}
+		}
+		if idle == nil {
 			return nil
 		}
-		if err := b.flush(ctx, b.sorted()[i]); err != nil {
+		if err := b.flush(ctx, idle); err != nil {
 			return err
 		}
 	}

@@ -456,7 +456,27 @@ func TestBatcherMaxOpenFiles(t *testing.T) {
 		tables = append(tables, f.Table)
 	}
 	if !slices.Equal(tables, []string{"db.a", "db.b"}) || h.b.OpenFiles() != 2 {
-		t.Errorf("wrote %v with %d open, want the oldest (db.a, db.b) written and 2 open", tables, h.b.OpenFiles())
+		t.Errorf("wrote %v with %d open, want the idle ones (db.a, db.b) written and 2 open", tables, h.b.OpenFiles())
+	}
+}
+
+// TestBatcherMaxOpenFilesKeepsBusyFiles: over the bound, the file idle the
+// longest is written, not the oldest one still taking rows.
+func TestBatcherMaxOpenFilesKeepsBusyFiles(t *testing.T) {
+	h := newHarness(t, Config{MaxOpenFiles: 2}, TableConfig{})
+	a, b, c := table("db.a", 1, schema.LayoutImages, cols()), table("db.b", 1, schema.LayoutImages, cols()),
+		table("db.c", 1, schema.LayoutImages, cols())
+	for i, tb := range []*schema.Table{a, b, a, c, a} {
+		h.add(insert(t, tb.Name, fmt.Sprintf(`{"id":%d}`, i)), tb, at(int64(i)), 1)
+	}
+	if len(h.sink.files) != 1 || h.sink.files[0].Table != "db.b" {
+		t.Fatalf("wrote %+v, want db.b (idle the longest) and not db.a (the oldest)", h.sink.files)
+	}
+	must(t, h.b.FlushAll(context.Background()))
+	for _, f := range h.sink.files {
+		if f.Table == "db.a" && f.Rows != 3 {
+			t.Errorf("db.a: %d rows in a file, want its 3 in one", f.Rows)
+		}
 	}
 }
 
