@@ -322,8 +322,7 @@ func (b *Batcher) Add(ctx context.Context, c *change.Change, t *schema.Table, at
 	key := bufKey{table: t.Name, fp: t.Fingerprint, dir: dir, source: at.Source, part: at.Partition}
 	buf, ok := b.open[key]
 	if !ok {
-		buf = newBuffer(b.mem, key, t, dir, at, now.UnixNano(), b.checks.of(t))
-		buf.logLimit = b.logLimit(buf.fixed)
+		buf = newBuffer(b.mem, key, t, dir, at, now.UnixNano(), b.checks.of(t), b.logLimit)
 		b.open[key] = buf
 		b.tracker.open(at, buf)
 		if rp != nil {
@@ -425,14 +424,7 @@ func (b *Batcher) FlushPartition(ctx context.Context, source string, part int32)
 			bufs = append(bufs, buf)
 		}
 	}
-	b.finishEncoders(bufs)
-	for i, buf := range bufs {
-		bufs[i] = nil // written: its memory is free to go
-		if err := b.flush(ctx, buf); err != nil {
-			return err
-		}
-	}
-	return b.waitWrites()
+	return b.writeAll(ctx, bufs)
 }
 
 // complete reports whether buf may be written before its rows reached a
@@ -496,6 +488,11 @@ func (b *Batcher) FlushAll(ctx context.Context) error {
 		}
 		bufs = append(bufs, buf)
 	}
+	return b.writeAll(ctx, bufs)
+}
+
+// writeAll writes bufs, in order, and returns once they are stored.
+func (b *Batcher) writeAll(ctx context.Context, bufs []*buffer) error {
 	b.finishEncoders(bufs)
 	for i, buf := range bufs {
 		bufs[i] = nil // written: its memory is free to go

@@ -141,11 +141,13 @@ type eventBuilders struct {
 }
 
 // newBuffer returns a buffer without builders: its first rows are logged
-// (see rowLog), checked by chk.
-func newBuffer(mem memory.Allocator, key bufKey, t *schema.Table, dir string, src sinks.Position, now int64, chk *checker) *buffer {
+// (see rowLog), checked by chk, up to logLimit of what its builders would
+// cost.
+func newBuffer(mem memory.Allocator, key bufKey, t *schema.Table, dir string, src sinks.Position, now int64,
+	chk *checker, logLimit func(builders int64) int64) *buffer {
 	fixed := bytesPerBuilder * int64(countFields(t.Arrow.Fields()))
 	return &buffer{key: key, table: t, dir: dir, src: src, last: src.Offset, born: now, mem: mem, chk: chk,
-		alloc: &countingAllocator{Allocator: mem}, fixed: fixed, logLimit: halfOf(fixed)}
+		alloc: &countingAllocator{Allocator: mem}, fixed: fixed, logLimit: logLimit(fixed)}
 }
 
 // build makes the buffer's builders, when its logged rows move to them.

@@ -23,7 +23,7 @@ func BenchmarkOpenBuffer(b *testing.B) {
 	chk := newChecks(mem).of(t)
 	b.ReportAllocs()
 	for b.Loop() {
-		buf := newBuffer(mem, bufKey{table: "db.t"}, t, "d", at(0), 0, chk)
+		buf := newBuffer(mem, bufKey{table: "db.t"}, t, "d", at(0), 0, chk, halfOf)
 		if rowErr, err := buf.append(c, at(0), 0, 10); rowErr != nil || err != nil {
 			b.Fatal(rowErr, err)
 		}
