@@ -93,36 +93,44 @@ func runCmd(args []string, stdout, stderr io.Writer) int {
 	file := fs.String("config", "", "config file")
 	level := fs.String("log-level", "info", "debug, info, warn or error")
 	cpuprofile := fs.String("cpuprofile", "", "write a CPU profile to this file")
+	memprofile := fs.String("memprofile", "", "write an allocation profile (every allocation since start) to this file at exit")
 	traceFile := fs.String("trace", "", "write an execution trace (go tool trace) to this file")
 	untilCaughtUp := fs.Bool("until-caught-up", false, "Kafka: land up to the end offsets seen at start, commit and exit")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
-	if *cpuprofile != "" {
-		f, err := os.Create(*cpuprofile)
-		if err != nil {
-			fmt.Fprintf(stderr, "--cpuprofile: %v\n", err)
-			return 2
-		}
-		defer f.Close()
-		if err := pprof.StartCPUProfile(f); err != nil {
-			fmt.Fprintf(stderr, "--cpuprofile: %v\n", err)
-			return 2
-		}
-		defer pprof.StopCPUProfile()
+	// The profiles and the trace go to files the flags name; each stops
+	// (and its file closes) when the run returns.
+	profiles := []struct {
+		flag, path string
+		start      func(*os.File) error
+		stop       func(*os.File) error
+	}{
+		{"--cpuprofile", *cpuprofile, func(f *os.File) error { return pprof.StartCPUProfile(f) }, func(*os.File) error { pprof.StopCPUProfile(); return nil }},
+		{"--memprofile", *memprofile, func(*os.File) error { return nil },
+			func(f *os.File) error { return pprof.Lookup("allocs").WriteTo(f, 0) }},
+		{"--trace", *traceFile, func(f *os.File) error { return trace.Start(f) }, func(*os.File) error { trace.Stop(); return nil }},
 	}
-	if *traceFile != "" {
-		f, err := os.Create(*traceFile)
+	for _, pr := range profiles {
+		if pr.path == "" {
+			continue
+		}
+		f, err := os.Create(pr.path)
+		if err == nil {
+			if err = pr.start(f); err != nil {
+				f.Close()
+			}
+		}
 		if err != nil {
-			fmt.Fprintf(stderr, "--trace: %v\n", err)
+			fmt.Fprintf(stderr, "%s: %v\n", pr.flag, err)
 			return 2
 		}
-		defer f.Close()
-		if err := trace.Start(f); err != nil {
-			fmt.Fprintf(stderr, "--trace: %v\n", err)
-			return 2
-		}
-		defer trace.Stop()
+		defer func() {
+			if err := pr.stop(f); err != nil {
+				fmt.Fprintf(stderr, "%s: %v\n", pr.flag, err)
+			}
+			f.Close()
+		}()
 	}
 	var lvl slog.Level
 	if err := lvl.UnmarshalText([]byte(*level)); err != nil {
