@@ -48,15 +48,24 @@
 // Writers at once); its rows count against MaxBufferedBytes until it is
 // stored, and Add waits while open and in-flight files together exceed the
 // bound. A failed write fails every later call. Files of a partition whose
-// cuts are journaled (Kafka) are written in line, under the batcher's lock,
-// so that the journal records them in order. FlushAll and FlushPartition
-// return once the files they closed are stored.
+// cuts are journaled (Kafka) are written in line, under the partition's
+// lock, so that the journal records them in order. FlushAll and
+// FlushPartition return once the files they closed are stored.
+//
+// # Source partitions
+//
+// Each source partition has its own lock: the appends, in-line writes and
+// journal calls of one partition never wait for another's, so a store
+// slow to take one partition's file stalls that partition alone. The
+// bounds are the batcher's: a call over them takes the batcher's lock and
+// may spill or write any partition's files.
 //
 // # Durability
 //
-// Only a nil error from sinks.Sink.Write means a file is durable. The Tracker then
-// advances, per source partition, the offset below which every message is
-// durably landed (or needed no landing); a Kafka source commits exactly that.
+// Only a nil error from sinks.Sink.Write means a file is durable. Each
+// partition's tracker then advances the offset below which every message
+// is durably landed (or needed no landing); a Kafka source commits exactly
+// that.
 package batch
 
 import (
@@ -155,42 +164,70 @@ type bufKey struct {
 	part   int32
 }
 
-// Batcher is the batching stage. Safe for concurrent use.
+// partition is what the batcher knows of one source partition. Its lock
+// serializes the partition's appends, the writes of its files in line and
+// its journal calls; partitions go on independently of each other.
+type partition struct {
+	mu   sync.Mutex
+	key  partKey
+	open map[bufKey]*buffer
+	// tracker advances the partition's durable offset.
+	tracker *tracker
+	replay  *replay
+	// fenced is set when another instance took the partition over while
+	// this one held it: nothing more of it is landed here until Restore.
+	fenced bool
+	// checks checks the rows its files log (scratch builders are not
+	// shared between partitions).
+	checks *checks
+}
+
+// Batcher is the batching stage. Safe for concurrent use: calls for
+// different source partitions run in parallel.
+//
+// Locks: a partition's (partition.mu) guards its files and positions; mu
+// guards what spans partitions (the bounds, FlushAll) and is taken before
+// a partition's, never while holding one. The counters every partition
+// changes are atomic, and statsMu and errMu guard only their fields.
 type Batcher struct {
 	mu     sync.Mutex
 	cfg    Config
+	bound  atomic.Int64 // cfg.MaxBufferedBytes
 	tables func(table string) *TableConfig
 	sink   sinks.Sink
 	mem    memory.Allocator
 	log    *slog.Logger
 	now    func() time.Time
-	open   map[bufKey]*buffer
-	held   int64
+	// parts holds a *partition per source partition seen (partKey).
+	parts sync.Map
+	// held is what open buffers hold (their footprints); nopen counts them.
+	held  atomic.Int64
+	nopen atomic.Int64
 	// encoding is sink, when it encodes files while they are open.
 	encoding sinks.Encoding
-	// checks checks the rows files log; logLimit is how large a file's
-	// log grows before its rows move to builders, given what the file's
-	// builders are estimated to cost (see buffer.append).
-	checks   *checks
+	// logLimit is how large a file's log grows before its rows move to
+	// builders, given what the file's builders are estimated to cost (see
+	// buffer.append).
 	logLimit func(builders int64) int64
 	// appends counts rows appended, to order buffers by their latest row.
-	appends int64
-	tracker *Tracker
-	stats   map[string]*TableStats
+	appends atomic.Int64
 	journal Journal
-	replays map[partKey]*replay
-	// fenced are partitions another instance took over while this one
-	// held them: nothing more of them is landed here until Restore.
-	fenced map[partKey]bool
+
+	// obufs is enforceBounds' list of open buffers, kept for the next.
+	obufs []openBuf
+
+	statsMu sync.Mutex
+	stats   map[string]*TableStats
 
 	// Files being written beside the appends (Config.Writers): writing
-	// holds a token of slots; inflight counts their input bytes (changed
-	// without the lock, so that a wait under it sees writes end), wrote is
+	// holds a token of slots; inflight counts their input bytes, wrote is
 	// signalled after each, werr is the first failure.
 	slots    chan struct{}
 	inflight atomic.Int64
 	wrote    chan struct{}
 	writes   sync.WaitGroup
+	failed   atomic.Bool // werr is set
+	errMu    sync.Mutex
 	werr     error
 }
 
@@ -202,8 +239,8 @@ func New(cfg Config, tables func(string) *TableConfig, sink sinks.Sink, mem memo
 			cfg.MaxBufferedBytes, cfg.MaxOpenFiles)
 	}
 	b := &Batcher{cfg: cfg, tables: tables, sink: sink, mem: mem, log: log, now: time.Now,
-		open: map[bufKey]*buffer{}, tracker: NewTracker(), stats: map[string]*TableStats{}, replays: map[partKey]*replay{},
-		fenced: map[partKey]bool{}, checks: newChecks(mem), logLimit: halfOf}
+		stats: map[string]*TableStats{}, logLimit: halfOf}
+	b.bound.Store(cfg.MaxBufferedBytes)
 	b.encoding, _ = sink.(sinks.Encoding)
 	if cfg.Writers > 0 {
 		b.slots = make(chan struct{}, cfg.Writers)
@@ -218,24 +255,67 @@ func halfOf(n int64) int64 { return n / 2 }
 // partitions j owns; call it before the first Add.
 func (b *Batcher) SetJournal(j Journal) { b.journal = j }
 
+// partition returns the state of a source partition, made on first use.
+func (b *Batcher) partition(source string, part int32) *partition {
+	k := partKey{source, part}
+	if v, ok := b.parts.Load(k); ok {
+		return v.(*partition)
+	}
+	v, _ := b.parts.LoadOrStore(k, &partition{key: k, open: map[bufKey]*buffer{}, tracker: newTracker(), checks: newChecks(b.mem)})
+	return v.(*partition)
+}
+
+// partitions returns every partition seen, in key order.
+func (b *Batcher) partitions() []*partition {
+	var out []*partition
+	b.parts.Range(func(_, v any) bool {
+		out = append(out, v.(*partition))
+		return true
+	})
+	slices.SortFunc(out, func(x, y *partition) int {
+		return cmp.Or(cmp.Compare(x.key.source, y.key.source), cmp.Compare(x.key.part, y.key.part))
+	})
+	return out
+}
+
+// failure returns the first write failure, which fails every later call.
+func (b *Batcher) failure() error {
+	if !b.failed.Load() {
+		return nil
+	}
+	b.errMu.Lock()
+	defer b.errMu.Unlock()
+	return b.werr
+}
+
+func (b *Batcher) fail(err error) {
+	b.errMu.Lock()
+	if b.werr == nil {
+		b.werr = err
+		b.failed.Store(true)
+	}
+	b.errMu.Unlock()
+}
+
 // Restore prepares a claimed partition for the replay of its messages
 // from its committed offset: the messages at the landed offsets (read from
 // the files written above that offset) are not landed again, and the files
 // of cuts (recorded as about to be written, and not found) are cut again
 // at the same offsets.
 func (b *Batcher) Restore(source string, part int32, landed []int64, cuts []state.Cut) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	delete(b.fenced, partKey{source, part})
+	p := b.partition(source, part)
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.fenced = false
 	if len(landed) == 0 && len(cuts) == 0 {
-		delete(b.replays, partKey{source, part})
+		p.replay = nil
 		return
 	}
 	landed = slices.Clone(landed)
 	slices.Sort(landed)
 	cuts = slices.Clone(cuts)
 	slices.SortFunc(cuts, func(a, c state.Cut) int { return cmp.Compare(a.First, c.First) })
-	b.replays[partKey{source, part}] = &replay{landed: landed, cuts: cuts}
+	p.replay = &replay{landed: landed, cuts: cuts}
 }
 
 // forcedCut returns, and forgets, the recorded cut of a buffer opening at
@@ -254,8 +334,9 @@ func (r *replay) forcedCut(t *schema.Table, dir string, offset int64) *state.Cut
 // their last message was handed over. One that did not receive that
 // message as its last row was cut differently than recorded (the
 // decoding state differs); it is written as it is, and a warning says so.
-func (b *Batcher) settle(ctx context.Context, at sinks.Position) error {
-	rp := b.replays[partKey{at.Source, at.Partition}]
+// p's lock is held.
+func (b *Batcher) settle(ctx context.Context, p *partition, at sinks.Position) error {
+	rp := p.replay
 	if rp == nil {
 		return nil
 	}
@@ -272,10 +353,10 @@ func (b *Batcher) settle(ctx context.Context, at sinks.Position) error {
 		if buf.last != buf.forced.Last {
 			b.log.Warn("a recorded cut ended differently on replay", "key", buf.forced.Key, "last", buf.forced.Last, "replayed_last", buf.last)
 		}
-		if err := b.flush(ctx, buf); err != nil {
+		if err := b.flush(ctx, p, buf); err != nil {
 			return err
 		}
-		if b.replays[partKey{at.Source, at.Partition}] != rp {
+		if p.replay != rp {
 			return nil // fenced meanwhile
 		}
 	}
@@ -285,21 +366,36 @@ func (b *Batcher) settle(ctx context.Context, at sinks.Position) error {
 // Durable returns the offset below which every message of a source
 // partition is durable, and false when nothing was seen there.
 func (b *Batcher) Durable(source string, part int32) (int64, bool) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.tracker.Durable(source, part)
+	p := b.partition(source, part)
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.tracker.durable()
 }
 
 // Add appends a change that resolved to table version t. size is the size of
 // the source message, used for the bytes thresholds. A *RowError means the
 // row was rejected; any other error is a storage failure.
 func (b *Batcher) Add(ctx context.Context, c *change.Change, t *schema.Table, at sinks.Position, size int) error {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if b.werr != nil {
-		return b.werr
+	if err := b.failure(); err != nil {
+		return err
 	}
-	if b.fenced[partKey{at.Source, at.Partition}] {
+	p := b.partition(at.Source, at.Partition)
+	p.mu.Lock()
+	err := b.add(ctx, p, c, t, at, size)
+	p.mu.Unlock()
+	var rowErr *RowError
+	if err != nil && !errors.As(err, &rowErr) {
+		return err
+	}
+	if berr := b.enforceBounds(ctx); berr != nil {
+		return berr
+	}
+	return err
+}
+
+// add is Add under p's lock, but for the bounds.
+func (b *Batcher) add(ctx context.Context, p *partition, c *change.Change, t *schema.Table, at sinks.Position, size int) error {
+	if p.fenced {
 		return nil
 	}
 	tc := b.tables(t.Name)
@@ -313,27 +409,27 @@ func (b *Batcher) Add(ctx context.Context, c *change.Change, t *schema.Table, at
 		dirTS = c.TSMicros
 	}
 	dir := tc.Path.Expand(t.Name, dirTS)
-	rp := b.replays[partKey{at.Source, at.Partition}]
+	rp := p.replay
 	if rp != nil && rp.covered(at.Offset) {
-		b.tracker.seen(at) // already in a written file
+		p.tracker.seen(at.Offset) // already in a written file
 		b.log.Debug("row already landed", "table", t.Name, "partition", at.Partition, "offset", at.Offset)
-		return b.settle(ctx, at)
+		return b.settle(ctx, p, at)
 	}
 	key := bufKey{table: t.Name, fp: t.Fingerprint, dir: dir, source: at.Source, part: at.Partition}
-	buf, ok := b.open[key]
+	buf, ok := p.open[key]
 	if !ok {
-		buf = newBuffer(b.mem, key, t, dir, at, now.UnixNano(), b.checks.of(t), b.logLimit)
-		b.open[key] = buf
-		b.tracker.open(at, buf)
+		buf = newBuffer(b.mem, key, t, dir, at, now.UnixNano(), p.checks.of(t), b.logLimit)
+		p.open[key] = buf
+		b.nopen.Add(1)
+		p.tracker.open(at.Offset, buf)
 		if rp != nil {
 			if buf.forced = rp.forcedCut(t, dir, at.Offset); buf.forced != nil {
 				rp.forced = append(rp.forced, buf)
 			}
 		}
 	}
-	b.tracker.seen(at)
-	b.appends++
-	buf.used = b.appends
+	p.tracker.seen(at.Offset)
+	buf.used = b.appends.Add(1)
 	err, aerr := buf.append(c, at, tsMicros, size)
 	if aerr != nil {
 		return aerr
@@ -345,20 +441,17 @@ func (b *Batcher) Add(ctx context.Context, c *change.Change, t *schema.Table, at
 	// Connect schema repeated in every message costs nothing here, and an
 	// open buffer's builders cost something before any row.
 	mem := buf.footprint()
-	b.held += mem - buf.held
+	b.held.Add(mem - buf.held)
 	buf.held = mem
 	if err != nil {
 		err = &RowError{Err: err}
 	}
 	if buf.forced == nil && (buf.rows >= tc.MaxRows || buf.bytes >= tc.MaxBytes) {
-		if ferr := b.flush(ctx, buf); ferr != nil {
+		if ferr := b.flush(ctx, p, buf); ferr != nil {
 			return ferr
 		}
 	}
-	if ferr := b.settle(ctx, at); ferr != nil {
-		return ferr
-	}
-	if ferr := b.enforceBounds(ctx); ferr != nil {
+	if ferr := b.settle(ctx, p, at); ferr != nil {
 		return ferr
 	}
 	return err
@@ -367,47 +460,65 @@ func (b *Batcher) Add(ctx context.Context, c *change.Change, t *schema.Table, at
 // Skip records that a message needed no landing (tombstones, heartbeats,
 // schema records, dead letters already written).
 func (b *Batcher) Skip(ctx context.Context, at sinks.Position) error {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if b.werr != nil {
-		return b.werr
+	if err := b.failure(); err != nil {
+		return err
 	}
-	if b.fenced[partKey{at.Source, at.Partition}] {
+	p := b.partition(at.Source, at.Partition)
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.fenced {
 		return nil
 	}
-	b.tracker.seen(at)
-	return b.settle(ctx, at)
+	p.tracker.seen(at.Offset)
+	return b.settle(ctx, p, at)
 }
 
 // Hold marks a message as not yet durable on behalf of holder (for example
 // a dead letter not yet written) until Release.
 func (b *Batcher) Hold(ctx context.Context, at sinks.Position, holder any) error {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if b.fenced[partKey{at.Source, at.Partition}] {
+	p := b.partition(at.Source, at.Partition)
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.fenced {
 		return nil
 	}
-	b.tracker.open(at, holder)
-	b.tracker.seen(at)
-	return b.settle(ctx, at)
+	p.tracker.open(at.Offset, holder)
+	p.tracker.seen(at.Offset)
+	return b.settle(ctx, p, at)
 }
 
 // Release ends a Hold of holder on a source partition.
 func (b *Batcher) Release(source string, part int32, holder any) {
-	b.mu.Lock()
-	b.tracker.close(source, part, holder)
-	b.mu.Unlock()
+	p := b.partition(source, part)
+	p.mu.Lock()
+	p.tracker.close(holder)
+	p.mu.Unlock()
 }
 
-// CloseTable writes every open file of a table (on DDL or schema change).
+// CloseTable writes every open file of a table (on DDL or schema change),
+// whatever its source partition.
 func (b *Batcher) CloseTable(ctx context.Context, table string) error {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	for _, buf := range b.sorted() {
-		if buf.key.table == table {
-			if err := b.flush(ctx, buf); err != nil {
-				return err
+	return b.flushWhere(ctx, func(buf *buffer) bool { return buf.key.table == table })
+}
+
+// flushWhere writes the open files that match, a partition after another,
+// each partition's oldest first.
+func (b *Batcher) flushWhere(ctx context.Context, match func(*buffer) bool) error {
+	for _, p := range b.partitions() {
+		p.mu.Lock()
+		err := func() error {
+			for _, buf := range p.sorted() {
+				if match(buf) {
+					if err := b.flush(ctx, p, buf); err != nil {
+						return err
+					}
+				}
 			}
+			return nil
+		}()
+		p.mu.Unlock()
+		if err != nil {
+			return err
 		}
 	}
 	return nil
@@ -416,91 +527,91 @@ func (b *Batcher) CloseTable(ctx context.Context, table string) error {
 // FlushPartition writes every open file of a source partition (before the
 // partition moves to another consumer).
 func (b *Batcher) FlushPartition(ctx context.Context, source string, part int32) error {
-	b.mu.Lock()
-	defer b.mu.Unlock()
+	p := b.partition(source, part)
+	p.mu.Lock()
 	var bufs []*buffer
-	for _, buf := range b.sorted() {
-		if buf.src.Source == source && buf.src.Partition == part && b.complete(buf) {
+	for _, buf := range p.sorted() {
+		if p.complete(buf) {
 			bufs = append(bufs, buf)
 		}
 	}
-	return b.writeAll(ctx, bufs)
+	err := b.writeAll(ctx, p, bufs)
+	p.mu.Unlock()
+	return cmp.Or(err, b.waitWrites())
 }
 
 // complete reports whether buf may be written before its rows reached a
 // limit: always, unless it repeats a recorded cut whose last offset was not
 // handed over yet. Such a buffer is left unwritten when its partition is
 // handed over or the run ends; its next reader repeats the cut.
-func (b *Batcher) complete(buf *buffer) bool {
-	if buf.forced == nil {
-		return true
-	}
-	s, ok := b.tracker.parts[partKey{buf.src.Source, buf.src.Partition}]
-	return ok && s.next > buf.forced.Last
+func (p *partition) complete(buf *buffer) bool {
+	return buf.forced == nil || p.tracker.next > buf.forced.Last
 }
 
 // DropPartition forgets a source partition without writing its open files
 // (the partition was lost to another consumer, which will read those
 // messages again): its buffers are released and its positions reset.
 func (b *Batcher) DropPartition(source string, part int32) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	b.drop(source, part)
+	p := b.partition(source, part)
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	b.drop(p)
 }
 
-func (b *Batcher) drop(source string, part int32) {
-	for k, buf := range b.open {
-		if buf.src.Source == source && buf.src.Partition == part {
-			b.held -= buf.held
-			buf.release()
-			delete(b.open, k)
-		}
+// drop releases p's buffers and forgets its positions; p's lock is held.
+func (b *Batcher) drop(p *partition) {
+	for k, buf := range p.open {
+		b.held.Add(-buf.held)
+		b.nopen.Add(-1)
+		buf.release()
+		delete(p.open, k)
 	}
-	b.tracker.forget(source, part)
-	delete(b.replays, partKey{source, part})
+	p.tracker = newTracker()
+	p.replay = nil
 }
 
 // FlushExpired writes files older than their table's max age.
 func (b *Batcher) FlushExpired(ctx context.Context) error {
-	b.mu.Lock()
-	defer b.mu.Unlock()
 	now := b.now().UnixNano()
-	for _, buf := range b.sorted() {
-		if age := b.tables(buf.key.table).MaxAge; age > 0 && now-buf.born >= int64(age) && buf.forced == nil {
-			if err := b.flush(ctx, buf); err != nil {
-				return err
-			}
-		}
-	}
-	return nil
+	return b.flushWhere(ctx, func(buf *buffer) bool {
+		age := b.tables(buf.key.table).MaxAge
+		return age > 0 && now-buf.born >= int64(age) && buf.forced == nil
+	})
 }
 
 // FlushAll writes every open file, but those repeating a recorded cut
-// that the input did not complete (see complete).
+// that the input did not complete (see complete), and returns once they
+// are stored.
 func (b *Batcher) FlushAll(ctx context.Context) error {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	var bufs []*buffer
-	for _, buf := range b.sorted() {
-		if !b.complete(buf) {
-			b.log.Info("a file repeating a recorded cut is left to the next run", "key", buf.forced.Key, "last", buf.forced.Last)
-			continue
+	for _, p := range b.partitions() {
+		p.mu.Lock()
+		var bufs []*buffer
+		for _, buf := range p.sorted() {
+			if !p.complete(buf) {
+				b.log.Info("a file repeating a recorded cut is left to the next run", "key", buf.forced.Key, "last", buf.forced.Last)
+				continue
+			}
+			bufs = append(bufs, buf)
 		}
-		bufs = append(bufs, buf)
-	}
-	return b.writeAll(ctx, bufs)
-}
-
-// writeAll writes bufs, in order, and returns once they are stored.
-func (b *Batcher) writeAll(ctx context.Context, bufs []*buffer) error {
-	b.finishEncoders(bufs)
-	for i, buf := range bufs {
-		bufs[i] = nil // written: its memory is free to go
-		if err := b.flush(ctx, buf); err != nil {
+		err := b.writeAll(ctx, p, bufs)
+		p.mu.Unlock()
+		if err != nil {
 			return err
 		}
 	}
 	return b.waitWrites()
+}
+
+// writeAll writes bufs of p, in order; p's lock is held.
+func (b *Batcher) writeAll(ctx context.Context, p *partition, bufs []*buffer) error {
+	b.finishEncoders(bufs)
+	for i, buf := range bufs {
+		bufs[i] = nil // written: its memory is free to go
+		if err := b.flush(ctx, p, buf); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // finishEncoders encodes bufs, files about to be written, to their end
@@ -538,20 +649,17 @@ func (b *Batcher) finishEncoders(bufs []*buffer) {
 	done.Wait()
 }
 
-// waitWrites waits, with b.mu held by the caller and released meanwhile,
-// until every file being written is stored, and returns the first write
-// failure.
+// waitWrites waits, holding no partition's lock, until every file being
+// written is stored, and returns the first write failure.
 func (b *Batcher) waitWrites() error {
-	b.mu.Unlock()
 	b.writes.Wait()
-	b.mu.Lock()
-	return b.werr
+	return b.failure()
 }
 
 // Stats returns a copy of the per-table counters.
 func (b *Batcher) Stats() map[string]TableStats {
-	b.mu.Lock()
-	defer b.mu.Unlock()
+	b.statsMu.Lock()
+	defer b.statsMu.Unlock()
 	out := make(map[string]TableStats, len(b.stats))
 	for k, v := range b.stats {
 		vs := make(map[int]bool, len(v.Versions))
@@ -564,31 +672,35 @@ func (b *Batcher) Stats() map[string]TableStats {
 }
 
 // OpenFiles returns the number of open buffers.
-func (b *Batcher) OpenFiles() int {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return len(b.open)
-}
+func (b *Batcher) OpenFiles() int { return int(b.nopen.Load()) }
 
 // Close releases buffers that were never written (after a failure), once
 // the files being written are done.
 func (b *Batcher) Close() {
 	b.writes.Wait()
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	for k, buf := range b.open {
-		buf.release()
-		delete(b.open, k)
+	for _, p := range b.partitions() {
+		p.mu.Lock()
+		for k, buf := range p.open {
+			buf.release()
+			delete(p.open, k)
+			b.nopen.Add(-1)
+		}
+		p.checks.release()
+		p.mu.Unlock()
 	}
-	b.checks.release()
 }
 
-// sorted returns open buffers oldest first, for a deterministic order.
-func (b *Batcher) sorted() []*buffer {
-	out := make([]*buffer, 0, len(b.open))
-	for _, buf := range b.open {
+// sorted returns p's open buffers oldest first, for a deterministic order.
+func (p *partition) sorted() []*buffer {
+	out := make([]*buffer, 0, len(p.open))
+	for _, buf := range p.open {
 		out = append(out, buf)
 	}
+	sortBuffers(out)
+	return out
+}
+
+func sortBuffers(out []*buffer) {
 	sort.Slice(out, func(i, j int) bool {
 		a, c := out[i], out[j]
 		if a.born != c.born {
@@ -611,7 +723,42 @@ func (b *Batcher) sorted() []*buffer {
 		}
 		return a.key.fp < c.key.fp
 	})
+}
+
+// open is an open buffer of a partition, as enforceBounds sees it.
+type openBuf struct {
+	p   *partition
+	buf *buffer
+	// used and held are the buffer's, read under its partition's lock.
+	used, held int64
+	spillable  bool
+}
+
+// openBuffers returns every open buffer, in the order of their latest
+// rows. The slice is reused by the next call; b.mu is held.
+func (b *Batcher) openBuffers() []openBuf {
+	out := b.obufs[:0]
+	b.parts.Range(func(_, v any) bool {
+		p := v.(*partition)
+		p.mu.Lock()
+		for _, buf := range p.open {
+			out = append(out, openBuf{p: p, buf: buf, used: buf.used, held: buf.held,
+				spillable: buf.forced == nil && buf.rb != nil})
+		}
+		p.mu.Unlock()
+		return true
+	})
+	slices.SortFunc(out, func(x, y openBuf) int { return cmp.Compare(x.used, y.used) })
+	b.obufs = out
 	return out
+}
+
+// overBounds reports whether the open files are over a bound, or open
+// and in-flight files together over the memory bound.
+func (b *Batcher) overBounds() bool {
+	bound, held := b.bound.Load(), b.held.Load()
+	return held > bound || b.nopen.Load() > int64(b.cfg.MaxOpenFiles) ||
+		(b.cfg.Writers > 0 && b.inflight.Load() > 0 && held+b.inflight.Load() > bound)
 }
 
 // enforceBounds brings the open files back under the bounds. Over the
@@ -620,82 +767,132 @@ func (b *Batcher) sorted() []*buffer {
 // the tables being written keep theirs, until three quarters of the bound;
 // if spilled rows alone still exceed that, the largest files are written.
 // Buffers repeating a recorded cut are exempt: they hold no more than they
-// held when the cut was made.
+// held when the cut was made. It holds no partition's lock when called.
 func (b *Batcher) enforceBounds(ctx context.Context) error {
-	if b.held > b.cfg.MaxBufferedBytes {
-		bufs := b.sorted()
-		sort.SliceStable(bufs, func(i, j int) bool { return bufs[i].used < bufs[j].used })
-		for _, buf := range bufs {
-			if b.held <= b.cfg.MaxBufferedBytes*3/4 {
+	if !b.overBounds() {
+		return nil
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	bound := b.bound.Load()
+	if b.held.Load() > bound {
+		bufs := b.openBuffers()
+		defer clear(bufs) // no written buffer stays reachable
+		for _, o := range bufs {
+			if b.held.Load() <= bound*3/4 {
 				break
 			}
-			if buf.forced != nil || buf.rb == nil {
+			if !o.spillable {
 				continue
 			}
-			before := buf.held
-			if err := buf.spill(); err != nil {
+			if err := b.spill(o.p, o.buf); err != nil {
 				return err
 			}
-			mem := buf.footprint()
-			b.log.Debug("file spilled", "table", buf.key.table, "dir", buf.dir, "rows", buf.rows,
-				"held_before", before, "held", mem)
-			b.held += mem - buf.held
-			buf.held = mem
 		}
-		sort.SliceStable(bufs, func(i, j int) bool { return bufs[i].held > bufs[j].held })
-		for _, buf := range bufs {
-			if b.held <= b.cfg.MaxBufferedBytes*3/4 {
+		// The largest first; among equals, those idle the longest.
+		slices.SortStableFunc(bufs, func(x, y openBuf) int { return cmp.Compare(y.held, x.held) })
+		for _, o := range bufs {
+			if b.held.Load() <= bound*3/4 {
 				break
 			}
-			if buf.forced != nil {
+			if o.buf.forced != nil {
 				continue
 			}
-			if err := b.flush(ctx, buf); err != nil {
+			if err := b.flushOpen(ctx, o.p, o.buf); err != nil {
 				return err
 			}
 		}
 	}
 	// Files being written count too: wait for writes to end while open and
 	// in-flight files together are above the bound.
-	for b.cfg.Writers > 0 && b.inflight.Load() > 0 && b.held+b.inflight.Load() > b.cfg.MaxBufferedBytes {
+	for b.cfg.Writers > 0 && b.inflight.Load() > 0 && b.held.Load()+b.inflight.Load() > bound {
 		<-b.wrote
 	}
 	// Over the open files' bound, the file idle the longest is written: a
 	// file still being appended to (a table's metadata dataset, today's
 	// file) stays open, one whose table moved on (yesterday's) goes.
-	for len(b.open) > b.cfg.MaxOpenFiles {
-		var idle *buffer
-		for _, buf := range b.open {
-			if buf.forced == nil && (idle == nil || buf.used < idle.used) {
-				idle = buf
-			}
-		}
+	for b.nopen.Load() > int64(b.cfg.MaxOpenFiles) {
+		p, idle := b.idlest()
 		if idle == nil {
 			return nil
 		}
-		if err := b.flush(ctx, idle); err != nil {
+		if err := b.flushOpen(ctx, p, idle); err != nil {
 			return err
 		}
 	}
 	return nil
 }
 
-// fence gives up a partition another instance took over: its open files
-// are dropped unwritten, and its messages ignored until it is restored.
-func (b *Batcher) fence(at sinks.Position, key string) {
-	b.log.Warn("another instance took the partition over; its files here are dropped for it to write",
-		"source", at.Source, "partition", at.Partition, "key", key)
-	b.drop(at.Source, at.Partition)
-	b.fenced[partKey{at.Source, at.Partition}] = true
+// idlest returns the open buffer idle the longest, but those repeating a
+// recorded cut, and its partition.
+func (b *Batcher) idlest() (*partition, *buffer) {
+	var (
+		idleP *partition
+		idle  *buffer
+		used  int64
+	)
+	b.parts.Range(func(_, v any) bool {
+		p := v.(*partition)
+		p.mu.Lock()
+		for _, buf := range p.open {
+			if buf.forced == nil && (idle == nil || buf.used < used) {
+				idleP, idle, used = p, buf, buf.used
+			}
+		}
+		p.mu.Unlock()
+		return true
+	})
+	return idleP, idle
 }
 
-// flush writes buf and forgets it. On failure buf is kept open (its rows are
-// not durable) and the error returned.
-func (b *Batcher) flush(ctx context.Context, buf *buffer) error {
-	if b.werr != nil {
-		return b.werr
+// spill makes buf, an open buffer of p, give its builders back, unless it
+// was written or spilled meanwhile.
+func (b *Batcher) spill(p *partition, buf *buffer) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.open[buf.key] != buf || buf.rb == nil {
+		return nil
 	}
-	if b.open[buf.key] != buf {
+	before := buf.held
+	if err := buf.spill(); err != nil {
+		return err
+	}
+	mem := buf.footprint()
+	b.log.Debug("file spilled", "table", buf.key.table, "dir", buf.dir, "rows", buf.rows,
+		"held_before", before, "held", mem)
+	b.held.Add(mem - buf.held)
+	buf.held = mem
+	return nil
+}
+
+// flushOpen writes buf, an open buffer of p, unless it was written
+// meanwhile.
+func (b *Batcher) flushOpen(ctx context.Context, p *partition, buf *buffer) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.open[buf.key] != buf {
+		return nil
+	}
+	return b.flush(ctx, p, buf)
+}
+
+// fence gives up a partition another instance took over: its open files
+// are dropped unwritten, and its messages ignored until it is restored.
+func (b *Batcher) fence(p *partition, at sinks.Position, key string) {
+	b.log.Warn("another instance took the partition over; its files here are dropped for it to write",
+		"source", at.Source, "partition", at.Partition, "key", key)
+	b.drop(p)
+	p.fenced = true
+}
+
+// flush writes buf, a buffer of p, and forgets it; p's lock is held. On
+// failure buf is kept open (its rows are not durable) and the error
+// returned.
+func (b *Batcher) flush(ctx context.Context, p *partition, buf *buffer) error {
+	if err := b.failure(); err != nil {
+		return err
+	}
+	if p.open[buf.key] != buf {
 		return nil // dropped: its partition was fenced
 	}
 	// The built record stays with the buffer until it is written, so a
@@ -749,16 +946,17 @@ func (b *Batcher) flush(ctx context.Context, buf *buffer) error {
 	if journaled {
 		if err := b.journal.Intend(ctx, buf.src.Source, buf.src.Partition, cut); err != nil {
 			if errors.Is(err, state.ErrFenced) {
-				b.fence(buf.src, f.Key)
+				b.fence(p, buf.src, f.Key)
 				return nil
 			}
 			return fmt.Errorf("recording the cut of %s: %w", f.Key, err)
 		}
 	}
 	if valid > 0 && !journaled && b.cfg.Writers > 0 {
-		b.detach(buf)
+		p.detach(buf)
+		b.nopen.Add(-1)
 		owned = false
-		b.writeBeside(ctx, buf, f, spilled)
+		b.writeBeside(ctx, p, buf, f, spilled)
 		return nil
 	}
 	if valid > 0 {
@@ -768,18 +966,19 @@ func (b *Batcher) flush(ctx context.Context, buf *buffer) error {
 			return fmt.Errorf("writing %s (%d rows): %w", f.Key, valid, err)
 		}
 	}
-	b.detach(buf)
-	b.held -= buf.held
-	b.tracker.close(buf.src.Source, buf.src.Partition, buf)
+	p.detach(buf)
+	b.nopen.Add(-1)
+	b.held.Add(-buf.held)
+	p.tracker.close(buf)
 	buf.release()
 	if journaled {
-		durable, _ := b.tracker.Durable(buf.src.Source, buf.src.Partition)
+		durable, _ := p.tracker.durable()
 		b.log.Debug("file recorded", "key", f.Key, "first", cut.First, "last", cut.Last, "durable", durable)
 		if err := b.journal.Done(ctx, buf.src.Source, buf.src.Partition, cut, durable); err != nil {
 			if errors.Is(err, state.ErrFenced) {
 				// The file holds the rows the new owner's replay puts in
 				// it: that replay repeats this file's recorded cut.
-				b.fence(buf.src, f.Key)
+				b.fence(p, buf.src, f.Key)
 				return nil
 			}
 			return fmt.Errorf("recording %s as written: %w", f.Key, err)
@@ -803,28 +1002,29 @@ func (b *Batcher) write(ctx context.Context, buf *buffer, f *sinks.File) (int64,
 }
 
 // detach takes buf out of the open files.
-func (b *Batcher) detach(buf *buffer) {
-	delete(b.open, buf.key)
-	if rp := b.replays[partKey{buf.src.Source, buf.src.Partition}]; rp != nil && buf.forced != nil {
+func (p *partition) detach(buf *buffer) {
+	delete(p.open, buf.key)
+	if rp := p.replay; rp != nil && buf.forced != nil {
 		rp.forced = slices.DeleteFunc(rp.forced, func(x *buffer) bool { return x == buf })
 	}
 }
 
-// writeBeside writes the detached buf as f on a goroutine of its own, at
-// most Config.Writers at once, and releases the decoded spilled parts. Its rows stay pending in the tracker, and
-// its bytes in the memory bound, until f is stored.
-func (b *Batcher) writeBeside(ctx context.Context, buf *buffer, f *sinks.File, spilled []sinks.Part) {
-	b.held -= buf.held
+// writeBeside writes the detached buf of p as f on a goroutine of its own,
+// at most Config.Writers at once, and releases the decoded spilled parts.
+// Its rows stay pending in p's tracker, and its bytes in the memory bound,
+// until f is stored.
+func (b *Batcher) writeBeside(ctx context.Context, p *partition, buf *buffer, f *sinks.File, spilled []sinks.Part) {
+	b.held.Add(-buf.held)
 	b.inflight.Add(buf.held)
-	b.slots <- struct{}{} // a writer's token is returned before it takes b.mu
+	b.slots <- struct{}{} // a writer's token is returned before it takes p's lock
 	b.writes.Add(1)
 	go func() {
 		defer b.writes.Done()
 		n, err := b.write(ctx, buf, f)
 		releaseParts(spilled)
 		// The detached buffer is this goroutine's: its memory goes
-		// before the lock is taken, which FlushAll holds while it
-		// writes the other files.
+		// before the partition's lock is taken, which FlushAll holds
+		// while it writes the partition's other files.
 		buf.release()
 		<-b.slots
 		b.inflight.Add(-buf.held)
@@ -832,21 +1032,21 @@ func (b *Batcher) writeBeside(ctx context.Context, buf *buffer, f *sinks.File, s
 		case b.wrote <- struct{}{}:
 		default:
 		}
-		b.mu.Lock()
-		defer b.mu.Unlock()
 		if err != nil {
-			if b.werr == nil {
-				b.werr = fmt.Errorf("writing %s (%d rows): %w", f.Key, f.Rows, err)
-			}
+			b.fail(fmt.Errorf("writing %s (%d rows): %w", f.Key, f.Rows, err))
 			return
 		}
-		b.tracker.close(buf.src.Source, buf.src.Partition, buf)
+		p.mu.Lock()
+		p.tracker.close(buf)
+		p.mu.Unlock()
 		b.count(buf, f, n)
 	}()
 }
 
 // count adds a written file to its table's counters.
 func (b *Batcher) count(buf *buffer, f *sinks.File, n int64) {
+	b.statsMu.Lock()
+	defer b.statsMu.Unlock()
 	st := b.stats[buf.key.table]
 	if st == nil {
 		st = &TableStats{Versions: map[int]bool{}}

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"slices"
 	"strings"
 	"testing"
@@ -61,9 +62,9 @@ func (s *memSink) Write(_ context.Context, f *sinks.File) (int64, error) {
 	w := written{Key: f.Key, Table: f.Table, Version: f.Version, Rows: f.Rows,
 		First: f.First.Offset, Last: f.LastOffset,
 		Source: f.First.Source, Partition: f.First.Partition, Options: f.Options}
-	// The Batcher holds its lock while Write runs; the tracker is read
+	// The partition's lock is held while Write runs; the tracker is read
 	// directly.
-	w.Durable, _ = s.b.tracker.Durable(f.First.Source, f.First.Partition)
+	w.Durable, _ = s.b.partition(f.First.Source, f.First.Partition).tracker.durable()
 	n := 0
 	for _, p := range f.Parts {
 		w.RecordRows += p.Record.NumRows()
@@ -365,7 +366,7 @@ func textCols() []schema.Column {
 // openHeld sums the footprints of the open buffers.
 func openHeld(b *Batcher) int64 {
 	var n int64
-	for _, buf := range b.open {
+	for _, buf := range allOpen(b) {
 		n += buf.footprint()
 	}
 	return n
@@ -385,20 +386,20 @@ func TestBatcherMemoryBound(t *testing.T) {
 	add := func(tb *schema.Table, size int) {
 		h.add(insert(t, tb.Name, fmt.Sprintf(`{"id":%d,"s":%q}`, off, long)), tb, at(off), size)
 		off++
-		if got, want := h.b.held, openHeld(h.b); got != want {
+		if got, want := h.b.held.Load(), openHeld(h.b); got != want {
 			t.Fatalf("held %d, open buffers hold %d", got, want)
 		}
 	}
 	add(b, 1)
-	oneRow := h.b.held
+	oneRow := h.b.held.Load()
 	if oneRow < 10000 {
 		t.Errorf("one open buffer with one row counts %d bytes; its builders alone take more", oneRow)
 	}
 	for range 200 {
 		add(a, 1<<20) // the input's size is not what is held
 	}
-	if h.b.held < oneRow+200*1000 || h.b.held > 1<<20 {
-		t.Errorf("held %d for 200 rows of 1 KB and one row", h.b.held)
+	if h.b.held.Load() < oneRow+200*1000 || h.b.held.Load() > 1<<20 {
+		t.Errorf("held %d for 200 rows of 1 KB and one row", h.b.held.Load())
 	}
 	if len(h.sink.files) != 0 {
 		t.Fatalf("%d files written without a bound", len(h.sink.files))
@@ -406,23 +407,23 @@ func TestBatcherMemoryBound(t *testing.T) {
 	// At the bound exactly, then one more buffer: the largest (db.a) gives
 	// its builders back and keeps its rows compressed, staying open; the
 	// three fit in three quarters.
-	h.b.cfg.MaxBufferedBytes = h.b.held
+	setBound(h.b, h.b.held.Load())
 	add(c, 1)
 	if len(h.sink.files) != 0 || h.b.OpenFiles() != 3 {
 		t.Fatalf("the memory bound wrote %+v and left %d files open; want db.a spilled and 3 open", h.sink.files, h.b.OpenFiles())
 	}
-	if h.b.held > h.b.cfg.MaxBufferedBytes*3/4 {
-		t.Errorf("holding %d, want within %d", h.b.held, h.b.cfg.MaxBufferedBytes*3/4)
+	if h.b.held.Load() > h.b.cfg.MaxBufferedBytes*3/4 {
+		t.Errorf("holding %d, want within %d", h.b.held.Load(), h.b.cfg.MaxBufferedBytes*3/4)
 	}
 	// A bound below the spilled rows: every buffer spills, and the
 	// spilled rows alone being above the bound, the largest files are
 	// written, db.a whole: its 200 spilled rows and the new one, spilled
 	// again into one run with them (a small run takes the next spill's
 	// rows in).
-	h.b.cfg.MaxBufferedBytes = 1024
+	setBound(h.b, 1024)
 	add(a, 1)
-	if h.b.held > h.b.cfg.MaxBufferedBytes*3/4 {
-		t.Errorf("held %d, above %d", h.b.held, h.b.cfg.MaxBufferedBytes*3/4)
+	if h.b.held.Load() > h.b.cfg.MaxBufferedBytes*3/4 {
+		t.Errorf("held %d, above %d", h.b.held.Load(), h.b.cfg.MaxBufferedBytes*3/4)
 	}
 	var rowsA int
 	for i, f := range h.sink.files {
@@ -753,7 +754,8 @@ func TestBatcherDeterministicNames(t *testing.T) {
 		"db.t/date=2024-02-02/orders-p1-o00000000000000000107.parquet",
 		"db.o/date=2024-02-02/orders-p0-o00000000000000000108.parquet",
 	}
-	if !slices.Equal(a, want) {
+	// FlushAll writes a source partition's files after another's.
+	if a, want := slices.Sorted(slices.Values(a)), slices.Sorted(slices.Values(want)); !slices.Equal(a, want) {
 		t.Errorf("files\n%v\nwant\n%v", a, want)
 	}
 }
@@ -1118,22 +1120,22 @@ func TestBatcherSpillsIdleFilesFirst(t *testing.T) {
 	}
 	h.b.logLimit = never // every file has builders
 	add(hot)
-	h.b.cfg.MaxBufferedBytes = 8 * h.b.held // a few buffers' builders
+	setBound(h.b, 8*h.b.held.Load()) // a few buffers' builders
 	for range 5 {
 		for _, c := range cold {
 			add(c)
 			add(hot)
 		}
 	}
-	buf := h.b.open[bufKey{table: "db.hot", fp: hot.Fingerprint, dir: "db.hot/date=2024-01-31", source: "orders"}]
+	buf := allOpen(h.b)[bufKey{table: "db.hot", fp: hot.Fingerprint, dir: "db.hot/date=2024-01-31", source: "orders"}]
 	if buf == nil {
 		t.Fatalf("the hot table's file is not open: %v", h.keys())
 	}
 	if buf.builds > 2 {
 		t.Errorf("the hot table built its builders %d times", buf.builds)
 	}
-	if h.b.held > h.b.cfg.MaxBufferedBytes {
-		t.Errorf("holding %d over the bound %d", h.b.held, h.b.cfg.MaxBufferedBytes)
+	if h.b.held.Load() > h.b.cfg.MaxBufferedBytes {
+		t.Errorf("holding %d over the bound %d", h.b.held.Load(), h.b.cfg.MaxBufferedBytes)
 	}
 	if err := h.b.FlushAll(context.Background()); err != nil {
 		t.Fatal(err)
@@ -1141,4 +1143,21 @@ func TestBatcherSpillsIdleFilesFirst(t *testing.T) {
 	if len(h.sink.files) != 41 {
 		t.Errorf("%d files for 41 tables", len(h.sink.files))
 	}
+}
+
+// setBound changes the memory bound of b.
+func setBound(b *Batcher, n int64) {
+	b.cfg.MaxBufferedBytes = n
+	b.bound.Store(n)
+}
+
+// allOpen returns the open buffers of every partition.
+func allOpen(b *Batcher) map[bufKey]*buffer {
+	out := map[bufKey]*buffer{}
+	for _, p := range b.partitions() {
+		p.mu.Lock()
+		maps.Copy(out, p.open)
+		p.mu.Unlock()
+	}
+	return out
 }

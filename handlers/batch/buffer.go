@@ -674,7 +674,7 @@ func countFields(fs []arrow.Field) int {
 }
 
 // countingAllocator counts the bytes allocated through it and not freed.
-// One buffer's builders use it, under the batcher's lock; the records
+// One buffer's builders use it, under its partition's lock; the records
 // they build are released there, by the file's encoder or by its writer.
 // The allocations of a record handed to the encoder (hand) leave the
 // count at once, whenever the encoder frees them.

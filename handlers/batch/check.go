@@ -15,7 +15,8 @@ import (
 // convert, as appending them to the file's builders would, but into
 // scratch builders shared by every table: one per Arrow type, emptied
 // every resetChecksEvery rows. A checker is compiled once for the table
-// versions of one layout and one ColumnSet. Used under the batcher's lock.
+// versions of one layout and one ColumnSet. Each source partition has its
+// own checks, used under its lock.
 type checks struct {
 	mem     memory.Allocator
 	scratch map[string]array.Builder // by the Arrow type's fingerprint

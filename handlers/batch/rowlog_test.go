@@ -269,20 +269,20 @@ func TestColdFilesKeepNoBuilders(t *testing.T) {
 		off++
 	}
 	builders := newBuffer(h.b.mem, bufKey{}, hot, "", at(0), 0, nil, halfOf).fixed
-	h.b.cfg.MaxBufferedBytes = 16 * builders // the builders of a few files: 4% of the tables
+	setBound(h.b, 16*builders) // the builders of a few files: 4% of the tables
 	for range 5 {
 		for _, c := range cold {
 			add(c)
 			add(hot)
 		}
 	}
-	if h.b.held > h.b.cfg.MaxBufferedBytes {
-		t.Errorf("holding %d over the bound %d", h.b.held, h.b.cfg.MaxBufferedBytes)
+	if h.b.held.Load() > h.b.cfg.MaxBufferedBytes {
+		t.Errorf("holding %d over the bound %d", h.b.held.Load(), h.b.cfg.MaxBufferedBytes)
 	}
 	if len(h.sink.files) != 0 {
 		t.Errorf("%d files written early", len(h.sink.files))
 	}
-	for k, buf := range h.b.open {
+	for k, buf := range allOpen(h.b) {
 		switch {
 		case k.table == "db.hot" && buf.builds != 1:
 			t.Errorf("the hot table built its builders %d times", buf.builds)

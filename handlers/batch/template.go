@@ -3,6 +3,7 @@ package batch
 import (
 	"fmt"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/cdclake/cdclake/sinks"
@@ -13,10 +14,15 @@ import (
 // {hh}, all from the row's _cdc_ts in UTC (ingestion time when it has none).
 type Template struct {
 	text string
-	// one-entry cache: most consecutive rows share table and hour
-	lastTable string
-	lastHour  int64
-	lastDir   string
+	// last caches the latest expansion: most consecutive rows share table
+	// and hour. Rows of several source partitions expand it at once.
+	last atomic.Pointer[expansion]
+}
+
+type expansion struct {
+	table string
+	hour  int64
+	dir   string
 }
 
 // ParseTemplate validates a directory template.
@@ -44,14 +50,14 @@ func ParseTemplate(s string) (*Template, error) {
 	if strings.HasPrefix(s, "/") || strings.Contains(s, "..") {
 		return nil, fmt.Errorf("path %q must be relative and must not contain ..", s)
 	}
-	return &Template{text: strings.TrimSuffix(s, "/"), lastHour: -1 << 62}, nil
+	return &Template{text: strings.TrimSuffix(s, "/")}, nil
 }
 
 // Expand returns the directory for a row of table at micros.
 func (t *Template) Expand(table string, micros int64) string {
 	hour := floorDiv(micros, 3600e6)
-	if hour == t.lastHour && table == t.lastTable {
-		return t.lastDir
+	if e := t.last.Load(); e != nil && hour == e.hour && table == e.table {
+		return e.dir
 	}
 	ts := time.UnixMicro(micros).UTC()
 	r := strings.NewReplacer(
@@ -61,8 +67,9 @@ func (t *Template) Expand(table string, micros int64) string {
 		"{mm}", ts.Format("01"),
 		"{dd}", ts.Format("02"),
 		"{hh}", ts.Format("15"))
-	t.lastTable, t.lastHour, t.lastDir = table, hour, r.Replace(t.text)
-	return t.lastDir
+	e := &expansion{table: table, hour: hour, dir: r.Replace(t.text)}
+	t.last.Store(e)
+	return e.dir
 }
 
 func floorDiv(a, b int64) int64 {

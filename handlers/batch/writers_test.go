@@ -211,9 +211,7 @@ func TestWritersMemoryBound(t *testing.T) {
 	first := sink.next(t)
 	// One file in flight; a second of the same size exceeds the bound.
 	one := b.inflight.Load()
-	b.mu.Lock()
-	b.cfg.MaxBufferedBytes = one + one/2
-	b.mu.Unlock()
+	setBound(b, one+one/2)
 	done := make(chan error, 1)
 	go func() { done <- b.Add(ctx, insert(t, "db.t", `{"id":2,"v":1}`), v1, at(1), 60) }()
 	second := sink.next(t)

@@ -20,13 +20,16 @@ import (
 	"github.com/cdclake/cdclake/sinks/lake"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"gocloud.dev/blob"
 )
 
 // BenchmarkKafkaLand lands a 6-partition topic of generated mixed changes
 // from the real broker (CDCLAKE_TEST_KAFKA_BROKERS; skipped without) into
-// a mem:// lake with --until-caught-up, a new consumer group each time:
-// the Kafka source, the commit protocol's state objects and the pipeline
-// together. It reports messages/s.
+// a mem:// lake (or, under a new prefix each time, the bucket URL
+// CDCLAKE_BENCH_LAKE, for example the S3 server's) with
+// --until-caught-up, a new consumer group each time: the Kafka source, the
+// commit protocol's state objects and the pipeline together. It reports
+// messages/s.
 func BenchmarkKafkaLand(b *testing.B) {
 	broker, topic, n := benchTopic(b)
 	cfg, err := config.Load("")
@@ -42,12 +45,19 @@ func BenchmarkKafkaLand(b *testing.B) {
 	if os.Getenv("CDCLAKE_BENCH_LOG") != "" {
 		log = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	}
+	url := "mem://"
+	if u := os.Getenv("CDCLAKE_BENCH_LAKE"); u != "" {
+		url = u
+	}
 	b.ResetTimer()
-	for range b.N {
+	for i := range b.N {
 		src := benchSource(b, broker, topic, log)
-		bucket, err := lake.OpenBucket(context.Background(), "mem://")
+		bucket, err := lake.OpenBucket(context.Background(), url)
 		if err != nil {
 			b.Fatal(err)
+		}
+		if url != "mem://" {
+			bucket = blob.PrefixedBucket(bucket, fmt.Sprintf("bench-%d-%d/", time.Now().UnixNano(), i))
 		}
 		p, err := pipelines.New(plan, src, bucket, log)
 		if err != nil {
