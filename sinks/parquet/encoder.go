@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"strings"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
@@ -15,11 +14,11 @@ import (
 )
 
 // ChunkRows is how many rows the Parquet writer is handed at a time. The
-// writer cuts data pages (and falls back from a dictionary) only where
-// one of its batches ends, and its batches start afresh with every call:
-// handing it the file's rows in chunks of the same length, whatever parts
-// and ranges they came in, makes a file a function of its rows alone. A
-// multiple of the writer's batch length (1,024 values).
+// writer cuts data pages only where one of its batches ends, and its
+// batches start afresh with every call: handing it the file's rows in
+// chunks of the same length, whatever parts and ranges they came in, makes
+// a file a function of its rows alone. A multiple of the writer's batch
+// length (1,024 values).
 const ChunkRows = 1024
 
 // Encoder writes one Parquet file from rows handed to it in order, as
@@ -68,17 +67,13 @@ func NewEncoder(w io.Writer, sch *arrow.Schema, opts Options, mem memory.Allocat
 		parquet.WithAllocator(mem),
 		parquet.WithCompression(codec),
 		parquet.WithMaxRowGroupLength(int64(rg)),
+		// Every column is plain (see the package documentation).
 		parquet.WithDictionaryDefault(false),
 		parquet.WithStats(true),
 		parquet.WithCreatedBy("cdclake"),
 	}
 	if level != 0 {
 		wprops = append(wprops, parquet.WithCompressionLevel(level))
-	}
-	for _, path := range dictionaryColumns {
-		if sch.HasField(strings.SplitN(path, ".", 2)[0]) {
-			wprops = append(wprops, parquet.WithDictionaryFor(path, true))
-		}
 	}
 	props := parquet.NewWriterProperties(wprops...)
 	arrProps := pqarrow.NewArrowWriterProperties(

@@ -17,16 +17,15 @@ import (
 // parts and ranges at random places: the files must be identical byte for
 // byte, also when data pages fill up (pages are cut where the writer's
 // batches end, so the writer must see the rows in the same batches however
-// they were split). A column that falls back from its dictionary is left
-// out: arrow-go lists its two page encodings in the footer in map order,
-// which differs from run to run whatever the rows.
+// they were split). Every column is plain: a column falling back from a
+// dictionary would have its two page encodings listed in the footer in map
+// order, which differs from run to run whatever the rows.
 func TestSplitsMakeTheSameFile(t *testing.T) {
 	mem := memory.NewCheckedAllocator(memory.NewGoAllocator())
 	defer mem.AssertSize(t, 0)
 	sch := arrow.NewSchema([]arrow.Field{
 		{Name: "_cdc_offset", Type: arrow.PrimitiveTypes.Int64},
-		// Written without a dictionary (uniqueColumns): its plain pages
-		// fill up and are cut where a batch ends.
+		// Its pages fill up and are cut where a batch ends.
 		{Name: "_cdc_pos", Type: arrow.BinaryTypes.String, Nullable: true},
 		{Name: "status", Type: arrow.BinaryTypes.String, Nullable: true},
 		{Name: "absent", Type: arrow.ListOf(arrow.BinaryTypes.String), Nullable: true},
