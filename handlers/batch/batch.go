@@ -725,13 +725,14 @@ func sortBuffers(out []*buffer) {
 	})
 }
 
-// open is an open buffer of a partition, as enforceBounds sees it.
+// openBuf is an open buffer of a partition, as enforceBounds sees it.
 type openBuf struct {
 	p   *partition
 	buf *buffer
-	// used and held are the buffer's, read under its partition's lock.
+	// used, held and the flags are read under its partition's lock.
 	used, held int64
-	spillable  bool
+	// forced: it repeats a recorded cut; spillable: it has builders.
+	forced, spillable bool
 }
 
 // openBuffers returns every open buffer, in the order of their latest
@@ -743,7 +744,7 @@ func (b *Batcher) openBuffers() []openBuf {
 		p.mu.Lock()
 		for _, buf := range p.open {
 			out = append(out, openBuf{p: p, buf: buf, used: buf.used, held: buf.held,
-				spillable: buf.forced == nil && buf.rb != nil})
+				forced: buf.forced != nil, spillable: buf.forced == nil && buf.rb != nil})
 		}
 		p.mu.Unlock()
 		return true
@@ -795,7 +796,7 @@ func (b *Batcher) enforceBounds(ctx context.Context) error {
 			if b.held.Load() <= bound*3/4 {
 				break
 			}
-			if o.buf.forced != nil {
+			if o.forced {
 				continue
 			}
 			if err := b.flushOpen(ctx, o.p, o.buf); err != nil {
