@@ -21,13 +21,19 @@ import (
 // length (1,024 values).
 const ChunkRows = 1024
 
+// usePqarrow makes every file pqarrow's (the tests compare the writers).
+var usePqarrow = false
+
 // Encoder writes one Parquet file from rows handed to it in order, as
 // they come: every ChunkRows rows are encoded at once, the rest when it
 // closes. Not safe for concurrent use.
 type Encoder struct {
-	fw  *pqarrow.FileWriter
-	sch *arrow.Schema
-	mem memory.Allocator
+	// fast writes the file when its schema is one it handles (see
+	// fileWriter), fw otherwise.
+	fast *fileWriter
+	fw   *pqarrow.FileWriter
+	sch  *arrow.Schema
+	mem  memory.Allocator
 	// pending are slices of the rows not encoded yet, in order, holding
 	// pendingRows rows (fewer than ChunkRows between calls).
 	pending     []arrow.RecordBatch
@@ -81,6 +87,19 @@ func NewEncoder(w io.Writer, sch *arrow.Schema, opts Options, mem memory.Allocat
 		pqarrow.WithStoreSchema(),
 		pqarrow.WithCoerceTimestamps(arrow.Microsecond),
 	)
+	if !usePqarrow {
+		p, err := planFor(sch, props, arrProps)
+		if err != nil {
+			return nil, err
+		}
+		if p != nil {
+			fw, err := newFileWriter(w, sch, p, codec, level, rg)
+			if err != nil {
+				return nil, err
+			}
+			return &Encoder{fast: fw, sch: sch}, nil
+		}
+	}
 	// The Parquet writer closes a writer that is an io.Closer, even after a
 	// failure; closing (committing) w is the caller's decision.
 	fw, err := pqarrow.NewFileWriter(sch, struct{ io.Writer }{w}, props, arrProps)
@@ -97,6 +116,9 @@ func NewEncoder(w io.Writer, sch *arrow.Schema, opts Options, mem memory.Allocat
 // record is freed when its caller releases it. After an error, every
 // later call fails.
 func (e *Encoder) Write(p sinks.Part) error {
+	if e.fast != nil {
+		return e.fast.write(p)
+	}
 	if e.err != nil {
 		return e.err
 	}
@@ -189,6 +211,9 @@ func (e *Encoder) encode(n int) error {
 // pages, compressed, its open pages (see groupBytes), and the rows not
 // encoded yet.
 func (e *Encoder) Buffered() int64 {
+	if e.fast != nil {
+		return e.fast.buffered()
+	}
 	return e.fw.RowGroupTotalBytesWritten() + int64(min(e.groupBytes, e.pageLimit)) +
 		int64(float64(e.pendingRows)*e.rowBytes)
 }
@@ -211,6 +236,9 @@ func leaves(fs []arrow.Field) int {
 
 // Close encodes the rows left and writes the file's footer.
 func (e *Encoder) Close() error {
+	if e.fast != nil {
+		return e.fast.close()
+	}
 	if e.err == nil && e.pendingRows > 0 {
 		e.err = e.encode(e.pendingRows)
 	}
@@ -229,6 +257,13 @@ func (e *Encoder) Close() error {
 
 // Abort drops the rows not encoded yet; the file is not completed.
 func (e *Encoder) Abort() {
+	if e.fast != nil {
+		if e.fast.err == nil {
+			e.fast.err = errors.New("parquet write: aborted")
+		}
+		e.fast.cols = nil
+		return
+	}
 	e.release()
 	if e.err == nil {
 		e.err = errors.New("parquet write: aborted")

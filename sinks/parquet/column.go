@@ -1,0 +1,584 @@
+package parquet
+
+import (
+	"bytes"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"math"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/arrow-go/v18/arrow/decimal128"
+	"github.com/apache/arrow-go/v18/parquet"
+)
+
+// maxStatsSize drops a minimum or maximum longer than this from the
+// statistics, as arrow-go does by default.
+const maxStatsSize = 4096
+
+// column writes one leaf column of a file: the open data page (levels and
+// plain values, uncompressed) and the pages of the open row group's
+// column chunk (headers and compressed bodies).
+type column struct {
+	p *leafPlan
+	// at are the arrays of the steps, of the part being written.
+	at []stepArray
+	// The leaf's values, from index 0 of the leaf array.
+	i8    []int8
+	i16   []int16
+	i32   []int32
+	i64   []int64
+	f32   []float32
+	f64   []float64
+	dec   []decimal128.Num
+	offs  []int32 // byte arrays: value i is data[offs[i]:offs[i+1]]
+	data  []byte
+	bools *array.Boolean
+
+	// The open page.
+	defs, reps []int16
+	vals       []byte
+	count      int // values, NULLs included (the page's num_values)
+	nbits      int // booleans written to vals
+	page       stats
+
+	// The open row group's chunk.
+	chunk      stats
+	buf        []byte // page headers and bodies
+	pages      int
+	values     int64 // num_values of the chunk
+	raw        int64 // uncompressed size of its pages, headers included
+	body, comp []byte
+	hdr        tw
+}
+
+type stepArray struct {
+	valid []byte // nil: no NULL
+	off   int
+	list  array.ListLike
+}
+
+// stats are the statistics of a page or a chunk. A page's byte-array
+// minimum and maximum are spans of its values (lo, hi); a chunk's are
+// copies (blo, bhi).
+type stats struct {
+	has              bool
+	nulls            int64
+	ilo, ihi         int64
+	flo, fhi         float64
+	dlo, dhi         decimal128.Num
+	lo, hi           [2]int
+	blo, bhi         []byte
+	loBytes, hiBytes []byte // encoded by encode
+}
+
+func newColumn(p *leafPlan) *column {
+	return &column{p: p, at: make([]stepArray, len(p.steps))}
+}
+
+// bind points the column at its arrays in rec.
+func (c *column) bind(rec arrow.RecordBatch) {
+	a := rec.Column(c.p.col)
+	for k, s := range c.p.steps {
+		if k > 0 {
+			switch c.p.steps[k-1].kind {
+			case stepStruct:
+				a = a.(*array.Struct).Field(s.child)
+			case stepList:
+				a = a.(array.ListLike).ListValues()
+			}
+		}
+		if ext, ok := a.(array.ExtensionArray); ok {
+			a = ext.Storage()
+		}
+		sa := &c.at[k]
+		*sa = stepArray{}
+		if a.NullN() > 0 {
+			sa.valid, sa.off = a.NullBitmapBytes(), a.Data().Offset()
+		}
+		if s.kind == stepList {
+			sa.list = a.(array.ListLike)
+		}
+	}
+	d := a.Data()
+	off, n := d.Offset(), d.Len()
+	vals := func() []byte {
+		if b := d.Buffers()[1]; b != nil {
+			return b.Bytes()
+		}
+		return nil
+	}
+	switch c.p.kind {
+	case vBool:
+		c.bools = a.(*array.Boolean)
+	case vInt8:
+		c.i8 = arrow.Int8Traits.CastFromBytes(vals())[off : off+n]
+	case vInt16:
+		c.i16 = arrow.Int16Traits.CastFromBytes(vals())[off : off+n]
+	case vInt32:
+		c.i32 = arrow.Int32Traits.CastFromBytes(vals())[off : off+n]
+	case vInt64, vTsSec, vTsMilli, vTsNano:
+		c.i64 = arrow.Int64Traits.CastFromBytes(vals())[off : off+n]
+	case vFloat32:
+		c.f32 = arrow.Float32Traits.CastFromBytes(vals())[off : off+n]
+	case vFloat64:
+		c.f64 = arrow.Float64Traits.CastFromBytes(vals())[off : off+n]
+	case vDecimal:
+		c.dec = arrow.Decimal128Traits.CastFromBytes(vals())[off : off+n]
+	case vBytes:
+		c.offs = arrow.Int32Traits.CastFromBytes(vals())[off : off+n+1]
+		c.data = nil
+		if b := d.Buffers()[2]; b != nil {
+			c.data = b.Bytes()
+		}
+	}
+}
+
+// unbind drops the references to the part's arrays.
+func (c *column) unbind() {
+	clear(c.at)
+	c.i8, c.i16, c.i32, c.i64, c.f32, c.f64, c.dec, c.offs, c.data, c.bools = nil, nil, nil, nil, nil, nil, nil, nil, nil, nil
+}
+
+func (s *stepArray) null(i int) bool {
+	return s.valid != nil && s.valid[(s.off+i)>>3]&(1<<((s.off+i)&7)) == 0
+}
+
+// write adds the levels and values of rows [lo, hi).
+func (c *column) write(lo, hi int) error {
+	if c.p.lists {
+		for i := lo; i < hi; i++ {
+			if err := c.walk(0, i, 0, 0); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	c.count += hi - lo
+	max := c.p.maxDef
+	if max == 0 {
+		return c.put(lo, hi)
+	}
+	nulls := false
+	for k, s := range c.p.steps {
+		if s.nullable && c.at[k].valid != nil {
+			nulls = true
+		}
+	}
+	if !nulls {
+		for range hi - lo {
+			c.defs = append(c.defs, max)
+		}
+		return c.put(lo, hi)
+	}
+	start := -1
+	for i := lo; i < hi; i++ {
+		d := int16(0)
+		for k, s := range c.p.steps {
+			if !s.nullable {
+				continue
+			}
+			if c.at[k].null(i) {
+				break
+			}
+			d++
+		}
+		c.defs = append(c.defs, d)
+		if d == max {
+			if start < 0 {
+				start = i
+			}
+			continue
+		}
+		c.page.nulls++
+		if start >= 0 {
+			if err := c.put(start, i); err != nil {
+				return err
+			}
+			start = -1
+		}
+	}
+	if start >= 0 {
+		return c.put(start, hi)
+	}
+	return nil
+}
+
+// walk adds the levels (and value) of element i of step k, reached at
+// repetition level rep and definition level def: the record shredding of
+// Dremel, for columns under a list.
+func (c *column) walk(k, i int, rep, def int16) error {
+	for ; k < len(c.p.steps); k++ {
+		s, a := &c.p.steps[k], &c.at[k]
+		if s.nullable {
+			if a.null(i) {
+				c.level(rep, def)
+				return nil
+			}
+			def++
+		}
+		switch s.kind {
+		case stepList:
+			start, end := a.list.ValueOffsets(i)
+			if start == end {
+				c.level(rep, def)
+				return nil
+			}
+			depth := int16(0)
+			for _, t := range c.p.steps[:k+1] {
+				if t.kind == stepList {
+					depth++
+				}
+			}
+			for j := start; j < end; j++ {
+				r := rep
+				if j > start {
+					r = depth
+				}
+				if err := c.walk(k+1, int(j), r, def+1); err != nil {
+					return err
+				}
+			}
+			return nil
+		case stepLeaf:
+			c.reps = append(c.reps, rep)
+			c.defs = append(c.defs, def)
+			c.count++
+			return c.put(i, i+1)
+		}
+	}
+	return nil
+}
+
+// level adds an empty or NULL slot.
+func (c *column) level(rep, def int16) {
+	if c.p.maxRep > 0 {
+		c.reps = append(c.reps, rep)
+	}
+	c.defs = append(c.defs, def)
+	c.count++
+	c.page.nulls++
+}
+
+var errSubMicro = errors.New("parquet write: a nanosecond timestamp with digits below the microsecond does not fit the file's microseconds")
+
+// put adds the values of leaf slots [lo, hi), none of them NULL.
+func (c *column) put(lo, hi int) error {
+	if lo >= hi {
+		return nil
+	}
+	st := &c.page
+	switch c.p.kind {
+	case vInt32:
+		vs := c.i32[lo:hi]
+		c.vals = append(c.vals, arrow.Int32Traits.CastToBytes(vs)...)
+		mn, mx := vs[0], vs[0]
+		for _, v := range vs[1:] {
+			mn, mx = min(mn, v), max(mx, v)
+		}
+		st.ints(int64(mn), int64(mx))
+	case vInt64:
+		vs := c.i64[lo:hi]
+		c.vals = append(c.vals, arrow.Int64Traits.CastToBytes(vs)...)
+		mn, mx := vs[0], vs[0]
+		for _, v := range vs[1:] {
+			mn, mx = min(mn, v), max(mx, v)
+		}
+		st.ints(mn, mx)
+	case vInt8, vInt16:
+		var mn, mx int32 = math.MaxInt32, math.MinInt32
+		for i := lo; i < hi; i++ {
+			var v int32
+			if c.p.kind == vInt8 {
+				v = int32(c.i8[i])
+			} else {
+				v = int32(c.i16[i])
+			}
+			c.vals = binary.LittleEndian.AppendUint32(c.vals, uint32(v))
+			mn, mx = min(mn, v), max(mx, v)
+		}
+		st.ints(int64(mn), int64(mx))
+	case vTsSec, vTsMilli, vTsNano:
+		var mn, mx int64 = math.MaxInt64, math.MinInt64
+		for _, v := range c.i64[lo:hi] {
+			switch c.p.kind {
+			case vTsNano:
+				if v%1000 != 0 {
+					return errSubMicro
+				}
+				v /= 1000
+			case vTsMilli:
+				if v > math.MaxInt64/1000 || v < math.MinInt64/1000 {
+					return fmt.Errorf("parquet write: timestamp %d ms overflows microseconds", v)
+				}
+				v *= 1000
+			case vTsSec:
+				if v > math.MaxInt64/1_000_000 || v < math.MinInt64/1_000_000 {
+					return fmt.Errorf("parquet write: timestamp %d s overflows microseconds", v)
+				}
+				v *= 1_000_000
+			}
+			c.vals = binary.LittleEndian.AppendUint64(c.vals, uint64(v))
+			mn, mx = min(mn, v), max(mx, v)
+		}
+		st.ints(mn, mx)
+	case vFloat32:
+		vs := c.f32[lo:hi]
+		c.vals = append(c.vals, arrow.Float32Traits.CastToBytes(vs)...)
+		for _, v := range vs {
+			st.float(float64(v))
+		}
+	case vFloat64:
+		vs := c.f64[lo:hi]
+		c.vals = append(c.vals, arrow.Float64Traits.CastToBytes(vs)...)
+		for _, v := range vs {
+			st.float(v)
+		}
+	case vBool:
+		for i := lo; i < hi; i++ {
+			if c.nbits&7 == 0 {
+				c.vals = append(c.vals, 0)
+			}
+			v := c.bools.Value(i)
+			if v {
+				c.vals[len(c.vals)-1] |= 1 << (c.nbits & 7)
+			}
+			c.nbits++
+			b := int64(0)
+			if v {
+				b = 1
+			}
+			st.ints(b, b)
+		}
+	case vBytes:
+		for i := lo; i < hi; i++ {
+			v := c.data[c.offs[i]:c.offs[i+1]]
+			c.vals = binary.LittleEndian.AppendUint32(c.vals, uint32(len(v)))
+			at := len(c.vals)
+			c.vals = append(c.vals, v...)
+			span := [2]int{at, at + len(v)}
+			switch {
+			case !st.has:
+				st.has, st.lo, st.hi = true, span, span
+			case bytes.Compare(v, c.vals[st.lo[0]:st.lo[1]]) < 0:
+				st.lo = span
+			case bytes.Compare(v, c.vals[st.hi[0]:st.hi[1]]) > 0:
+				st.hi = span
+			}
+		}
+	case vDecimal:
+		n := c.p.typeLen
+		for _, v := range c.dec[lo:hi] {
+			var be [16]byte
+			binary.BigEndian.PutUint64(be[:8], uint64(v.HighBits()))
+			binary.BigEndian.PutUint64(be[8:], v.LowBits())
+			c.vals = append(c.vals, be[16-n:]...)
+			switch {
+			case !st.has:
+				st.has, st.dlo, st.dhi = true, v, v
+			case v.Less(st.dlo):
+				st.dlo = v
+			case v.Greater(st.dhi):
+				st.dhi = v
+			}
+		}
+	}
+	return nil
+}
+
+func (s *stats) ints(mn, mx int64) {
+	if !s.has {
+		s.has, s.ilo, s.ihi = true, mn, mx
+		return
+	}
+	s.ilo, s.ihi = min(s.ilo, mn), max(s.ihi, mx)
+}
+
+// float skips NaN, which has no place in the order.
+func (s *stats) float(v float64) {
+	if v != v {
+		return
+	}
+	if !s.has {
+		s.has, s.flo, s.fhi = true, v, v
+		return
+	}
+	if v < s.flo || (v == 0 && s.flo == 0 && math.Signbit(v)) {
+		s.flo = v
+	}
+	if v > s.fhi || (v == 0 && s.fhi == 0 && !math.Signbit(v)) {
+		s.fhi = v
+	}
+}
+
+// size is what the open page holds.
+func (c *column) size() int { return len(c.vals) + 2*(len(c.defs)+len(c.reps)) }
+
+// buffered is what the column holds: its open page and the open row
+// group's pages.
+func (c *column) buffered() int64 { return int64(len(c.buf) + c.size()) }
+
+// flushPage compresses the open page and adds it to the chunk.
+func (c *column) flushPage(f *fileWriter) {
+	if c.count == 0 {
+		return
+	}
+	body := c.body[:0]
+	if c.p.maxRep > 0 {
+		body = appendLevels(body, c.reps, levelWidth(c.p.maxRep))
+	}
+	if c.p.maxDef > 0 {
+		body = appendLevels(body, c.defs, levelWidth(c.p.maxDef))
+	}
+	body = append(body, c.vals...)
+	c.body = body
+	comp := body
+	if f.codec != nil {
+		if f.level != 0 {
+			comp = f.codec.EncodeLevel(c.comp[:cap(c.comp)], body, f.level)
+		} else {
+			comp = f.codec.Encode(c.comp[:cap(c.comp)], body)
+		}
+		c.comp = comp
+	}
+	c.page.encode(c, false)
+
+	t := &c.hdr
+	t.b = t.b[:0]
+	t.i32(1, 0) // DATA_PAGE
+	t.i32(2, int32(len(body)))
+	t.i32(3, int32(len(comp)))
+	t.begin(5)
+	t.i32(1, int32(c.count))
+	t.i32(2, int32(parquet.Encodings.Plain))
+	t.i32(3, int32(parquet.Encodings.RLE))
+	t.i32(4, int32(parquet.Encodings.RLE))
+	c.page.write(t, 5, c.p.signed)
+	t.end()
+	t.stop()
+	c.buf = append(c.buf, t.b...)
+	c.buf = append(c.buf, comp...)
+	c.raw += int64(len(t.b) + len(body))
+	c.pages++
+	c.values += int64(c.count)
+	c.chunk.merge(&c.page, c)
+
+	c.defs, c.reps, c.vals = c.defs[:0], c.reps[:0], c.vals[:0]
+	c.count, c.nbits, c.page = 0, 0, stats{}
+}
+
+// merge adds page statistics p (of column c's open page) to a chunk's.
+func (s *stats) merge(p *stats, c *column) {
+	s.nulls += p.nulls
+	if !p.has {
+		return
+	}
+	switch c.p.kind {
+	case vFloat32, vFloat64:
+		if !s.has {
+			s.flo, s.fhi = p.flo, p.fhi
+		} else {
+			s.float(p.flo)
+			s.float(p.fhi)
+		}
+	case vBytes:
+		lo, hi := c.vals[p.lo[0]:p.lo[1]], c.vals[p.hi[0]:p.hi[1]]
+		if !s.has || bytes.Compare(lo, s.blo) < 0 {
+			s.blo = append(s.blo[:0], lo...)
+		}
+		if !s.has || bytes.Compare(hi, s.bhi) > 0 {
+			s.bhi = append(s.bhi[:0], hi...)
+		}
+	case vDecimal:
+		if !s.has || p.dlo.Less(s.dlo) {
+			s.dlo = p.dlo
+		}
+		if !s.has || p.dhi.Greater(s.dhi) {
+			s.dhi = p.dhi
+		}
+	default:
+		if !s.has {
+			s.ilo, s.ihi = p.ilo, p.ihi
+		} else {
+			s.ilo, s.ihi = min(s.ilo, p.ilo), max(s.ihi, p.ihi)
+		}
+	}
+	s.has = true
+}
+
+// encode sets loBytes and hiBytes to the plain encodings of the minimum
+// and the maximum of a page of c, or of its chunk.
+func (s *stats) encode(c *column, chunk bool) {
+	s.loBytes, s.hiBytes = s.loBytes[:0], s.hiBytes[:0]
+	if !s.has {
+		s.loBytes, s.hiBytes = nil, nil
+		return
+	}
+	switch c.p.kind {
+	case vBool:
+		s.loBytes = append(s.loBytes, byte(s.ilo))
+		s.hiBytes = append(s.hiBytes, byte(s.ihi))
+	case vInt8, vInt16, vInt32:
+		s.loBytes = binary.LittleEndian.AppendUint32(s.loBytes, uint32(int32(s.ilo)))
+		s.hiBytes = binary.LittleEndian.AppendUint32(s.hiBytes, uint32(int32(s.ihi)))
+	case vInt64, vTsSec, vTsMilli, vTsNano:
+		s.loBytes = binary.LittleEndian.AppendUint64(s.loBytes, uint64(s.ilo))
+		s.hiBytes = binary.LittleEndian.AppendUint64(s.hiBytes, uint64(s.ihi))
+	case vFloat32, vFloat64:
+		lo, hi := s.flo, s.fhi
+		// -0 for a zero minimum, +0 for a zero maximum: readers may not
+		// order the zeros.
+		if lo == 0 {
+			lo = math.Copysign(0, -1)
+		}
+		if hi == 0 {
+			hi = 0
+		}
+		if c.p.kind == vFloat32 {
+			s.loBytes = binary.LittleEndian.AppendUint32(s.loBytes, math.Float32bits(float32(lo)))
+			s.hiBytes = binary.LittleEndian.AppendUint32(s.hiBytes, math.Float32bits(float32(hi)))
+		} else {
+			s.loBytes = binary.LittleEndian.AppendUint64(s.loBytes, math.Float64bits(lo))
+			s.hiBytes = binary.LittleEndian.AppendUint64(s.hiBytes, math.Float64bits(hi))
+		}
+	case vBytes:
+		if chunk {
+			s.loBytes = append(s.loBytes, s.blo...)
+			s.hiBytes = append(s.hiBytes, s.bhi...)
+		} else {
+			s.loBytes = append(s.loBytes, c.vals[s.lo[0]:s.lo[1]]...)
+			s.hiBytes = append(s.hiBytes, c.vals[s.hi[0]:s.hi[1]]...)
+		}
+	case vDecimal:
+		n := c.p.typeLen
+		var be [16]byte
+		binary.BigEndian.PutUint64(be[:8], uint64(s.dlo.HighBits()))
+		binary.BigEndian.PutUint64(be[8:], s.dlo.LowBits())
+		s.loBytes = append(s.loBytes, be[16-n:]...)
+		binary.BigEndian.PutUint64(be[:8], uint64(s.dhi.HighBits()))
+		binary.BigEndian.PutUint64(be[8:], s.dhi.LowBits())
+		s.hiBytes = append(s.hiBytes, be[16-n:]...)
+	}
+}
+
+// write writes the encoded statistics as struct field id of t.
+func (s *stats) write(t *tw, id int16, signed bool) {
+	t.begin(id)
+	lo, hi := s.loBytes, s.hiBytes
+	okLo, okHi := s.has && len(lo) <= maxStatsSize, s.has && len(hi) <= maxStatsSize
+	if signed && okHi {
+		t.binary(1, hi)
+	}
+	if signed && okLo {
+		t.binary(2, lo)
+	}
+	t.i64(3, s.nulls)
+	if okHi {
+		t.binary(5, hi)
+	}
+	if okLo {
+		t.binary(6, lo)
+	}
+	t.end()
+}
