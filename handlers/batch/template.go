@@ -14,9 +14,16 @@ import (
 // {hh}, all from the row's _cdc_ts in UTC (ingestion time when it has none).
 type Template struct {
 	text string
+	// parts are the template's literal text and placeholders in order.
+	parts []part
 	// last caches the latest expansion: most consecutive rows share table
 	// and hour. Rows of several source partitions expand it at once.
 	last atomic.Pointer[expansion]
+}
+
+// part is a literal (placeholder "") or a placeholder of a template.
+type part struct {
+	lit, placeholder string
 }
 
 type expansion struct {
@@ -50,7 +57,21 @@ func ParseTemplate(s string) (*Template, error) {
 	if strings.HasPrefix(s, "/") || strings.Contains(s, "..") {
 		return nil, fmt.Errorf("path %q must be relative and must not contain ..", s)
 	}
-	return &Template{text: strings.TrimSuffix(s, "/")}, nil
+	t := &Template{text: strings.TrimSuffix(s, "/")}
+	for rest := t.text; rest != ""; {
+		i := strings.IndexByte(rest, '{')
+		if i < 0 {
+			t.parts = append(t.parts, part{lit: rest})
+			break
+		}
+		if i > 0 {
+			t.parts = append(t.parts, part{lit: rest[:i]})
+		}
+		j := strings.IndexByte(rest[i:], '}')
+		t.parts = append(t.parts, part{placeholder: rest[i+1 : i+j]})
+		rest = rest[i+j+1:]
+	}
+	return t, nil
 }
 
 // Expand returns the directory for a row of table at micros.
@@ -60,14 +81,26 @@ func (t *Template) Expand(table string, micros int64) string {
 		return e.dir
 	}
 	ts := time.UnixMicro(micros).UTC()
-	r := strings.NewReplacer(
-		"{table}", sinks.Sanitize(table),
-		"{date}", ts.Format("2006-01-02"),
-		"{yyyy}", ts.Format("2006"),
-		"{mm}", ts.Format("01"),
-		"{dd}", ts.Format("02"),
-		"{hh}", ts.Format("15"))
-	e := &expansion{table: table, hour: hour, dir: r.Replace(t.text)}
+	b := make([]byte, 0, len(t.text)+len(table)+8)
+	for _, p := range t.parts {
+		switch p.placeholder {
+		case "":
+			b = append(b, p.lit...)
+		case "table":
+			b = append(b, sinks.Sanitize(table)...)
+		case "date":
+			b = ts.AppendFormat(b, "2006-01-02")
+		case "yyyy":
+			b = ts.AppendFormat(b, "2006")
+		case "mm":
+			b = ts.AppendFormat(b, "01")
+		case "dd":
+			b = ts.AppendFormat(b, "02")
+		case "hh":
+			b = ts.AppendFormat(b, "15")
+		}
+	}
+	e := &expansion{table: table, hour: hour, dir: string(b)}
 	t.last.Store(e)
 	return e.dir
 }

@@ -56,6 +56,7 @@ func TestTemplateExpand(t *testing.T) {
 		{"{date}/{hh}", "t", "1969-12-31T23:59:59.999999Z", "1969-12-31/23"},
 		{"{date}/{hh}", "t", "1900-02-28T00:00:00Z", "1900-02-28/00"},
 		{"fixed", "t", "2024-01-31T13:45:00Z", "fixed"},
+		{"a{table}b{date}c/{yyyy}{mm}{dd}", "s.t", "2024-01-31T13:45:00Z", "as.tb2024-01-31c/20240131"},
 	}
 	for _, tt := range tests {
 		tp, err := ParseTemplate(tt.tmpl)

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"sync"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
@@ -73,8 +74,50 @@ type stats struct {
 	loBytes, hiBytes []byte // encoded by encode
 }
 
+// columns holds the columns of files written, for their buffers: a file
+// of few rows would otherwise allocate most of what it writes.
+var columns sync.Pool
+
 func newColumn(p *leafPlan) *column {
-	return &column{p: p, at: make([]stepArray, len(p.steps))}
+	c, _ := columns.Get().(*column)
+	if c == nil {
+		c = &column{}
+	}
+	c.p = p
+	if cap(c.at) < len(p.steps) {
+		c.at = make([]stepArray, len(p.steps))
+	}
+	c.at = c.at[:len(p.steps)]
+	return c
+}
+
+// maxKept bounds the buffers a column keeps for the next file.
+const maxKept = 256 << 10
+
+// free returns c to the pool, with its buffers unless they are large.
+func (c *column) free() {
+	c.unbind()
+	keep := func(b []byte) []byte {
+		if cap(b) > maxKept {
+			return nil
+		}
+		return b[:0]
+	}
+	c.vals, c.buf, c.body, c.comp, c.hdr.b = keep(c.vals), keep(c.buf), keep(c.body), keep(c.comp), keep(c.hdr.b)
+	if cap(c.defs) > maxKept/2 {
+		c.defs = nil
+	}
+	if cap(c.reps) > maxKept/2 {
+		c.reps = nil
+	}
+	c.defs, c.reps, c.hdr.outs = c.defs[:0], c.reps[:0], c.hdr.outs[:0]
+	c.page.loBytes, c.page.hiBytes = c.page.loBytes[:0], c.page.hiBytes[:0]
+	c.chunk.blo, c.chunk.bhi = c.chunk.blo[:0], c.chunk.bhi[:0]
+	c.page = stats{loBytes: c.page.loBytes, hiBytes: c.page.hiBytes}
+	c.chunk = stats{blo: c.chunk.blo, bhi: c.chunk.bhi}
+	c.p, c.count, c.nbits, c.pages, c.values, c.raw = nil, 0, 0, 0, 0, 0
+	c.hdr.last = 0
+	columns.Put(c)
 }
 
 // bind points the column at its arrays in rec.
@@ -465,7 +508,8 @@ func (c *column) flushPage(f *fileWriter) {
 	c.chunk.merge(&c.page, c)
 
 	c.defs, c.reps, c.vals = c.defs[:0], c.reps[:0], c.vals[:0]
-	c.count, c.nbits, c.page = 0, 0, stats{}
+	c.count, c.nbits = 0, 0
+	c.page = stats{loBytes: c.page.loBytes[:0], hiBytes: c.page.hiBytes[:0]}
 }
 
 // merge adds page statistics p (of column c's open page) to a chunk's.

@@ -261,7 +261,7 @@ func (e *Encoder) Abort() {
 		if e.fast.err == nil {
 			e.fast.err = errors.New("parquet write: aborted")
 		}
-		e.fast.cols = nil
+		e.fast.release()
 		return
 	}
 	e.release()

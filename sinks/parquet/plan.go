@@ -284,6 +284,14 @@ func leafKind(t arrow.DataType) (valueKind, bool) {
 	return 0, false
 }
 
+// physical is the Parquet type of the values of each kind.
+var physical = [...]parquet.Type{
+	vBool: parquet.Types.Boolean, vInt8: parquet.Types.Int32, vInt16: parquet.Types.Int32,
+	vInt32: parquet.Types.Int32, vInt64: parquet.Types.Int64, vTsSec: parquet.Types.Int64,
+	vTsMilli: parquet.Types.Int64, vTsNano: parquet.Types.Int64, vFloat32: parquet.Types.Float,
+	vFloat64: parquet.Types.Double, vBytes: parquet.Types.ByteArray, vDecimal: parquet.Types.FixedLenByteArray,
+}
+
 // bind checks the leaf against the column pqarrow maps it to and takes
 // its physical type and path.
 func (lp *leafPlan) bind(c *pqschema.Column) bool {
@@ -291,12 +299,7 @@ func (lp *leafPlan) bind(c *pqschema.Column) bool {
 		return false
 	}
 	lp.phys, lp.typeLen, lp.path = c.PhysicalType(), c.TypeLength(), c.ColumnPath()
-	want := map[valueKind]parquet.Type{
-		vBool: parquet.Types.Boolean, vInt8: parquet.Types.Int32, vInt16: parquet.Types.Int32,
-		vInt32: parquet.Types.Int32, vInt64: parquet.Types.Int64, vTsSec: parquet.Types.Int64,
-		vTsMilli: parquet.Types.Int64, vTsNano: parquet.Types.Int64, vFloat32: parquet.Types.Float,
-		vFloat64: parquet.Types.Double, vBytes: parquet.Types.ByteArray, vDecimal: parquet.Types.FixedLenByteArray,
-	}[lp.kind]
+	want := physical[lp.kind]
 	if lp.phys != want {
 		return false
 	}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"sync"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/parquet"
@@ -135,6 +136,11 @@ func (f *fileWriter) put(b []byte) error {
 		return f.err
 	}
 	f.offset += int64(len(b))
+	if f.out == nil {
+		if b, ok := outs.Get().(*[]byte); ok {
+			f.out = (*b)[:0]
+		}
+	}
 	if len(f.out)+len(b) <= outBytes {
 		f.out = append(f.out, b...)
 		return nil
@@ -151,6 +157,9 @@ func (f *fileWriter) put(b []byte) error {
 	f.out = append(f.out, b...)
 	return nil
 }
+
+// outs holds the buffers of put, for the next file.
+var outs sync.Pool
 
 // outBytes bounds the bytes put gathers.
 const outBytes = 256 << 10
@@ -206,24 +215,34 @@ func (f *fileWriter) close() error {
 			return err
 		}
 	}
-	meta := f.footer()
-	meta = binary.LittleEndian.AppendUint32(meta, uint32(len(meta)))
-	meta = append(meta, "PAR1"...)
-	if err := f.put(meta); err != nil {
-		return err
-	}
+	// The footer goes straight after the bytes not written yet.
+	start := len(f.out)
+	t := &tw{b: f.out}
+	f.footer(t)
+	t.b = binary.LittleEndian.AppendUint32(t.b, uint32(len(t.b)-start))
+	f.out = append(t.b, "PAR1"...)
 	if err := f.drain(); err != nil {
 		return err
 	}
+	if out := f.out[:0]; cap(out) <= 2*outBytes {
+		outs.Put(&out)
+	}
 	f.out = nil
 	f.err = errors.New("parquet write: the file is closed")
-	f.cols = nil
+	f.release()
 	return nil
 }
 
-// footer is the file's FileMetaData.
-func (f *fileWriter) footer() []byte {
-	t := &tw{}
+// release gives the columns back to the pool; the writer is done.
+func (f *fileWriter) release() {
+	for _, c := range f.cols {
+		c.free()
+	}
+	f.cols = nil
+}
+
+// footer writes the file's FileMetaData to t.
+func (f *fileWriter) footer(t *tw) {
 	t.i32(1, 2) // format version 2 (pqarrow's default writer version)
 	t.field(2, tList)
 	t.b = append(t.b, f.plan.schemaList...)
@@ -284,5 +303,4 @@ func (f *fileWriter) footer() []byte {
 		t.end()
 	}
 	t.stop()
-	return t.b
 }
