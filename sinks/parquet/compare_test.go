@@ -11,9 +11,10 @@
 // mostly empty. Values are pseudo-random from a fixed seed.
 //
 // BenchmarkWriteArrowPqarrow (arrow-go pqarrow, from the Arrow record):
-//   - parquet.Write: the production path, parquet.go's settings (zstd,
-//     dictionary on with its 1 MiB fallback, 1 MiB pages, data page v1,
-//     statistics, 128Ki-row row groups, the ARROW:schema footer key).
+//   - parquet.Write: the package's settings through pqarrow (zstd, plain
+//     values, 1 MiB pages, data page v1, statistics, 128Ki-row row
+//     groups, the ARROW:schema footer key), as the package wrote every
+//     file before it had its own writer (writer.go, BenchmarkWriteFile).
 //   - delta-encodings: the same with parquet-go's default encodings (no
 //     dictionary, DELTA_LENGTH_BYTE_ARRAY for byte arrays, data page v2), to
 //     tell the encodings' share of a size difference from the library's.
@@ -310,9 +311,12 @@ func buildCmpRecord(mem memory.Allocator, n int) arrow.RecordBatch {
 }
 
 // pqarrowWrite is Benchmark A's unit of work: the production writer.
-func pqarrowWrite(w io.Writer, rec arrow.RecordBatch, mem memory.Allocator) error {
-	return parquet.Write(w, rec, [][2]int{{0, int(rec.NumRows())}},
-		parquet.Options{Compression: "zstd", RowGroupRows: cmpRowGroupRows}, mem)
+func pqarrowWrite(w io.Writer, rec arrow.RecordBatch, mem memory.Allocator) (err error) {
+	parquet.UsePqarrow(func() {
+		err = parquet.Write(w, rec, [][2]int{{0, int(rec.NumRows())}},
+			parquet.Options{Compression: "zstd", RowGroupRows: cmpRowGroupRows}, mem)
+	})
+	return err
 }
 
 // pqarrowWriteDelta is pqarrow with parquet-go's default encodings instead

@@ -517,3 +517,32 @@ func chunkedSame(a, b *arrow.Chunked) bool {
 	}
 	return array.ApproxEqual(a.Chunk(0), b.Chunk(0), array.WithNaNsEqual(true), array.WithAbsTolerance(0))
 }
+
+// BenchmarkWriteFile times writing one file of the images layout (the
+// rows of compare_test.go's batch): small files (50 rows, a table's share
+// of a batch when thousands of tables interleave) and large ones, by the
+// package's own writer and by pqarrow, compressed or not.
+func BenchmarkWriteFile(b *testing.B) {
+	rec := cmpRecord()
+	for _, rows := range []int{50, 100000} {
+		for _, codec := range []string{"zstd", "none"} {
+			opts := parquet.Options{Compression: codec, RowGroupRows: 128 * 1024}
+			ranges := [][2]int{{0, rows}}
+			run := func(b *testing.B) {
+				var buf bytes.Buffer
+				b.ReportAllocs()
+				for b.Loop() {
+					buf.Reset()
+					if err := parquet.Write(&buf, rec, ranges, opts, memory.DefaultAllocator); err != nil {
+						b.Fatal(err)
+					}
+				}
+				b.ReportMetric(float64(buf.Len()), "B/file")
+				b.ReportMetric(float64(rows)*float64(b.N)/b.Elapsed().Seconds(), "rows/s")
+			}
+			name := fmt.Sprintf("rows=%d/%s", rows, codec)
+			b.Run(name+"/own", run)
+			b.Run(name+"/pqarrow", func(b *testing.B) { parquet.UsePqarrow(func() { run(b) }) })
+		}
+	}
+}
