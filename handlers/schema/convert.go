@@ -275,6 +275,10 @@ func compileTimestamp(t Type, b array.Builder, fail failFunc) Appender {
 			if err != nil {
 				return fail(v, "not an integer timestamp")
 			}
+			// Timestamps land as microseconds.
+			if t.Unit == Millis && (n > math.MaxInt64/1000 || n < math.MinInt64/1000) {
+				return fail(v, "timestamp out of range: its microseconds overflow int64")
+			}
 			tb.Append(arrow.Timestamp(n))
 			return nil
 		}

@@ -722,6 +722,10 @@ func TestTimestamp(t *testing.T) {
 	}{
 		{epoch(Micros), `1700000000123456`, 1700000000123456, true},
 		{epoch(Millis), `1700000000123`, 1700000000123, true},
+		// Landed as microseconds, which must fit int64.
+		{epoch(Millis), `9223372036854775`, 9223372036854775, true},
+		{epoch(Millis), `9223372036854776`, 0, false},
+		{epoch(Millis), `-9223372036854776`, 0, false},
 		{epoch(Nanos), `1700000000123456789`, 1700000000123456789, true},
 		{epoch(Micros), `-1`, -1, true},
 		{epoch(Micros), `1.5`, 0, false},
