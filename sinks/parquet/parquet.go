@@ -1,5 +1,18 @@
-// Package parquet writes Arrow record batches as Parquet files with arrow-go's
-// pqarrow writer.
+// Package parquet writes Arrow record batches as Parquet files.
+//
+// # Writers
+//
+// The files of cdclake's layouts (flat columns of the scalar types,
+// structs, lists and maps of them) are written by the package's own writer
+// (writer.go): the Parquet schema is the one arrow-go's pqarrow maps the
+// Arrow schema to, with the Arrow schema stored in the footer as pqarrow
+// stores it, so readers see the same files; every column is plain, in data
+// pages v1 with RLE/bit-packed levels and statistics on pages and chunks.
+// It costs a file little more than its values: pqarrow builds a column
+// writer, page writer, buffers and statistics objects for every leaf of
+// every file, most of what a file of a few dozen rows costs. A schema with
+// a type it does not handle (the NULL type, unsigned integers, large or
+// view types, dictionaries) is written by pqarrow, with the same settings.
 //
 // # Settings
 //

@@ -546,3 +546,50 @@ func BenchmarkWriteFile(b *testing.B) {
 		}
 	}
 }
+
+// TestWriterTimestampUnits: timestamps land as microseconds. Seconds and
+// milliseconds are widened exactly; a nanosecond timestamp with a digit
+// below the microsecond fails the write (as pqarrow's does) rather than
+// losing it, and so does a value the widening would overflow.
+func TestWriterTimestampUnits(t *testing.T) {
+	mem := memory.NewCheckedAllocator(memory.NewGoAllocator())
+	defer mem.AssertSize(t, 0)
+	for _, tc := range []struct {
+		unit  arrow.TimeUnit
+		v     int64
+		want  int64 // µs
+		fails bool
+	}{
+		{unit: arrow.Second, v: -2, want: -2_000_000},
+		{unit: arrow.Millisecond, v: 1_700_000_000_123, want: 1_700_000_000_123_000},
+		{unit: arrow.Microsecond, v: -1, want: -1},
+		{unit: arrow.Nanosecond, v: 1_700_000_000_123_456_000, want: 1_700_000_000_123_456},
+		{unit: arrow.Nanosecond, v: -7_000, want: -7},
+		{unit: arrow.Nanosecond, v: 1_500, fails: true},
+		{unit: arrow.Millisecond, v: math.MaxInt64 / 10, fails: true},
+		{unit: arrow.Second, v: math.MinInt64 / 100_000, fails: true},
+	} {
+		sch := arrow.NewSchema([]arrow.Field{{Name: "ts", Type: &arrow.TimestampType{Unit: tc.unit}, Nullable: true}}, nil)
+		rb := array.NewRecordBuilder(mem, sch)
+		rb.Field(0).(*array.TimestampBuilder).Append(arrow.Timestamp(tc.v))
+		rec := rb.NewRecordBatch()
+		rb.Release()
+		var buf bytes.Buffer
+		err := parquet.Write(&buf, rec, [][2]int{{0, 1}}, testOptions, mem)
+		rec.Release()
+		if tc.fails {
+			if err == nil {
+				t.Errorf("%s %d: written, want an error", tc.unit, tc.v)
+			}
+			continue
+		}
+		if err != nil {
+			t.Errorf("%s %d: %v", tc.unit, tc.v, err)
+			continue
+		}
+		got, err := parquet.Int64Column(bytes.NewReader(buf.Bytes()), "ts", memory.DefaultAllocator)
+		if err != nil || len(got) != 1 || got[0] != tc.want {
+			t.Errorf("%s %d: read %v (%v), want %d µs", tc.unit, tc.v, got, err, tc.want)
+		}
+	}
+}
