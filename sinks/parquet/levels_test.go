@@ -1,0 +1,86 @@
+package parquet
+
+import (
+	"encoding/binary"
+	"testing"
+)
+
+// decodeLevels reads n levels of width bits from the RLE/bit-packed hybrid
+// encoding with its 4-byte length prefix, as data page v1 holds them.
+func decodeLevels(t *testing.T, b []byte, n, width int) []int16 {
+	t.Helper()
+	if len(b) < 4 {
+		t.Fatal("no length")
+	}
+	size := int(binary.LittleEndian.Uint32(b))
+	b = b[4:]
+	if size != len(b) {
+		t.Fatalf("length %d, %d bytes follow", size, len(b))
+	}
+	var out []int16
+	for len(out) < n {
+		h, k := binary.Uvarint(b)
+		if k <= 0 {
+			t.Fatalf("bad run header after %d levels", len(out))
+		}
+		b = b[k:]
+		if h&1 == 0 { // RLE run
+			count, vb := int(h>>1), (width+7)/8
+			if count == 0 || len(b) < vb {
+				t.Fatalf("bad RLE run of %d", count)
+			}
+			v := 0
+			for i := range vb {
+				v |= int(b[i]) << (8 * i)
+			}
+			b = b[vb:]
+			for range count {
+				out = append(out, int16(v))
+			}
+			continue
+		}
+		groups := int(h >> 1)
+		nbytes := groups * width
+		if groups == 0 || len(b) < nbytes {
+			t.Fatalf("bad bit-packed run of %d groups", groups)
+		}
+		for i := range groups * 8 {
+			v := 0
+			for j := range width {
+				bit := i*width + j
+				v |= int(b[bit/8]>>(bit%8)&1) << j
+			}
+			out = append(out, int16(v))
+		}
+		b = b[nbytes:]
+	}
+	if len(b) != 0 {
+		t.Fatalf("%d bytes after the levels", len(b))
+	}
+	return out[:n]
+}
+
+// FuzzLevels: any run of levels at any width decodes to itself.
+func FuzzLevels(f *testing.F) {
+	f.Add([]byte{0, 0, 0, 0, 0, 0, 0, 0, 0, 1, 2, 1, 2}, uint8(2))
+	f.Add([]byte{1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 0}, uint8(1))
+	f.Add([]byte{3, 2, 1, 0, 3, 2, 1, 0, 3, 3, 3, 3, 3, 3, 3, 3, 3}, uint8(3))
+	f.Fuzz(func(t *testing.T, data []byte, max uint8) {
+		m := int16(max%16) + 1
+		levels := make([]int16, len(data))
+		for i, d := range data {
+			levels[i] = int16(d) % (m + 1)
+		}
+		width := levelWidth(m)
+		enc := appendLevels([]byte{0xAA}, levels, width)
+		if enc[0] != 0xAA {
+			t.Fatal("appendLevels overwrote what was before")
+		}
+		got := decodeLevels(t, enc[1:], len(levels), width)
+		for i := range levels {
+			if got[i] != levels[i] {
+				t.Fatalf("level %d: %d, want %d (width %d)", i, got[i], levels[i], width)
+			}
+		}
+	})
+}
