@@ -9,3 +9,11 @@ func UsePqarrow(f func()) {
 
 // Own reports whether e writes its file with the package's own writer.
 func Own(e *Encoder) bool { return e.fast != nil }
+
+// SetMaxPage sets the bound of a page of long byte arrays while f runs.
+func SetMaxPage(n int, f func()) {
+	old := maxPage
+	maxPage = n
+	defer func() { maxPage = old }()
+	f()
+}

@@ -91,7 +91,7 @@ func (f *fileWriter) write(p sinks.Part) error {
 		for lo, hi := r[0], r[1]; lo < hi; {
 			n := min(hi-lo, ChunkRows-f.groupRows%ChunkRows, f.maxGroup-f.groupRows)
 			for _, c := range f.cols {
-				if err := c.write(lo, lo+n); err != nil {
+				if err := c.writeRows(f, lo, lo+n); err != nil {
 					f.err = err
 					return err
 				}

@@ -723,3 +723,73 @@ func sameValues(a, b *arrow.Chunked, mem memory.Allocator) bool {
 	defer y.Release()
 	return array.Equal(x, y)
 }
+
+// TestWriterLongValues: a block of long byte arrays does not make a page
+// much larger than the bound of such pages (a page's size is an int32),
+// and reads back whole; the pages do not depend on how the rows came.
+func TestWriterLongValues(t *testing.T) {
+	mem := memory.NewCheckedAllocator(memory.NewGoAllocator())
+	defer mem.AssertSize(t, 0)
+	sch := arrow.NewSchema([]arrow.Field{
+		{Name: "id", Type: arrow.PrimitiveTypes.Int64},
+		{Name: "lob", Type: arrow.BinaryTypes.Binary, Nullable: true},
+	}, nil)
+	rb := array.NewRecordBuilder(mem, sch)
+	defer rb.Release()
+	r := rand.New(rand.NewPCG(3, 4))
+	for i := range 1500 {
+		rb.Field(0).(*array.Int64Builder).Append(int64(i))
+		if i%7 == 3 {
+			rb.Field(1).(*array.BinaryBuilder).AppendNull()
+			continue
+		}
+		v := make([]byte, 5000+r.IntN(20000))
+		for k := range v {
+			v[k] = byte(r.IntN(256))
+		}
+		rb.Field(1).(*array.BinaryBuilder).Append(v)
+	}
+	rec := rb.NewRecordBatch()
+	defer rec.Release()
+	const bound = 2 << 20
+	var whole, split []byte
+	parquet.SetMaxPage(bound, func() {
+		opts := parquet.Options{Compression: "none", RowGroupRows: 1 << 20}
+		var a, b bytes.Buffer
+		if err := parquet.Write(&a, rec, [][2]int{{0, 1500}}, opts, mem); err != nil {
+			t.Fatal(err)
+		}
+		if err := parquet.Write(&b, rec, [][2]int{{0, 17}, {17, 900}, {900, 1500}}, opts, mem); err != nil {
+			t.Fatal(err)
+		}
+		whole, split = a.Bytes(), b.Bytes()
+	})
+	if !bytes.Equal(whole, split) {
+		t.Error("the file depends on how its rows were split")
+	}
+	rdr, tbl := readBack(t, mem, whole)
+	defer rdr.Close()
+	defer tbl.Release()
+	if !array.Equal(tbl.Column(1).Data().Chunk(0), rec.Column(1)) {
+		t.Error("the long values read back differently")
+	}
+	plain, err := file.NewParquetReader(bytes.NewReader(whole))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer plain.Close()
+	pr, err := plain.RowGroup(0).GetColumnPageReader(1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pages := 0
+	for pr.Next() {
+		if n := len(pr.Page().Data()); n > bound+25000 {
+			t.Errorf("page of %d bytes, over the bound %d by more than a value", n, bound)
+		}
+		pages++
+	}
+	if pages < 8 {
+		t.Errorf("%d pages for ~20 MB of values", pages)
+	}
+}
