@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"strings"
 	"sync"
 
 	"github.com/apache/arrow-go/v18/arrow"
@@ -170,7 +171,10 @@ func (c *column) bind(rec arrow.RecordBatch) {
 	case vDecimal:
 		c.dec = arrow.Decimal128Traits.CastFromBytes(vals())[off : off+n]
 	case vBytes:
-		c.offs = arrow.Int32Traits.CastFromBytes(vals())[off : off+n+1]
+		c.offs = nil
+		if b := vals(); b != nil { // an empty array may have no offsets
+			c.offs = arrow.Int32Traits.CastFromBytes(b)[off : off+n+1]
+		}
 		c.data = nil
 		if b := d.Buffers()[2]; b != nil {
 			c.data = b.Bytes()
@@ -198,7 +202,18 @@ var maxPage = 64 << 20
 
 // writeRows adds the levels and values of rows [lo, hi) to the pages of f.
 func (c *column) writeRows(f *fileWriter, lo, hi int) error {
-	if c.p.kind != vBytes || c.p.lists || c.size()+int(c.offs[hi]-c.offs[lo])+4*(hi-lo) < maxPage {
+	if c.p.kind != vBytes || c.p.lists {
+		return c.write(lo, hi)
+	}
+	// An upper bound of what the rows add: each its length, its value and
+	// its definition level (2 bytes in size). Under it, no row of the range
+	// can make the page reach maxPage, and writing the rows at once makes
+	// the same page as writing them one by one.
+	grow := int(c.offs[hi]-c.offs[lo]) + 4*(hi-lo)
+	if c.p.maxDef > 0 {
+		grow += 2 * (hi - lo)
+	}
+	if c.size()+grow < maxPage {
 		return c.write(lo, hi)
 	}
 	for i := lo; i < hi; i++ {
@@ -206,7 +221,9 @@ func (c *column) writeRows(f *fileWriter, lo, hi int) error {
 			return err
 		}
 		if c.size() >= maxPage {
-			c.flushPage(f)
+			if err := c.flushPage(f); err != nil {
+				return err
+			}
 		}
 	}
 	return nil
@@ -486,10 +503,11 @@ func (c *column) size() int { return len(c.vals) + 2*(len(c.defs)+len(c.reps)) }
 // group's pages.
 func (c *column) buffered() int64 { return int64(len(c.buf) + c.size()) }
 
-// flushPage compresses the open page and adds it to the chunk.
-func (c *column) flushPage(f *fileWriter) {
+// flushPage compresses the open page and adds it to the chunk. A page
+// whose size does not fit the int32 of its header fails the file.
+func (c *column) flushPage(f *fileWriter) error {
 	if c.count == 0 {
-		return
+		return nil
 	}
 	body := c.body[:0]
 	if c.p.maxRep > 0 {
@@ -509,10 +527,14 @@ func (c *column) flushPage(f *fileWriter) {
 		}
 		c.comp = comp
 	}
+	if len(body) > math.MaxInt32 || len(comp) > math.MaxInt32 {
+		return fmt.Errorf("parquet write: a page of column %s holds %d bytes, more than a page can (2 GiB)",
+			strings.Join(c.p.path, "."), max(len(body), len(comp)))
+	}
 	c.page.encode(c, false)
 
 	t := &c.hdr
-	t.b = t.b[:0]
+	t.b, t.last, t.outs = t.b[:0], 0, t.outs[:0]
 	t.i32(1, 0) // DATA_PAGE
 	t.i32(2, int32(len(body)))
 	t.i32(3, int32(len(comp)))
@@ -534,6 +556,7 @@ func (c *column) flushPage(f *fileWriter) {
 	c.defs, c.reps, c.vals = c.defs[:0], c.reps[:0], c.vals[:0]
 	c.count, c.nbits = 0, 0
 	c.page = stats{loBytes: c.page.loBytes[:0], hiBytes: c.page.hiBytes[:0]}
+	return nil
 }
 
 // merge adds page statistics p (of column c's open page) to a chunk's.

@@ -411,17 +411,12 @@ func logicalType(t *tw, lt pqschema.LogicalType) bool {
 		t.end()
 	}
 	unit := func(u pqschema.TimeUnitType) bool {
-		t.begin(2)
-		switch u {
-		case pqschema.TimeUnitMillis:
-			empty(1)
-		case pqschema.TimeUnitMicros:
-			empty(2)
-		case pqschema.TimeUnitNanos:
-			empty(3)
-		default:
+		id := map[pqschema.TimeUnitType]int16{pqschema.TimeUnitMillis: 1, pqschema.TimeUnitMicros: 2, pqschema.TimeUnitNanos: 3}[u]
+		if id == 0 {
 			return false
 		}
+		t.begin(2)
+		empty(id)
 		t.end()
 		return true
 	}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"sync"
 
 	"github.com/apache/arrow-go/v18/arrow"
@@ -110,7 +111,10 @@ func (f *fileWriter) write(p sinks.Part) error {
 			case f.groupRows%ChunkRows == 0:
 				for _, c := range f.cols {
 					if c.size() >= f.pageSize {
-						c.flushPage(f)
+						if err := c.flushPage(f); err != nil {
+							f.err = err
+							return err
+						}
 					}
 				}
 			}
@@ -188,7 +192,10 @@ func (f *fileWriter) flushGroup() error {
 	}
 	g := groupMeta{rows: int64(f.groupRows), offset: f.offset, chunks: make([]chunkMeta, len(f.cols))}
 	for i, c := range f.cols {
-		c.flushPage(f)
+		if err := c.flushPage(f); err != nil {
+			f.err = err
+			return err
+		}
 		cm := chunkMeta{offset: f.offset, size: int64(len(c.buf)), raw: c.raw, values: c.values, pages: c.pages, stats: c.chunk}
 		cm.stats.encode(c, true)
 		cm.stats.blo, cm.stats.bhi = nil, nil
@@ -207,6 +214,7 @@ func (f *fileWriter) flushGroup() error {
 
 // close writes the last row group and the footer.
 func (f *fileWriter) close() error {
+	defer f.release()
 	if err := f.flushGroup(); err != nil {
 		return err
 	}
@@ -229,7 +237,6 @@ func (f *fileWriter) close() error {
 	}
 	f.out = nil
 	f.err = errors.New("parquet write: the file is closed")
-	f.release()
 	return nil
 }
 
@@ -284,7 +291,9 @@ func (f *fileWriter) footer(t *tw) {
 		t.i64(3, g.rows)
 		t.i64(5, g.offset)
 		t.i64(6, g.size)
-		t.i16(7, int16(gi))
+		if gi <= math.MaxInt16 {
+			t.i16(7, int16(gi))
+		}
 		t.end()
 	}
 	t.list(5, tStruct, len(f.plan.kv))

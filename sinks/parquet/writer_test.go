@@ -793,3 +793,51 @@ func TestWriterLongValues(t *testing.T) {
 		t.Errorf("%d pages for ~20 MB of values", pages)
 	}
 }
+
+// TestWriterSplitsWithSmallPages: with a bound on pages of byte arrays
+// small enough to cut pages inside blocks, a file still does not depend
+// on how its rows were split into parts and ranges.
+func TestWriterSplitsWithSmallPages(t *testing.T) {
+	mem := memory.NewCheckedAllocator(memory.NewGoAllocator())
+	defer mem.AssertSize(t, 0)
+	edges := edgeRecord(mem)
+	defer edges.Release()
+	images := buildCmpRecord(mem, 3000)
+	defer images.Release()
+	rng := rand.New(rand.NewPCG(9, 9))
+	opts := parquet.Options{Compression: "snappy", RowGroupRows: 2500}
+	for _, bound := range []int{100, 5000, 30000} {
+		for name, rec := range map[string]arrow.RecordBatch{"edges": edges, "images": images} {
+			rows := int(rec.NumRows())
+			parquet.SetMaxPage(bound, func() {
+				var whole bytes.Buffer
+				if err := parquet.Write(&whole, rec, [][2]int{{0, rows}}, opts, mem); err != nil {
+					t.Fatal(err)
+				}
+				for trial := range 3 {
+					var parts []sinks.Part
+					for lo := 0; lo < rows; {
+						hi := min(rows, lo+1+rng.IntN(700))
+						part := rec.NewSlice(int64(lo), int64(hi))
+						defer part.Release()
+						var ranges [][2]int
+						for a := 0; a < hi-lo; {
+							b := min(hi-lo, a+1+rng.IntN(300))
+							ranges = append(ranges, [2]int{a, b})
+							a = b
+						}
+						parts = append(parts, sinks.Part{Record: part, Ranges: ranges})
+						lo = hi
+					}
+					var split bytes.Buffer
+					if err := parquet.WriteParts(&split, parts, opts, mem); err != nil {
+						t.Fatal(err)
+					}
+					if !bytes.Equal(whole.Bytes(), split.Bytes()) {
+						t.Errorf("%s, pages of byte arrays up to %d bytes, trial %d: the file depends on the split", name, bound, trial)
+					}
+				}
+			})
+		}
+	}
+}
