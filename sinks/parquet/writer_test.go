@@ -6,6 +6,9 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"slices"
 	"testing"
 
@@ -840,4 +843,52 @@ func TestWriterSplitsWithSmallPages(t *testing.T) {
 			})
 		}
 	}
+}
+
+// TestReadersSeeWhatPqarrowWrites reads files of the own writer and of
+// pqarrow, of the same rows, with two other Parquet implementations:
+// pyarrow (parquet-cpp) and DuckDB (testdata/readers.py; `make test`
+// installs both). Both must see the same schema, values and statistics.
+func TestReadersSeeWhatPqarrowWrites(t *testing.T) {
+	py := os.Getenv("CDCLAKE_PYTHON")
+	if py == "" {
+		if os.Getenv("CDCLAKE_REQUIRE_DUCKDB") != "" {
+			t.Fatal("CDCLAKE_PYTHON is not set but CDCLAKE_REQUIRE_DUCKDB is: run `make test`")
+		}
+		t.Skip("CDCLAKE_PYTHON not set: run `make test` to read the files with pyarrow and DuckDB")
+	}
+	mem := memory.NewGoAllocator()
+	cols := slices.DeleteFunc(allTypes(), func(c column) bool { return c.name == "n" })
+	types := record(t, mem, cols)
+	defer types.Release()
+	edges := edgeRecord(mem)
+	defer edges.Release()
+	images := buildCmpRecord(mem, 5000)
+	defer images.Release()
+	dir := t.TempDir()
+	args := []string{"testdata/readers.py"}
+	for _, tc := range []struct {
+		name string
+		rec  arrow.RecordBatch
+		opts parquet.Options
+	}{
+		{"types", types, parquet.Options{Compression: "zstd", RowGroupRows: 2}},
+		{"edges", edges, parquet.Options{Compression: "zstd", RowGroupRows: 1000}},
+		{"images", images, parquet.Options{Compression: "snappy", RowGroupRows: 128 * 1024}},
+	} {
+		own, pq := writeBoth(t, mem, tc.rec, [][2]int{{0, int(tc.rec.NumRows())}}, tc.opts)
+		a, b := filepath.Join(dir, tc.name+"-own.parquet"), filepath.Join(dir, tc.name+"-pqarrow.parquet")
+		if err := os.WriteFile(a, own, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(b, pq, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		args = append(args, a, b)
+	}
+	out, err := exec.Command(py, args...).CombinedOutput()
+	if err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	t.Logf("%s", out)
 }
