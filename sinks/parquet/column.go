@@ -146,36 +146,28 @@ func (c *column) bind(rec arrow.RecordBatch) {
 		}
 	}
 	d := a.Data()
-	off, n := d.Offset(), d.Len()
-	vals := func() []byte {
-		if b := d.Buffers()[1]; b != nil {
-			return b.Bytes()
-		}
-		return nil
-	}
 	switch c.p.kind {
 	case vBool:
 		c.bools = a.(*array.Boolean)
 	case vInt8:
-		c.i8 = arrow.Int8Traits.CastFromBytes(vals())[off : off+n]
+		c.i8 = arrow.GetValues[int8](d, 1)
 	case vInt16:
-		c.i16 = arrow.Int16Traits.CastFromBytes(vals())[off : off+n]
+		c.i16 = arrow.GetValues[int16](d, 1)
 	case vInt32:
-		c.i32 = arrow.Int32Traits.CastFromBytes(vals())[off : off+n]
+		c.i32 = arrow.GetValues[int32](d, 1)
 	case vInt64, vTsSec, vTsMilli, vTsNano:
-		c.i64 = arrow.Int64Traits.CastFromBytes(vals())[off : off+n]
+		c.i64 = arrow.GetValues[int64](d, 1)
 	case vFloat32:
-		c.f32 = arrow.Float32Traits.CastFromBytes(vals())[off : off+n]
+		c.f32 = arrow.GetValues[float32](d, 1)
 	case vFloat64:
-		c.f64 = arrow.Float64Traits.CastFromBytes(vals())[off : off+n]
+		c.f64 = arrow.GetValues[float64](d, 1)
 	case vDecimal:
-		c.dec = arrow.Decimal128Traits.CastFromBytes(vals())[off : off+n]
+		c.dec = arrow.GetValues[decimal128.Num](d, 1)
 	case vBytes:
-		c.offs = nil
-		if b := vals(); b != nil { // an empty array may have no offsets
-			c.offs = arrow.Int32Traits.CastFromBytes(b)[off : off+n+1]
+		c.offs, c.data = nil, nil
+		if d.Buffers()[1] != nil { // an empty array may have no offsets
+			c.offs = arrow.GetOffsets[int32](d, 1)
 		}
-		c.data = nil
 		if b := d.Buffers()[2]; b != nil {
 			c.data = b.Bytes()
 		}
@@ -309,16 +301,10 @@ func (c *column) walk(k, i int, rep, def int16) error {
 				c.level(rep, def)
 				return nil
 			}
-			depth := int16(0)
-			for _, t := range c.p.steps[:k+1] {
-				if t.kind == stepList {
-					depth++
-				}
-			}
 			for j := start; j < end; j++ {
 				r := rep
 				if j > start {
-					r = depth
+					r = s.rep
 				}
 				if err := c.walk(k+1, int(j), r, def+1); err != nil {
 					return err

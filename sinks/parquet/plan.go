@@ -30,8 +30,9 @@ type plan struct {
 // A step is one node on the way from a top-level column to a leaf.
 type step struct {
 	kind     stepKind
-	nullable bool // an OPTIONAL node: adds a definition level
-	child    int  // the field of the struct above this step
+	nullable bool  // an OPTIONAL node: adds a definition level
+	child    int   // the field of the struct above this step
+	rep      int16 // a list's repetition level: the lists down to it
 }
 
 type stepKind uint8
@@ -113,7 +114,7 @@ func newPlan(sch *arrow.Schema, props *parquet.WriterProperties, arrProps pqarro
 	p := &plan{}
 	var leaves []leafPlan
 	for i, f := range sch.Fields() {
-		if !walkField(f, i, nil, &leaves) {
+		if !walkType(f.Type, f.Nullable, i, 0, nil, &leaves) {
 			return nil, nil
 		}
 	}
@@ -194,12 +195,9 @@ func elementNamed(f arrow.Field) (arrow.Field, bool) {
 	return f, false
 }
 
-// walkField appends the leaves of field f (top-level column col) reached
-// through steps. It reports false for a type the writer does not handle.
-func walkField(f arrow.Field, col int, steps []step, leaves *[]leafPlan) bool {
-	return walkType(f.Type, f.Nullable, col, 0, steps, leaves)
-}
-
+// walkType appends the leaves of a node of type t (nullable, field child
+// of the struct above, in top-level column col) reached through steps. It
+// reports false for a type the writer does not handle.
 func walkType(t arrow.DataType, nullable bool, col, child int, steps []step, leaves *[]leafPlan) bool {
 	steps = steps[:len(steps):len(steps)]
 	switch t := t.(type) {
@@ -215,13 +213,13 @@ func walkType(t arrow.DataType, nullable bool, col, child int, steps []step, lea
 		}
 		return true
 	case *arrow.ListType:
-		steps = append(steps, step{kind: stepList, nullable: nullable, child: child})
+		steps = append(steps, step{kind: stepList, nullable: nullable, child: child, rep: lists(steps) + 1})
 		return walkType(t.Elem(), t.ElemField().Nullable, col, 0, steps, leaves)
 	case *arrow.MapType:
 		if t.KeysSorted {
 			return false
 		}
-		steps = append(steps, step{kind: stepList, nullable: nullable, child: child})
+		steps = append(steps, step{kind: stepList, nullable: nullable, child: child, rep: lists(steps) + 1})
 		return walkType(t.Elem(), false, col, 0, steps, leaves)
 	}
 	k, ok := leafKind(t)
@@ -242,6 +240,17 @@ func walkType(t arrow.DataType, nullable bool, col, child int, steps []step, lea
 	}
 	*leaves = append(*leaves, lp)
 	return true
+}
+
+// lists counts the lists among steps.
+func lists(steps []step) int16 {
+	n := int16(0)
+	for _, s := range steps {
+		if s.kind == stepList {
+			n++
+		}
+	}
+	return n
 }
 
 func leafKind(t arrow.DataType) (valueKind, bool) {
@@ -411,12 +420,12 @@ func logicalType(t *tw, lt pqschema.LogicalType) bool {
 		t.end()
 	}
 	unit := func(u pqschema.TimeUnitType) bool {
-		id := map[pqschema.TimeUnitType]int16{pqschema.TimeUnitMillis: 1, pqschema.TimeUnitMicros: 2, pqschema.TimeUnitNanos: 3}[u]
-		if id == 0 {
+		// TimeUnit's fields: MILLIS 1, MICROS 2, NANOS 3.
+		if u != pqschema.TimeUnitMillis && u != pqschema.TimeUnitMicros && u != pqschema.TimeUnitNanos {
 			return false
 		}
 		t.begin(2)
-		empty(id)
+		empty(int16(u-pqschema.TimeUnitMillis) + 1)
 		t.end()
 		return true
 	}

@@ -52,20 +52,7 @@ func TestSplitsMakeTheSameFile(t *testing.T) {
 		t.Fatal(err)
 	}
 	for trial := range 4 {
-		// Parts of random lengths, each a few ranges of itself.
-		var parts []sinks.Part
-		for lo := 0; lo < rows; {
-			hi := min(rows, lo+1+rng.IntN(9000))
-			part := rec.NewSlice(int64(lo), int64(hi))
-			var ranges [][2]int
-			for a := 0; a < hi-lo; {
-				b := min(hi-lo, a+1+rng.IntN(3000))
-				ranges = append(ranges, [2]int{a, b})
-				a = b
-			}
-			parts = append(parts, sinks.Part{Record: part, Ranges: ranges})
-			lo = hi
-		}
+		parts := randomParts(rec, rng, 9000, 3000)
 		var split bytes.Buffer
 		err := parquet.WriteParts(&split, parts, opts, mem)
 		for _, p := range parts {
@@ -85,4 +72,24 @@ func TestSplitsMakeTheSameFile(t *testing.T) {
 				trial, len(parts), split.Len(), whole.Len())
 		}
 	}
+}
+
+// randomParts splits rec's rows into parts of random lengths (up to
+// maxPart rows), slices of rec, each a few ranges (up to maxRange rows) of
+// itself. The caller releases the parts' records.
+func randomParts(rec arrow.RecordBatch, rng *rand.Rand, maxPart, maxRange int) []sinks.Part {
+	rows := int(rec.NumRows())
+	var parts []sinks.Part
+	for lo := 0; lo < rows; {
+		hi := min(rows, lo+1+rng.IntN(maxPart))
+		var ranges [][2]int
+		for a := 0; a < hi-lo; {
+			b := min(hi-lo, a+1+rng.IntN(maxRange))
+			ranges = append(ranges, [2]int{a, b})
+			a = b
+		}
+		parts = append(parts, sinks.Part{Record: rec.NewSlice(int64(lo), int64(hi)), Ranges: ranges})
+		lo = hi
+	}
+	return parts
 }

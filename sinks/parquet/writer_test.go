@@ -818,22 +818,13 @@ func TestWriterSplitsWithSmallPages(t *testing.T) {
 					t.Fatal(err)
 				}
 				for trial := range 3 {
-					var parts []sinks.Part
-					for lo := 0; lo < rows; {
-						hi := min(rows, lo+1+rng.IntN(700))
-						part := rec.NewSlice(int64(lo), int64(hi))
-						defer part.Release()
-						var ranges [][2]int
-						for a := 0; a < hi-lo; {
-							b := min(hi-lo, a+1+rng.IntN(300))
-							ranges = append(ranges, [2]int{a, b})
-							a = b
-						}
-						parts = append(parts, sinks.Part{Record: part, Ranges: ranges})
-						lo = hi
-					}
+					parts := randomParts(rec, rng, 700, 300)
 					var split bytes.Buffer
-					if err := parquet.WriteParts(&split, parts, opts, mem); err != nil {
+					err := parquet.WriteParts(&split, parts, opts, mem)
+					for _, p := range parts {
+						p.Record.Release()
+					}
+					if err != nil {
 						t.Fatal(err)
 					}
 					if !bytes.Equal(whole.Bytes(), split.Bytes()) {
