@@ -167,7 +167,7 @@ func New(plan *Plan, src source.Source, bucket *blob.Bucket, log *slog.Logger, o
 	// Files are encoded and stored beside the appends, one writer per core:
 	// on one core that still overlaps a store's latency with the work.
 	b, err := batch.New(batch.Config{MaxBufferedBytes: int64(cfg.Batch.MaxBufferedBytes), MaxOpenFiles: cfg.Batch.MaxOpenFiles,
-		Writers: runtime.GOMAXPROCS(0)}, plan.BatchConfig, p.sink, mem, log)
+		Writers: runtime.GOMAXPROCS(0), Appenders: runtime.GOMAXPROCS(0)}, plan.BatchConfig, p.sink, mem, log)
 	if err != nil {
 		return nil, err
 	}

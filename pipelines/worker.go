@@ -52,6 +52,10 @@ type worker struct {
 	catalog []catalogEntry
 	// bcounts are the batch stage's counters.
 	bcounts counts
+	// run is the run of records the batch stage hands to the batcher
+	// next (batch.Batcher.AddRun), runSlots their slots in the window.
+	run      []batch.Item
+	runSlots []int
 }
 
 // lane is the state of the stages before batch on one goroutine: its
@@ -502,9 +506,14 @@ func (p *Pipeline) batchStage(msg *message.Message) error {
 
 // batchWindow resolves a window's records and hands them to the batcher
 // in order, and queues its dead letters. Only storage failures are errors.
+// Consecutive rows and messages that need no landing go to the batcher as
+// one run (batch.Batcher.AddRun), which converts the rows of different
+// files in parallel; a DDL, a dead letter or a record kept in the catalog
+// ends the run and is handled on its own.
 func (p *Pipeline) batchWindow(w *worker, win *window) error {
 	ctx := p.landCtx // a stop signal ends reading, not the landing of what was read
 	b := w.block
+	w.run, w.runSlots = w.run[:0], w.runSlots[:0]
 	for i := range win.slots {
 		s := &win.slots[i]
 		if s.act != actSkip && s.act != actDead {
@@ -512,52 +521,104 @@ func (p *Pipeline) batchWindow(w *worker, win *window) error {
 		}
 		j := win.base + i
 		at := b.Position(j)
+		if !s.keep && (s.act == actSkip || s.act == actRow || s.act == actEvent) {
+			it := batch.Item{At: at}
+			if s.act != actSkip {
+				it.C, it.T, it.Size = &s.c, s.table, len(b.Records[j].Value)
+			}
+			w.run, w.runSlots = append(w.run, it), append(w.runSlots, i)
+			continue
+		}
+		if err := p.addRun(w, win); err != nil {
+			return err
+		}
 		switch s.act {
 		case actSkip:
 			if err := p.batcher.Skip(ctx, at); err != nil {
 				return p.fail(err)
 			}
-		case actDDL:
-			if err := p.batcher.CloseTable(ctx, s.c.Table); err != nil {
-				return p.fail(err)
+		case actDDL, actRow, actEvent:
+			if s.act == actDDL {
+				if err := p.batcher.CloseTable(ctx, s.c.Table); err != nil {
+					return p.fail(err)
+				}
 			}
-			fallthrough
-		case actRow, actEvent:
-			err := p.batcher.Add(ctx, &s.c, s.table, at, len(b.Records[j].Value))
-			var rowErr *batch.RowError
-			switch {
-			case err == nil && s.act == actRow:
-				w.bcounts.rows++
-			case err == nil:
-				w.bcounts.events++
-			case errors.As(err, &rowErr):
-				s.die("convert", rowErr.Err)
-			default:
-				return p.fail(err)
+			w.run = append(w.run, batch.Item{C: &s.c, T: s.table, At: at, Size: len(b.Records[j].Value)})
+			w.runSlots = append(w.runSlots, i)
+			if err := p.addRun(w, win); err != nil {
+				return err
 			}
 		}
 		if s.keep && s.act != actDead {
-			if w.hold == nil {
-				w.hold = &at
-			}
-			if err := p.batcher.Hold(ctx, at, w.hold); err != nil {
+			if err := p.batcher.Hold(ctx, at, w.holder(at)); err != nil {
 				return p.fail(err)
 			}
 		}
 		if s.act == actDead {
-			w.bcounts.dead++
-			rec := &b.Records[j]
-			w.dead.Add(at, s.stage, s.err, rec.Key, rec.Value, deadHeaders(rec.Headers))
-			if w.hold == nil {
-				w.hold = &at
+			if err := p.deadLetter(w, s, j); err != nil {
+				return err
 			}
-			if err := p.batcher.Hold(ctx, at, w.hold); err != nil {
-				return p.fail(err)
+		}
+	}
+	return p.addRun(w, win)
+}
+
+// addRun hands the run of the window's records gathered in w to the
+// batcher, and dead-letters its rows that did not convert.
+func (p *Pipeline) addRun(w *worker, win *window) error {
+	if len(w.run) == 0 {
+		return nil
+	}
+	defer func() {
+		clear(w.run)
+		w.run, w.runSlots = w.run[:0], w.runSlots[:0]
+	}()
+	if err := p.batcher.AddRun(p.landCtx, w.run, w.holder(w.run[0].At)); err != nil {
+		return p.fail(err)
+	}
+	for k, it := range w.run {
+		s := &win.slots[w.runSlots[k]]
+		var rowErr *batch.RowError
+		switch {
+		case it.C == nil:
+		case it.Err == nil && s.act == actRow:
+			w.bcounts.rows++
+		case it.Err == nil:
+			w.bcounts.events++
+		case errors.As(it.Err, &rowErr):
+			s.die("convert", rowErr.Err)
+			if err := p.deadLetter(w, s, win.base+w.runSlots[k]); err != nil {
+				return err
 			}
-			p.log.Debug("dead letter", "source", at.Source, "offset", at.Offset, "stage", s.stage, "reason", s.err)
+		default:
+			return p.fail(it.Err)
 		}
 	}
 	return nil
+}
+
+// deadLetter queues the dead letter of record j of the block, held until
+// the block's dead letters are written.
+func (p *Pipeline) deadLetter(w *worker, s *slot, j int) error {
+	b := w.block
+	at := b.Position(j)
+	w.bcounts.dead++
+	rec := &b.Records[j]
+	w.dead.Add(at, s.stage, s.err, rec.Key, rec.Value, deadHeaders(rec.Headers))
+	if err := p.batcher.Hold(p.landCtx, at, w.holder(at)); err != nil {
+		return p.fail(err)
+	}
+	p.log.Debug("dead letter", "source", at.Source, "offset", at.Offset, "stage", s.stage, "reason", s.err)
+	return nil
+}
+
+// holder returns what holds the block's dead letters and catalog entries
+// from counting as durable until they are written, made at its first use.
+func (w *worker) holder(at sinks.Position) any {
+	if w.hold == nil {
+		w.hold = &at
+	}
+	return w.hold
 }
 
 // deadHeaders returns a record's headers for its dead letter.

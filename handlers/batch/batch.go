@@ -100,6 +100,10 @@ type Config struct {
 	// Writers is the number of files written at once beside the appends;
 	// 0 writes each file in line, before the call that closed it returns.
 	Writers int
+	// Appenders is the number of goroutines that convert the rows of a
+	// run (AddRun), each taking whole files; 0 or 1 converts them on the
+	// caller's.
+	Appenders int
 }
 
 // TableConfig is a table's route settings for batching and writing.
@@ -178,8 +182,13 @@ type partition struct {
 	// this one held it: nothing more of it is landed here until Restore.
 	fenced bool
 	// checks checks the rows its files log (scratch builders are not
-	// shared between partitions).
-	checks *checks
+	// shared between partitions): checks[k] is the k-th appender's of a
+	// run (AddRun), checks[0] that of single rows.
+	checks []*checks
+	// run is AddRun's scratch; bounded is the group of offsets (see
+	// boundsEvery) the bounds were last enforced in.
+	run     runScratch
+	bounded int64
 }
 
 // Batcher is the batching stage. Safe for concurrent use: calls for
@@ -261,7 +270,8 @@ func (b *Batcher) partition(source string, part int32) *partition {
 	if v, ok := b.parts.Load(k); ok {
 		return v.(*partition)
 	}
-	v, _ := b.parts.LoadOrStore(k, &partition{key: k, open: map[bufKey]*buffer{}, tracker: newTracker(), checks: newChecks(b.mem)})
+	v, _ := b.parts.LoadOrStore(k, &partition{key: k, open: map[bufKey]*buffer{}, tracker: newTracker(),
+		checks: []*checks{newChecks(b.mem)}, bounded: -1})
 	return v.(*partition)
 }
 
@@ -381,7 +391,7 @@ func (b *Batcher) Add(ctx context.Context, c *change.Change, t *schema.Table, at
 	}
 	p := b.partition(at.Source, at.Partition)
 	p.mu.Lock()
-	err := b.add(ctx, p, c, t, at, size)
+	err := b.add(ctx, p, c, t, at, size, nil)
 	p.mu.Unlock()
 	var rowErr *RowError
 	if err != nil && !errors.As(err, &rowErr) {
@@ -393,22 +403,16 @@ func (b *Batcher) Add(ctx context.Context, c *change.Change, t *schema.Table, at
 	return err
 }
 
-// add is Add under p's lock, but for the bounds.
-func (b *Batcher) add(ctx context.Context, p *partition, c *change.Change, t *schema.Table, at sinks.Position, size int) error {
+// add is Add under p's lock, but for the bounds. A row that does not
+// convert is held for holder, unless nil, before any file is written.
+func (b *Batcher) add(ctx context.Context, p *partition, c *change.Change, t *schema.Table, at sinks.Position, size int, holder any) error {
 	if p.fenced {
 		return nil
 	}
 	tc := b.tables(t.Name)
 	now := b.now()
 	tsMicros := now.UnixMicro()
-	// The directory comes from the input alone, so that a replay at another
-	// time writes the same objects: the change's time, else its record's,
-	// else the epoch.
-	dirTS := c.RecordMicros
-	if c.HasTS {
-		dirTS = c.TSMicros
-	}
-	dir := tc.Path.Expand(t.Name, dirTS)
+	dir := tc.Path.Expand(t.Name, dirMicros(c))
 	rp := p.replay
 	if rp != nil && rp.covered(at.Offset) {
 		p.tracker.seen(at.Offset) // already in a written file
@@ -418,7 +422,7 @@ func (b *Batcher) add(ctx context.Context, p *partition, c *change.Change, t *sc
 	key := bufKey{table: t.Name, fp: t.Fingerprint, dir: dir, source: at.Source, part: at.Partition}
 	buf, ok := p.open[key]
 	if !ok {
-		buf = newBuffer(b.mem, key, t, dir, at, now.UnixNano(), p.checks.of(t), b.logLimit)
+		buf = newBuffer(b.mem, key, t, dir, at, now.UnixNano(), b.logLimit)
 		p.open[key] = buf
 		b.nopen.Add(1)
 		p.tracker.open(at.Offset, buf)
@@ -430,7 +434,7 @@ func (b *Batcher) add(ctx context.Context, p *partition, c *change.Change, t *sc
 	}
 	p.tracker.seen(at.Offset)
 	buf.used = b.appends.Add(1)
-	err, aerr := buf.append(c, at, tsMicros, size)
+	err, aerr := buf.append(c, at, tsMicros, size, p.checks[0])
 	if aerr != nil {
 		return aerr
 	}
@@ -445,6 +449,9 @@ func (b *Batcher) add(ctx context.Context, p *partition, c *change.Change, t *sc
 	buf.held = mem
 	if err != nil {
 		err = &RowError{Err: err}
+		if holder != nil {
+			p.tracker.open(at.Offset, holder)
+		}
 	}
 	if buf.forced == nil && (buf.rows >= tc.MaxRows || buf.bytes >= tc.MaxBytes) {
 		if ferr := b.flush(ctx, p, buf); ferr != nil {
@@ -685,7 +692,9 @@ func (b *Batcher) Close() {
 			delete(p.open, k)
 			b.nopen.Add(-1)
 		}
-		p.checks.release()
+		for _, cs := range p.checks {
+			cs.release()
+		}
 		p.mu.Unlock()
 	}
 }

@@ -77,10 +77,15 @@ type buffer struct {
 	// counted until the next (the encoder frees it when it wants).
 	handed int64
 	// log holds the rows that came while the buffer had no builders, in
-	// order after every other row of it (see rowLog); chk checks them.
+	// order after every other row of it (see rowLog).
 	log      rowLog
-	chk      *checker
 	logLimit int64
+	// planned and plannedBytes count the rows of a run (Batcher.AddRun)
+	// assigned to the buffer and not appended yet.
+	planned      int
+	plannedBytes int64
+	// appender is the goroutine of the run that appends its rows.
+	appender int
 	// metadata builders
 	op, tbl, xid, pos, source *array.StringBuilder
 	ts, ingested              *array.TimestampBuilder
@@ -141,12 +146,11 @@ type eventBuilders struct {
 }
 
 // newBuffer returns a buffer without builders: its first rows are logged
-// (see rowLog), checked by chk, up to logLimit of what its builders would
-// cost.
+// (see rowLog) up to logLimit of what its builders would cost.
 func newBuffer(mem memory.Allocator, key bufKey, t *schema.Table, dir string, src sinks.Position, now int64,
-	chk *checker, logLimit func(builders int64) int64) *buffer {
+	logLimit func(builders int64) int64) *buffer {
 	fixed := bytesPerBuilder * int64(countFields(t.Arrow.Fields()))
-	return &buffer{key: key, table: t, dir: dir, src: src, last: src.Offset, born: now, mem: mem, chk: chk,
+	return &buffer{key: key, table: t, dir: dir, src: src, last: src.Offset, born: now, mem: mem,
 		alloc: &countingAllocator{Allocator: mem}, fixed: fixed, logLimit: logLimit(fixed)}
 }
 
@@ -206,12 +210,13 @@ var errDuplicateKey = errors.New("duplicate column in image")
 // returned as rowErr: it is counted, and never written. err is an
 // internal failure.
 //
-// A buffer without builders logs the row, once it converts, until its log
+// A buffer without builders logs the row, once it converts (chk, of
+// checks its caller owns, tells), until its log
 // is logLimit bytes (half of what its builders would hold before any row);
 // then the log moves to builders (thaw) and the row is appended there. A
 // row that does not convert is appended too (with NULLs where values
 // failed) and marked invalid, so builders stay aligned.
-func (b *buffer) append(c *change.Change, at sinks.Position, ingested int64, size int) (rowErr, err error) {
+func (b *buffer) append(c *change.Change, at sinks.Position, ingested int64, size int, chk *checks) (rowErr, err error) {
 	b.rows++
 	b.bytes += int64(size)
 	b.last = at.Offset
@@ -219,7 +224,7 @@ func (b *buffer) append(c *change.Change, at sinks.Position, ingested int64, siz
 		if int64(cap(b.log.data)) < b.logLimit {
 			mark, raw := b.log.add(b.table, c, at.Offset, ingested)
 			b.base++ // the builders hold no row
-			if rowErr = b.chk.check(b.table, c, raw); rowErr != nil {
+			if rowErr = chk.of(b.table).check(b.table, c, raw); rowErr != nil {
 				b.log.drop(mark)
 			}
 			return rowErr, nil

@@ -20,11 +20,11 @@ func BenchmarkOpenBuffer(b *testing.B) {
 	t := table("db.t", 1, schema.LayoutImages, cs)
 	c := insert(b, "db.t", `{"id":1,"a":"x","b":"y"}`)
 	mem := memory.NewGoAllocator()
-	chk := newChecks(mem).of(t)
+	chk := newChecks(mem)
 	b.ReportAllocs()
 	for b.Loop() {
-		buf := newBuffer(mem, bufKey{table: "db.t"}, t, "d", at(0), 0, chk, halfOf)
-		if rowErr, err := buf.append(c, at(0), 0, 10); rowErr != nil || err != nil {
+		buf := newBuffer(mem, bufKey{table: "db.t"}, t, "d", at(0), 0, halfOf)
+		if rowErr, err := buf.append(c, at(0), 0, 10, chk); rowErr != nil || err != nil {
 			b.Fatal(rowErr, err)
 		}
 		buf.release()

@@ -268,7 +268,7 @@ func TestColdFilesKeepNoBuilders(t *testing.T) {
 		h.add(insert(t, tb.Name, fmt.Sprintf(`{"id":%d,"s":"row %d"}`, off, off)), tb, at(off), 100)
 		off++
 	}
-	builders := newBuffer(h.b.mem, bufKey{}, hot, "", at(0), 0, nil, halfOf).fixed
+	builders := newBuffer(h.b.mem, bufKey{}, hot, "", at(0), 0, halfOf).fixed
 	setBound(h.b, 16*builders) // the builders of a few files: 4% of the tables
 	for range 5 {
 		for _, c := range cold {
