@@ -514,11 +514,16 @@ func (b *Batcher) flushWhere(ctx context.Context, match func(*buffer) bool) erro
 	for _, p := range b.partitions() {
 		p.mu.Lock()
 		err := func() error {
-			for _, buf := range p.sorted() {
+			var bufs []*buffer
+			for _, buf := range p.open {
 				if match(buf) {
-					if err := b.flush(ctx, p, buf); err != nil {
-						return err
-					}
+					bufs = append(bufs, buf)
+				}
+			}
+			sortBuffers(bufs)
+			for _, buf := range bufs {
+				if err := b.flush(ctx, p, buf); err != nil {
+					return err
 				}
 			}
 			return nil
