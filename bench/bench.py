@@ -38,9 +38,10 @@ WORKLOADS = [
 ]
 
 
-def measured(cmd, env=None):
+def measured(cmd, env=None, cpu=None):
     """Runs cmd: (wall seconds, its own peak RSS in KiB, stdout). The child
-    is spawned and waited for with wait4, whose rusage is the child's alone."""
+    is spawned and waited for with wait4, whose rusage is the child's alone;
+    its CPU seconds (user and system) are appended to cpu, if given."""
     with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
         path = shutil.which(cmd[0]) or cmd[0]
         t = time.perf_counter()
@@ -48,6 +49,8 @@ def measured(cmd, env=None):
                              file_actions=[(os.POSIX_SPAWN_DUP2, out.fileno(), 1), (os.POSIX_SPAWN_DUP2, err.fileno(), 2)])
         _, status, ru = os.wait4(pid, 0)
         wall = time.perf_counter() - t
+        if cpu is not None:
+            cpu.append(ru.ru_utime + ru.ru_stime)
         out.seek(0)
         err.seek(0)
         stdout = out.read().decode("utf-8", "replace")
@@ -74,6 +77,31 @@ def generated(cdcgen, work, name, events, tables, fmt):
     return d, stream
 
 
+def lakes_root(work):
+    """Where the lakes go: a tmpfs when the machine has one, so that the
+    figures measure cdclake and not the disk's costs of creating files and
+    directories (on ext4 here, about a millisecond of kernel time each
+    right after a previous run's lake was deleted); else the work folder."""
+    shm = Path("/dev/shm")
+    if shm.is_dir() and os.access(shm, os.W_OK) and shutil.disk_usage(shm).free > 4 << 30:
+        return shm / "cdclake-bench-lakes"
+    return work / "lakes"
+
+
+def fresh(args, name, root=None):
+    """An empty folder for one lake (or DuckDB's file) of a run."""
+    d = (root or args.lakes) / name
+    shutil.rmtree(d, ignore_errors=True)
+    d.mkdir(parents=True)
+    return d
+
+
+def scaling(args):
+    """This machine's own ratio of two busy cores to one, by kind of work
+    (bench/scaling), as one line."""
+    return subprocess.run(["go", "run", "./bench/scaling"], capture_output=True, text=True, check=True).stdout.strip()
+
+
 def files_per_table(lake):
     out = {}
     for p in Path(lake).rglob("*.parquet"):
@@ -91,12 +119,12 @@ def many_tables(args, work, single_rate):
     rows = []
     d, stream = generated(args.cdcgen, work, "t1000", 200_000, 1000, "goldengate")
     messages = sum(1 for line in open(stream, "rb") if line.strip())
-    lake = d / "lake"
-    shutil.rmtree(lake, ignore_errors=True)
-    wall, rss, _ = measured([args.cdclake, "run", "--source", str(stream), "--sink", str(lake)],
-                            dict(os.environ, GOMAXPROCS="1"))
-    rows.append(("1,000 tables", "defaults, GOMAXPROCS=1", messages, messages / wall,
-                 f"{messages / wall / single_rate:.2f}" if single_rate else "", rss / 1024, lake_stats(lake)[0], ""))
+    for where, lake in (("", fresh(args, "t1000")), (", lake on the work disk", fresh(args, "t1000", d))):
+        wall, rss, _ = measured([args.cdclake, "run", "--source", str(stream), "--sink", str(lake)],
+                                dict(os.environ, GOMAXPROCS="1"))
+        rows.append(("1,000 tables", f"defaults, GOMAXPROCS=1{where}", messages, messages / wall,
+                     f"{messages / wall / single_rate:.2f}" if single_rate else "", rss / 1024, lake_stats(lake)[0], ""))
+        shutil.rmtree(lake, ignore_errors=True)
 
     d, stream = generated(args.cdcgen, work, "t5000", 100_000, 5000, "goldengate")
     messages = sum(1 for line in open(stream, "rb") if line.strip())
@@ -104,11 +132,11 @@ def many_tables(args, work, single_rate):
     for name, cfg in (("unbounded", "batch:\n  max_buffered_bytes: 64GiB\n  max_open_files: 1000000\n"),
                       ("bounded", "batch:\n  max_buffered_bytes: 64MiB\n")):
         (d / f"{name}.yaml").write_text(cfg)
-        lake = d / f"lake-{name}"
-        shutil.rmtree(lake, ignore_errors=True)
+        lake = fresh(args, f"t5000-{name}")
         wall, rss, _ = measured([args.cdclake, "run", "--config", str(d / f"{name}.yaml"), "--source", str(stream),
                                  "--sink", str(lake)], dict(os.environ, GOMAXPROCS="2"))
         counts[name] = files_per_table(lake)
+        shutil.rmtree(lake, ignore_errors=True)
     worst = max(n / counts["unbounded"].get(t, 1) for t, n in counts["bounded"].items())
     rows.append(("5,000 tables", "max_buffered_bytes: 64MiB, GOMAXPROCS=2", messages, messages / wall, "", rss / 1024,
                  sum(counts["bounded"].values()), f"{worst:.2f}"))
@@ -146,6 +174,7 @@ def main():
     ap.add_argument("--tables", type=int, default=24)
     ap.add_argument("--runs", type=int, default=1)
     ap.add_argument("--work", default="/tmp/cdclake-bench-make")
+    ap.add_argument("--lakes", help="folder of the lakes (default: a tmpfs when there is one, see lakes_root)")
     ap.add_argument("--results", default=str(Path(__file__).with_name("RESULTS.md")))
     ap.add_argument("--only", help="comma-separated workloads (debezium, debezium-schemaless, goldengate, tables)")
     args = ap.parse_args()
@@ -154,6 +183,7 @@ def main():
 
     work = Path(args.work)
     work.mkdir(parents=True, exist_ok=True)
+    args.lakes = Path(args.lakes) if args.lakes else lakes_root(work)
     rows = []
     for fmt, label in WORKLOADS:
         if args.only and fmt not in args.only.split(","):
@@ -164,30 +194,32 @@ def main():
         best = {}
         for _ in range(args.runs):
             for procs in (1, 2):
-                lake = d / f"lake-{procs}"
-                shutil.rmtree(lake, ignore_errors=True)
+                lake = fresh(args, f"{fmt}-{procs}")
                 env = dict(os.environ, GOMAXPROCS=str(procs))
-                wall, rss, out = measured([args.cdclake, "run", "--source", str(stream), "--sink", str(lake)], env)
+                cpu = []
+                wall, rss, out = measured([args.cdclake, "run", "--source", str(stream), "--sink", str(lake)], env, cpu)
                 m = re.search(r"dead letters (\d+)", out)
                 if not m or m.group(1) != "0":
                     sys.exit(f"cdclake landed {fmt} with dead letters:\n{out}")
                 files, nbytes = lake_stats(lake)
+                shutil.rmtree(lake, ignore_errors=True)
                 if procs not in best or wall < best[procs][0]:
-                    best[procs] = (wall, rss, files, nbytes)
-            out_pq = d / "duckdb.parquet"
+                    best[procs] = (wall, rss, files, nbytes, cpu[0])
+            out_pq = fresh(args, f"{fmt}-duckdb") / "out.parquet"
             sql = (f"SET threads = 1; COPY (SELECT * FROM read_json('{stream}', format = 'newline_delimited', "
                    f"sample_size = -1)) TO '{out_pq}' (FORMAT parquet)")
-            wall, rss, _ = measured([sys.executable, "-c", f"import duckdb; duckdb.connect().execute({sql!r})"])
+            cpu = []
+            wall, rss, _ = measured([sys.executable, "-c", f"import duckdb; duckdb.connect().execute({sql!r})"], None, cpu)
             if "duckdb" not in best or wall < best["duckdb"][0]:
-                best["duckdb"] = (wall, rss, 1, out_pq.stat().st_size)
+                best["duckdb"] = (wall, rss, 1, out_pq.stat().st_size, cpu[0])
         duck_rate = messages / best["duckdb"][0]
         for who in (1, 2, "duckdb"):
-            wall, rss, files, nbytes = best[who]
+            wall, rss, files, nbytes, cpus = best[who]
             rate = messages / wall
             rows.append({
                 "workload": label, "who": f"cdclake, GOMAXPROCS={who}" if who != "duckdb" else "DuckDB, 1 thread",
                 "events": messages, "rate": rate, "mbs": size / wall / 1e6,
-                "ratio": rate / duck_rate, "rss": rss / 1024, "bpe": nbytes / messages, "files": files,
+                "ratio": rate / duck_rate, "rss": rss / 1024, "bpe": nbytes / messages, "files": files, "cpu": cpus,
                 "scale": (best[1][0] / best[2][0]) if who == 2 else None,
             })
         print(f"{label}: {messages} events, {size / 1e6:.0f} MB", file=sys.stderr)
@@ -195,11 +227,12 @@ def main():
     def scale(r):
         return "" if r["scale"] is None else f"{r['scale']:.2f}"
 
-    head = "| workload | landed by | events | events/s | input MB/s | × DuckDB | ×1 core | peak RSS MiB | bytes/event | files |"
-    lines = [head, "|" + "---|" * 10]
+    head = ("| workload | landed by | events | events/s | input MB/s | × DuckDB | ×1 core | CPU s | "
+            "peak RSS MiB | bytes/event | files |")
+    lines = [head, "|" + "---|" * 11]
     for r in rows:
         lines.append(f"| {r['workload']} | {r['who']} | {r['events']:,} | {r['rate']:,.0f} | {r['mbs']:.1f} | "
-                     f"{r['ratio']:.1f} | {scale(r)} | "
+                     f"{r['ratio']:.1f} | {scale(r)} | {r['cpu']:.2f} | "
                      f"{r['rss']:.0f} | {r['bpe']:.0f} | {r['files']} |")
     table = "\n".join(lines)
     print(table)
@@ -226,6 +259,9 @@ give it).
         kafka = kafka_ratio(broker)
         print(kafka)
 
+    machine = scaling(args)
+    print(f"machine scaling: {machine}", file=sys.stderr)
+    tmpfs = " (a tmpfs, see `lakes_root` in bench/bench.py)" if str(args.lakes).startswith("/dev/shm") else ""
     go = subprocess.run(["go", "version"], capture_output=True, text=True).stdout.strip()
     cpu = next((line.split(":", 1)[1].strip() for line in open("/proc/cpuinfo") if line.startswith("model name")), "?")
     Path(args.results).write_text(f"""# Benchmark results
@@ -238,14 +274,21 @@ Input: `cdcgen --events {args.events} --tables {args.tables} --format F` (determ
 bytes every run) in a file. cdclake: `cdclake run --source FILE --sink DIR`
 with default settings (zstd, 1,000,000 rows or 128 MiB per file), wall time
 of the whole process under `GOMAXPROCS=1` and `=2`; "×1 core" is the
-speed-up of two cores over one. DuckDB: `SET threads = 1; COPY (SELECT * FROM
+speed-up of two cores over one; "CPU s" is the CPU time (user and system)
+of the run: what it grows by from one core to two is what the same work
+costs more when both cores are busy. DuckDB: `SET threads = 1; COPY (SELECT * FROM
 read_json(FILE, format = 'newline_delimited', sample_size = -1)) TO
 'out.parquet' (FORMAT parquet)` in its own process: it lands each message as
 one row of its JSON structure (no envelope decoding, no before/after images,
 no schema changes, no exactly-once bookkeeping), so the comparison flatters
 DuckDB. Peak RSS is the process's maximum resident set size (wait4). Best of {args.runs} run(s).
+The lakes and DuckDB's file are written to {args.lakes}{tmpfs}.
 
 {table}
+
+How this machine scales from one busy core to two, by kind of work (`go run ./bench/scaling`: two
+goroutines' throughput over one's, 2.00 is linear; compute in the first-level cache, reads and
+writes within the second-level cache, and beyond every cache): {machine}.
 {many}{kafka}""", encoding="utf-8")
     print(f"written {args.results}", file=sys.stderr)
 
