@@ -19,6 +19,7 @@ import (
 	"math/big"
 	"math/rand/v2"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"time"
 )
@@ -156,6 +157,70 @@ func (g *gen) line(v any) {
 
 func str(s string) *string { return &s }
 
+// ordered is a JSON object whose keys come in a given order, as the real
+// producers write them: Kafka Connect's JsonConverter in the order of the
+// schema's fields, GoldenGate in the order of the table's columns. Keys
+// of m that order does not name follow, sorted.
+type ordered struct {
+	m     map[string]any
+	order []string
+}
+
+func (o ordered) MarshalJSON() ([]byte, error) {
+	b := []byte{'{'}
+	write := func(k string) error {
+		if len(b) > 1 {
+			b = append(b, ',')
+		}
+		kb, _ := json.Marshal(k)
+		vb, err := json.Marshal(o.m[k])
+		if err != nil {
+			return err
+		}
+		b = append(append(append(b, kb...), ':'), vb...)
+		return nil
+	}
+	done := make(map[string]bool, len(o.order))
+	for _, k := range o.order {
+		if _, ok := o.m[k]; ok && !done[k] {
+			done[k] = true
+			if err := write(k); err != nil {
+				return nil, err
+			}
+		}
+	}
+	var rest []string
+	for k := range o.m {
+		if !done[k] {
+			rest = append(rest, k)
+		}
+	}
+	slices.Sort(rest)
+	for _, k := range rest {
+		if err := write(k); err != nil {
+			return nil, err
+		}
+	}
+	return append(b, '}'), nil
+}
+
+// ggColumns are the columns of a GoldenGate table, in table order.
+var ggColumns = []string{"ID", "NAME", "AMOUNT", "CREATED", "NOTE", "QTY", "PRICE", "STATUS", "CITY", "COUNTRY", "CODE", "EXTRA"}
+
+// dbzColumns are the fields of a Debezium row, in schema order
+// (dbzRowSchema).
+var dbzColumns = []string{"id", "name", "amount", "big", "vsd", "created", "zoned", "day", "at", "flag", "doc", "uid",
+	"raw", "ratio", "small", "note"}
+
+// dbzEnvelope and dbzSource are the fields of a Debezium envelope and of
+// its source block, in schema order (dbzEnvelopeSchema); a MySQL source
+// has its binlog position last.
+var (
+	dbzEnvelope = []string{"before", "after", "source", "op", "ts_ms", "transaction"}
+	dbzSource   = []string{"version", "connector", "name", "ts_ms", "ts_us", "snapshot", "db", "schema", "table", "txId", "lsn",
+		"file", "pos", "row"}
+)
+
 // pick chooses an existing row id, or 0 when the table is empty.
 func (g *gen) pick(t *table) int64 {
 	if len(t.rows) == 0 {
@@ -213,7 +278,7 @@ func (g *gen) ggMetadata(t *table) {
 	if t.ddl {
 		cols["EXTRA"] = map[string]any{"type": "string", "null": true, "key": false}
 	}
-	g.ggWrap(t, map[string]any{"op_type": "OBJECT_METADATA", "qual_table": t.name, "columns": cols})
+	g.ggWrap(t, map[string]any{"op_type": "OBJECT_METADATA", "qual_table": t.name, "columns": ordered{cols, ggColumns}})
 }
 
 func (g *gen) ggDDL(t *table) {
@@ -272,7 +337,7 @@ func (g *gen) ggChange(t *table) {
 		after["QTY"], after["PRICE"], after["STATUS"], after["CITY"], after["COUNTRY"], after["CODE"] = qty, price, status, city, country, code
 		row["QTY"], row["PRICE"], row["STATUS"], row["CITY"], row["COUNTRY"], row["CODE"] =
 			str(string(qty)), str(string(price)), str(status), str(city), str(country), str(code)
-		rec["op_type"], rec["after"] = "INSERT", after
+		rec["op_type"], rec["after"] = "INSERT", ordered{after, ggColumns}
 		t.rows[id] = row
 	case 1:
 		// Partial images: the key and the changed columns only.
@@ -284,7 +349,7 @@ func (g *gen) ggChange(t *table) {
 		} else {
 			after["NOTE"], row["NOTE"] = nil, nil // set to NULL: not the same as absent
 		}
-		rec["op_type"], rec["before"], rec["after"] = "UPDATE", map[string]any{"ID": idNum}, after
+		rec["op_type"], rec["before"], rec["after"] = "UPDATE", map[string]any{"ID": idNum}, ordered{after, ggColumns}
 	case 2:
 		rec["op_type"], rec["before"] = "DELETE", map[string]any{"ID": idNum}
 		delete(t.rows, id)
@@ -467,23 +532,24 @@ func (g *gen) dbzChange(t *table, schemas bool) {
 	switch kind {
 	case 0:
 		img, row := g.dbzRow(t, id, schemas)
-		payload["op"], payload["after"] = "c", img
+		payload["op"], payload["after"] = "c", ordered{img, dbzColumns}
 		t.rows[id] = row
 	case 1:
 		before, _ := g.dbzRow(t, id, schemas)
 		img, row := g.dbzRow(t, id, schemas)
-		payload["op"], payload["before"], payload["after"] = "u", before, img
+		payload["op"], payload["before"], payload["after"] = "u", ordered{before, dbzColumns}, ordered{img, dbzColumns}
 		t.rows[id] = row
 	case 2:
 		before, _ := g.dbzRow(t, id, schemas)
-		payload["op"], payload["before"] = "d", before
+		payload["op"], payload["before"] = "d", ordered{before, dbzColumns}
 		delete(t.rows, id)
 	}
+	payload["source"] = ordered{source, dbzSource}
 	t.exp.Changes++
 	if schemas {
-		g.line(connectEnvelope{Schema: dbzEnvelopeSchema(t), Payload: payload})
+		g.line(connectEnvelope{Schema: dbzEnvelopeSchema(t), Payload: ordered{payload, dbzEnvelope}})
 	} else {
-		g.line(payload)
+		g.line(ordered{payload, dbzEnvelope})
 	}
 	if kind == 2 {
 		// Kafka tombstone after a delete.
