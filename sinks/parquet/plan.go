@@ -3,6 +3,7 @@ package parquet
 import (
 	"encoding/base64"
 	"fmt"
+	"slices"
 	"sync"
 
 	"github.com/apache/arrow-go/v18/arrow"
@@ -20,10 +21,17 @@ import (
 // same by any reader), serialized, and how each leaf column's levels and
 // values come out of the Arrow arrays.
 type plan struct {
+	*shape
+	kv [][2]string
+}
+
+// shape is the part of a plan that comes from the schema's fields alone:
+// the tables of one shape (a schema per tenant, a table per month) share
+// it, and a table's versions that differ only in their metadata.
+type shape struct {
 	// schemaList is the footer's schema field after its header: the list
 	// of schema elements, Thrift-encoded.
 	schemaList []byte
-	kv         [][2]string
 	leaves     []leafPlan
 }
 
@@ -75,14 +83,19 @@ type leafPlan struct {
 	lists  bool // a list on the way: levels come from the general walk
 }
 
-// plans caches the plan of the schemas written lately, by schema: a table
-// version's files share one. It is cleared when full.
+// plans caches the plans of the schemas written lately, by schema (a
+// table version's files share one), and their shapes, by the fingerprint
+// of the schema's fields. Each map is cleared when full.
 var plans = struct {
 	sync.Mutex
-	m map[*arrow.Schema]*plan
-}{m: map[*arrow.Schema]*plan{}}
+	m      map[*arrow.Schema]*plan
+	shapes map[string]*shape
+}{m: map[*arrow.Schema]*plan{}, shapes: map[string]*shape{}}
 
-const maxPlans = 256
+const (
+	maxPlans  = 1024
+	maxShapes = 256
+)
 
 // planFor returns the plan of sch, or nil when the writer does not handle
 // one of its types (the file is then written by pqarrow).
@@ -93,25 +106,69 @@ func planFor(sch *arrow.Schema, props *parquet.WriterProperties, arrProps pqarro
 	if ok {
 		return p, nil
 	}
-	p, err := newPlan(sch, props, arrProps)
-	if err != nil {
-		return nil, err
+	key := shapeKey(sch)
+	plans.Lock()
+	sh, ok := plans.shapes[key]
+	plans.Unlock()
+	if !ok || key == "" {
+		var err error
+		if sh, err = newShape(sch, props, arrProps); err != nil {
+			return nil, err
+		}
+	}
+	p = nil
+	if sh != nil {
+		p = newPlan(sch, sh)
 	}
 	plans.Lock()
 	if len(plans.m) >= maxPlans {
 		clear(plans.m)
 	}
 	plans.m[sch] = p
+	if key != "" {
+		if len(plans.shapes) >= maxShapes {
+			clear(plans.shapes)
+		}
+		plans.shapes[key] = sh
+	}
 	plans.Unlock()
 	return p, nil
 }
 
-func newPlan(sch *arrow.Schema, props *parquet.WriterProperties, arrProps pqarrow.ArrowWriterProperties) (*plan, error) {
+// shapeKey is what the shape of sch is cached by: the fingerprint of its
+// fields, or "" when that does not tell it (a field with metadata, which
+// the fingerprint leaves out and pqarrow reads, or a type without one).
+func shapeKey(sch *arrow.Schema) string {
+	for _, f := range sch.Fields() {
+		if withMetadata(f) {
+			return ""
+		}
+	}
+	return sch.Fingerprint()
+}
+
+func withMetadata(f arrow.Field) bool {
+	if f.HasMetadata() {
+		return true
+	}
+	switch t := f.Type.(type) {
+	case *arrow.StructType:
+		return slices.ContainsFunc(t.Fields(), withMetadata)
+	case *arrow.MapType:
+		return withMetadata(t.KeyField()) || withMetadata(t.ItemField())
+	case arrow.ListLikeType:
+		return withMetadata(t.ElemField())
+	}
+	return false
+}
+
+// newShape returns the shape of sch, or nil when the writer does not
+// handle one of its types.
+func newShape(sch *arrow.Schema, props *parquet.WriterProperties, arrProps pqarrow.ArrowWriterProperties) (*shape, error) {
 	pq, err := pqarrow.ToParquet(sch, props, arrProps)
 	if err != nil {
 		return nil, fmt.Errorf("parquet schema: %w", err)
 	}
-	p := &plan{}
 	var leaves []leafPlan
 	for i, f := range sch.Fields() {
 		if !walkType(f.Type, f.Nullable, i, 0, nil, &leaves) {
@@ -126,19 +183,24 @@ func newPlan(sch *arrow.Schema, props *parquet.WriterProperties, arrProps pqarro
 			return nil, nil
 		}
 	}
-	p.leaves = leaves
 	var t tw
 	if !schemaElements(&t, pq.Root()) {
 		return nil, nil
 	}
-	p.schemaList = t.b
+	return &shape{schemaList: t.b, leaves: leaves}, nil
+}
+
+// newPlan returns the plan of sch, of shape sh: the footer's key-value
+// metadata is the schema's, and the Arrow schema pqarrow stores.
+func newPlan(sch *arrow.Schema, sh *shape) *plan {
+	p := &plan{shape: sh}
 	md := sch.Metadata()
 	for i, k := range md.Keys() {
 		p.kv = append(p.kv, [2]string{k, md.Values()[i]})
 	}
 	ipc := flight.SerializeSchema(stored(sch), memory.DefaultAllocator)
 	p.kv = append(p.kv, [2]string{"ARROW:schema", base64.StdEncoding.EncodeToString(ipc)})
-	return p, nil
+	return p
 }
 
 // stored is the Arrow schema stored in the footer: sch with every list

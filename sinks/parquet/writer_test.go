@@ -883,3 +883,58 @@ func TestReadersSeeWhatPqarrowWrites(t *testing.T) {
 	}
 	t.Logf("%s", out)
 }
+
+// TestWriterShapesOfSchemas checks that schemas of the same fields share
+// what comes from the fields, never what does not: each file keeps its
+// schema's metadata, and fields that differ only in their metadata (a
+// Parquet field id) keep theirs.
+func TestWriterShapesOfSchemas(t *testing.T) {
+	mem := memory.NewGoAllocator()
+	write := func(sch *arrow.Schema) *file.Reader {
+		t.Helper()
+		b := array.NewRecordBuilder(mem, sch)
+		defer b.Release()
+		b.Field(0).(*array.Int64Builder).Append(7)
+		b.Field(1).(*array.StringBuilder).Append("x")
+		rec := b.NewRecordBatch()
+		defer rec.Release()
+		var out bytes.Buffer
+		enc, err := parquet.NewEncoder(&out, sch, parquet.Options{Compression: "zstd", RowGroupRows: 10}, mem)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := enc.Write(sinks.Part{Record: rec, Ranges: [][2]int{{0, 1}}}); err != nil {
+			t.Fatal(err)
+		}
+		if err := enc.Close(); err != nil {
+			t.Fatal(err)
+		}
+		r, err := file.NewParquetReader(bytes.NewReader(out.Bytes()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return r
+	}
+	fields := func(ids ...string) []arrow.Field {
+		fs := []arrow.Field{{Name: "id", Type: arrow.PrimitiveTypes.Int64}, {Name: "name", Type: arrow.BinaryTypes.String, Nullable: true}}
+		for i, id := range ids {
+			fs[i].Metadata = arrow.NewMetadata([]string{"PARQUET:field_id"}, []string{id})
+		}
+		return fs
+	}
+	for _, table := range []string{"db.a", "db.b", "db.a"} {
+		md := arrow.NewMetadata([]string{"cdclake.table"}, []string{table})
+		r := write(arrow.NewSchema(fields(), &md))
+		if got := r.MetaData().KeyValueMetadata().FindValue("cdclake.table"); got == nil || *got != table {
+			t.Errorf("a file of %s has cdclake.table %v", table, got)
+		}
+	}
+	for _, ids := range [][]string{{"1", "2"}, {"3", "4"}} {
+		r := write(arrow.NewSchema(fields(ids...), nil))
+		for i, id := range ids {
+			if got := r.MetaData().Schema.Column(i).SchemaNode().FieldID(); fmt.Sprint(got) != id {
+				t.Errorf("field ids %v: column %d has field id %d", ids, i, got)
+			}
+		}
+	}
+}
