@@ -275,12 +275,6 @@ func deliver(ctx context.Context, name string, blocks <-chan *Block, out chan<- 
 }
 
 func (s *Files) readOne(ctx context.Context, name string, r io.Reader, out chan<- *message.Message) (err error) {
-	br := bufio.NewReaderSize(r, 1<<20)
-	// A leading UTF-8 byte-order mark (some editors and exporters write
-	// one) is not part of the first message.
-	if bom, err := br.Peek(3); err == nil && string(bom) == "\ufeff" {
-		_, _ = br.Discard(3)
-	}
 	line := int64(0)
 	b64 := strings.HasSuffix(name, base64Suffix)
 	var bb blockBuilder
@@ -299,18 +293,31 @@ func (s *Files) readOne(ctx context.Context, name string, r io.Reader, out chan<
 			err = derr
 		}
 	}()
-	send := func() error {
-		if len(bb.ends) == 0 {
-			return nil
-		}
+	deliverBlock := func(blk *Block) error {
 		select {
-		case blocks <- bb.build(name):
+		case blocks <- blk:
 			return nil
 		case <-stopped:
 			return derr
 		case <-ctx.Done():
 			return ctx.Err()
 		}
+	}
+	if !b64 {
+		lr := &lineReader{s: s, name: name, r: r, send: deliverBlock, buf: make([]byte, 0, 64<<10)}
+		return lr.run()
+	}
+	br := bufio.NewReaderSize(r, 1<<20)
+	// A leading UTF-8 byte-order mark (some editors and exporters write
+	// one) is not part of the first message.
+	if bom, err := br.Peek(3); err == nil && string(bom) == "\ufeff" {
+		_, _ = br.Discard(3)
+	}
+	send := func() error {
+		if len(bb.ends) == 0 {
+			return nil
+		}
+		return deliverBlock(bb.build(name))
 	}
 	var long []byte // a line longer than the read buffer, being assembled
 	for {
@@ -371,6 +378,137 @@ func (s *Files) readOne(ctx context.Context, name string, r io.Reader, out chan<
 			return fmt.Errorf("%s line %d: %w", name, line+1, err)
 		}
 	}
+}
+
+// lineReader reads the lines of a file that are messages as they are (not
+// base64) into blocks: each block's lines are read into a buffer of its
+// own, where its records stay, so that only what a read brought past a
+// block's last line is copied, to the next block's buffer. A block holds
+// at most blockLines lines and blockBytes bytes, unless one line is
+// longer; a block goes as soon as every byte read is in it, so that
+// records never wait for the next read.
+type lineReader struct {
+	s    *Files
+	name string
+	r    io.Reader
+	send func(*Block) error
+	// buf holds the block's lines and what was read after them: the next
+	// line starts at start, and its newline is looked for from scan.
+	buf         []byte
+	start, scan int
+	size        int // the bytes of the block's lines, without line ends
+	starts      []int
+	ends        []int
+	offs        []int64
+	line        int64 // lines read
+}
+
+// minRead is the least room a read is given in the buffer.
+const minRead = 4 << 10
+
+var byteOrderMark = []byte("\ufeff")
+
+func (lr *lineReader) run() error {
+	bom := true // the file's start is not read yet
+	eof := false
+	for {
+		for {
+			i := bytes.IndexByte(lr.buf[lr.scan:], '\n')
+			if i < 0 {
+				lr.scan = len(lr.buf)
+				break
+			}
+			if err := lr.add(lr.scan + i + 1); err != nil {
+				return err
+			}
+		}
+		if eof {
+			if lr.start < len(lr.buf) { // a last line without newline
+				if err := lr.add(len(lr.buf)); err != nil {
+					return err
+				}
+			}
+			if len(lr.ends) > 0 {
+				return lr.cut()
+			}
+			return nil
+		}
+		if lr.start == len(lr.buf) && len(lr.ends) > 0 {
+			if err := lr.cut(); err != nil {
+				return err
+			}
+		}
+		if cap(lr.buf)-len(lr.buf) < minRead {
+			// A line longer than the room left: the buffer grows.
+			if len(lr.buf)-lr.start > lr.s.maxLine {
+				return fmt.Errorf("%s line %d: longer than %d bytes", lr.name, lr.line+1, lr.s.maxLine)
+			}
+			next := make([]byte, len(lr.buf), 2*cap(lr.buf)+minRead)
+			copy(next, lr.buf)
+			lr.buf = next
+		}
+		n, err := lr.r.Read(lr.buf[len(lr.buf):cap(lr.buf)])
+		lr.buf = lr.buf[:len(lr.buf)+n]
+		if bom && (len(lr.buf) >= len(byteOrderMark) || err != nil || !bytes.HasPrefix(byteOrderMark, lr.buf)) {
+			// A leading UTF-8 byte-order mark (some editors and exporters
+			// write one) is not part of the first message.
+			bom = false
+			if bytes.HasPrefix(lr.buf, byteOrderMark) {
+				lr.start, lr.scan = len(byteOrderMark), len(byteOrderMark)
+			}
+		}
+		switch {
+		case errors.Is(err, io.EOF):
+			eof = true
+		case err != nil:
+			return fmt.Errorf("%s line %d: %w", lr.name, lr.line+1, err)
+		}
+	}
+}
+
+// add takes the line that ends at end (its newline included, if it has
+// one) into the block.
+func (lr *lineReader) add(end int) error {
+	b := lr.buf[lr.start:end]
+	lr.line++
+	lr.s.read.Add(int64(len(b)))
+	n := len(bytes.TrimSuffix(bytes.TrimSuffix(b, []byte{'\n'}), []byte{'\r'}))
+	if n > lr.s.maxLine {
+		return fmt.Errorf("%s line %d: longer than %d bytes", lr.name, lr.line, lr.s.maxLine)
+	}
+	// A block is cut before a line that would take it past its byte
+	// bound; a longer line travels alone.
+	if len(lr.ends) > 0 && lr.size+n > lr.s.blockBytes {
+		moved := lr.start
+		if err := lr.cut(); err != nil {
+			return err
+		}
+		end -= moved
+	}
+	lr.starts = append(lr.starts, lr.start)
+	lr.ends = append(lr.ends, lr.start+n)
+	lr.offs = append(lr.offs, lr.line)
+	lr.size += n
+	lr.start, lr.scan = end, end
+	if len(lr.ends) >= lr.s.blockLines {
+		return lr.cut()
+	}
+	return nil
+}
+
+// cut sends the block of the lines taken, and moves what was read after
+// them to a new buffer, as large as the block was and an eighth more.
+func (lr *lineReader) cut() error {
+	blk := &Block{Source: lr.name, Records: make([]Record, len(lr.ends))}
+	for i, end := range lr.ends {
+		blk.Records[i] = Record{Offset: lr.offs[i], Value: lr.buf[lr.starts[i]:end:end]}
+	}
+	rest := lr.buf[lr.start:]
+	next := make([]byte, len(rest), max(lr.start+lr.start/8+minRead, 2*len(rest)+minRead))
+	copy(next, rest)
+	lr.buf, lr.scan, lr.start, lr.size = next, lr.scan-lr.start, 0, 0
+	lr.starts, lr.ends, lr.offs = lr.starts[:0], lr.ends[:0], lr.offs[:0]
+	return lr.send(blk)
 }
 
 // Close stops reading and waits until no block is delivered any more. A
