@@ -447,7 +447,13 @@ func (lr *lineReader) run() error {
 			copy(next, lr.buf)
 			lr.buf = next
 		}
-		n, err := lr.r.Read(lr.buf[len(lr.buf):cap(lr.buf)])
+		// A read stops about where the block's last line should end, as
+		// far as its lines so far tell: what it brings past that is copied.
+		room := cap(lr.buf) - len(lr.buf)
+		if n := len(lr.ends); n > 0 {
+			room = min(room, max(minRead, (lr.s.blockLines-n)*(lr.start/n)-(len(lr.buf)-lr.start)+minRead))
+		}
+		n, err := lr.r.Read(lr.buf[len(lr.buf) : len(lr.buf)+room])
 		lr.buf = lr.buf[:len(lr.buf)+n]
 		if bom && (len(lr.buf) >= len(byteOrderMark) || err != nil || !bytes.HasPrefix(byteOrderMark, lr.buf)) {
 			// A leading UTF-8 byte-order mark (some editors and exporters
