@@ -578,14 +578,14 @@ func (p *Pipeline) addRun(w *worker, win *window) error {
 	}
 	for k, it := range w.run {
 		s := &win.slots[w.runSlots[k]]
-		var rowErr *batch.RowError
+		rowErr, isRow := it.Err.(*batch.RowError)
 		switch {
 		case it.C == nil:
 		case it.Err == nil && s.act == actRow:
 			w.bcounts.rows++
 		case it.Err == nil:
 			w.bcounts.events++
-		case errors.As(it.Err, &rowErr):
+		case isRow:
 			s.die("convert", rowErr.Err)
 			if err := p.deadLetter(w, s, win.base+w.runSlots[k]); err != nil {
 				return err

@@ -137,14 +137,14 @@ func compileBool(b array.Builder, fail failFunc) Appender {
 
 func compileText(t Type, b array.Builder, fail failFunc) Appender {
 	sb := b.(*array.StringBuilder)
-	var scratch []byte
+	var scratch, num []byte
 	return func(v *fastjson.Value) error {
 		if isNull(v) {
 			sb.AppendNull()
 			return nil
 		}
 		var err error
-		scratch, err = textValue(scratch[:0], t, v)
+		scratch, err = textValue(scratch[:0], &num, t, v)
 		if err != nil {
 			return fail(v, err.Error())
 		}
@@ -585,7 +585,7 @@ func compileTime(t Type, b array.Builder, fail failFunc) Appender {
 }
 
 // textValue renders v for a String or DecimalText column.
-func textValue(dst []byte, t Type, v *fastjson.Value) ([]byte, error) {
+func textValue(dst []byte, num *[]byte, t Type, v *fastjson.Value) ([]byte, error) {
 	if t.Enc == EncBase64Decimal && v.Type() == fastjson.TypeNumber {
 		t.Enc = EncNative // decimal.format=NUMERIC, see decimalValue
 	}
@@ -599,7 +599,8 @@ func textValue(dst []byte, t Type, v *fastjson.Value) ([]byte, error) {
 		var raw []byte
 		switch v.Type() {
 		case fastjson.TypeNumber:
-			raw = v.MarshalTo(nil)
+			*num = v.MarshalTo((*num)[:0])
+			raw = *num
 		case fastjson.TypeString:
 			raw, _ = v.StringBytes()
 		default:
