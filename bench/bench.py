@@ -21,6 +21,7 @@ landing against a bare consume of the same topic and prints their ratio.
 """
 import argparse
 import datetime
+import hashlib
 import os
 import platform
 import re
@@ -68,7 +69,9 @@ def generated(cdcgen, work, name, events, tables, fmt):
     """The stream of cdcgen with these parameters, generated once."""
     d = work / name
     stream = d / "stream.ndjson"
-    params = f"{events} {tables} {fmt}"
+    # The generator's own bytes are part of what the stream is made of.
+    gen = hashlib.sha256(Path(shutil.which(cdcgen) or cdcgen).read_bytes()).hexdigest()[:16]
+    params = f"{events} {tables} {fmt} {gen}"
     if not stream.exists() or not (d / ".params").exists() or (d / ".params").read_text() != params:
         shutil.rmtree(d, ignore_errors=True)
         subprocess.run([cdcgen, "--out", str(d), "--events", str(events), "--tables", str(tables),
