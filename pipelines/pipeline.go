@@ -35,8 +35,10 @@
 // windows back in record order on a goroutine of its own, so that a
 // single partition keeps every core busy. Resolving is in the batch stage
 // because a table's version depends on every schema-bearing record
-// before it. Workers share only the Resolver and the Batcher, both safe
-// for concurrent use, and the counters.
+// before it; the window's consecutive rows then go to the batcher as one
+// run (batch.Batcher.AddRun), which converts the rows of different files
+// on a goroutine per core. Workers share only the Resolver and the
+// Batcher, both safe for concurrent use, and the counters.
 //
 // # Acknowledgement
 //
