@@ -137,6 +137,37 @@ type imageBuilder struct {
 	absent   *array.ListBuilder
 	absentV  *array.StringBuilder
 	seen     []bool
+	// names are the table's column names, for the absent lists; gone is
+	// the scratch list of an image's absent names.
+	names [][]byte
+	gone  [][]byte
+}
+
+// columnNames returns the names of cols as byte slices of the strings
+// themselves, which nothing writes to.
+func columnNames(cols []schema.Column) [][]byte {
+	out := make([][]byte, len(cols))
+	for i, c := range cols {
+		out[i] = unsafe.Slice(unsafe.StringData(c.Name), len(c.Name))
+	}
+	return out
+}
+
+// appendNames appends names to b, making room as builders grow (twice
+// what they hold), not just for names: the builder's own AppendValues
+// makes exactly the room its values need, a new buffer for every list.
+func appendNames(b *array.StringBuilder, names [][]byte) {
+	if len(names) == 0 {
+		return
+	}
+	n := 0
+	for _, name := range names {
+		n += len(name)
+	}
+	if b.DataCap() < b.DataLen()+n {
+		b.ReserveData(max(n, b.DataCap()))
+	}
+	b.BinaryBuilder.AppendValues(names, nil)
 }
 
 type eventBuilders struct {
@@ -179,7 +210,8 @@ func (b *buffer) build() {
 			structs = 2
 		}
 		for i := range 2 {
-			ib := &imageBuilder{absent: rest[structs+i].(*array.ListBuilder), seen: make([]bool, len(t.Columns)), noStruct: structs == 0}
+			ib := &imageBuilder{absent: rest[structs+i].(*array.ListBuilder), seen: make([]bool, len(t.Columns)), noStruct: structs == 0,
+				names: columnNames(t.Columns)}
 			ib.absentV = ib.absent.ValueBuilder().(*array.StringBuilder)
 			if structs > 0 {
 				ib.st = rest[i].(*array.StructBuilder)
@@ -190,7 +222,8 @@ func (b *buffer) build() {
 			b.images[i] = ib
 		}
 	case schema.LayoutFlat:
-		ib := &imageBuilder{absent: rest[len(t.Columns)].(*array.ListBuilder), seen: make([]bool, len(t.Columns))}
+		ib := &imageBuilder{absent: rest[len(t.Columns)].(*array.ListBuilder), seen: make([]bool, len(t.Columns)),
+			names: columnNames(t.Columns)}
 		ib.absentV = ib.absent.ValueBuilder().(*array.StringBuilder)
 		for j, c := range t.Columns {
 			ib.app = append(ib.app, b.conv.Compile(c.Name, c.Type, rest[j]))
@@ -421,12 +454,15 @@ func (ib *imageBuilder) append(t *schema.Table, img change.Image) error {
 		}
 	}
 	ib.absent.Append(true)
+	gone := ib.gone[:0]
 	for i, seen := range ib.seen {
 		if !seen {
 			_ = ib.app[i](nil)
-			ib.absentV.Append(t.Columns[i].Name)
+			gone = append(gone, ib.names[i])
 		}
 	}
+	appendNames(ib.absentV, gone)
+	ib.gone = gone
 	return first
 }
 
