@@ -230,6 +230,8 @@ func edgeRecord(mem memory.Allocator) arrow.RecordBatch {
 			arrow.Field{Name: "k", Type: arrow.BinaryTypes.String},
 			arrow.Field{Name: "v", Type: arrow.PrimitiveTypes.Int16, Nullable: true})), Nullable: true},
 		{Name: "ll", Type: arrow.ListOfNonNullable(arrow.ListOf(arrow.PrimitiveTypes.Int8))},
+		{Name: "names", Type: arrow.ListOfNonNullable(arrow.BinaryTypes.String), Nullable: true},
+		{Name: "li", Type: arrow.ListOf(arrow.PrimitiveTypes.Int32)},
 	}, nil)
 	rb := array.NewRecordBuilder(mem, sch)
 	defer rb.Release()
@@ -333,6 +335,30 @@ func edgeRecord(mem memory.Allocator) arrow.RecordBatch {
 				ib.Append(int8(i))
 				ib.AppendNull()
 				ib.Append(int8(-i))
+			}
+		}
+		// Top-level lists of scalars (the absent columns' lists): NULL,
+		// empty, of several elements; elements NULL or not.
+		names := rb.Field(15).(*array.ListBuilder)
+		li := rb.Field(16).(*array.ListBuilder)
+		switch i % 6 {
+		case 0:
+			names.AppendNull()
+			li.Append(true)
+		case 1:
+			names.Append(true)
+			li.Append(true)
+			li.ValueBuilder().(*array.Int32Builder).AppendNull()
+		default:
+			names.Append(true)
+			li.Append(true)
+			for k := range i % 6 {
+				names.ValueBuilder().(*array.StringBuilder).Append(fmt.Sprint("COL", k, i%7))
+				if (i+k)%3 == 0 {
+					li.ValueBuilder().(*array.Int32Builder).AppendNull()
+				} else {
+					li.ValueBuilder().(*array.Int32Builder).Append(int32(i*k - 500))
+				}
 			}
 		}
 	}
