@@ -409,49 +409,29 @@ func (b *Batcher) add(ctx context.Context, p *partition, c *change.Change, t *sc
 	if p.fenced {
 		return nil
 	}
-	tc := b.tables(t.Name)
-	now := b.now()
-	tsMicros := now.UnixMicro()
-	dir := tc.Path.Expand(t.Name, dirMicros(c))
 	rp := p.replay
 	if rp != nil && rp.covered(at.Offset) {
 		p.tracker.seen(at.Offset) // already in a written file
 		b.log.Debug("row already landed", "table", t.Name, "partition", at.Partition, "offset", at.Offset)
 		return b.settle(ctx, p, at)
 	}
-	key := bufKey{table: t.Name, fp: t.Fingerprint, dir: dir, source: at.Source, part: at.Partition}
-	buf, ok := p.open[key]
-	if !ok {
-		buf = newBuffer(b.mem, key, t, dir, at, now.UnixNano(), b.logLimit)
-		p.open[key] = buf
-		b.nopen.Add(1)
-		p.tracker.open(at.Offset, buf)
-		if rp != nil {
-			if buf.forced = rp.forcedCut(t, dir, at.Offset); buf.forced != nil {
-				rp.forced = append(rp.forced, buf)
-			}
+	tc := b.tables(t.Name)
+	now := b.now()
+	buf, opened := b.openBuffer(p, tc, c, t, at, now)
+	if opened && rp != nil {
+		if buf.forced = rp.forcedCut(t, buf.dir, at.Offset); buf.forced != nil {
+			rp.forced = append(rp.forced, buf)
 		}
 	}
 	p.tracker.seen(at.Offset)
 	buf.used = b.appends.Add(1)
-	err, aerr := buf.append(c, at, tsMicros, size, p.checks[0])
-	if aerr != nil {
-		return aerr
+	it := Item{C: c, T: t, At: at, Size: size}
+	if err := b.appendItem(p.checks[0], buf, &it, now.UnixMicro()); err != nil {
+		return err
 	}
-	if eerr := b.encodeRows(buf); eerr != nil {
-		return fmt.Errorf("encoding a file of %s: %w", t.Name, eerr)
-	}
-	// The memory bound counts what the buffer holds, not the input: a
-	// Connect schema repeated in every message costs nothing here, and an
-	// open buffer's builders cost something before any row.
-	mem := buf.footprint()
-	b.held.Add(mem - buf.held)
-	buf.held = mem
-	if err != nil {
-		err = &RowError{Err: err}
-		if holder != nil {
-			p.tracker.open(at.Offset, holder)
-		}
+	b.account(buf)
+	if it.Err != nil && holder != nil {
+		p.tracker.open(at.Offset, holder)
 	}
 	if buf.forced == nil && (buf.rows >= tc.MaxRows || buf.bytes >= tc.MaxBytes) {
 		if ferr := b.flush(ctx, p, buf); ferr != nil {
@@ -461,7 +441,32 @@ func (b *Batcher) add(ctx context.Context, p *partition, c *change.Change, t *sc
 	if ferr := b.settle(ctx, p, at); ferr != nil {
 		return ferr
 	}
-	return err
+	return it.Err
+}
+
+// openBuffer returns p's open buffer for the row c of table version t at
+// at, and whether it opened it; p's lock is held.
+func (b *Batcher) openBuffer(p *partition, tc *TableConfig, c *change.Change, t *schema.Table, at sinks.Position, now time.Time) (*buffer, bool) {
+	dir := tc.Path.Expand(t.Name, dirMicros(c))
+	key := bufKey{table: t.Name, fp: t.Fingerprint, dir: dir, source: at.Source, part: at.Partition}
+	if buf, ok := p.open[key]; ok {
+		return buf, false
+	}
+	buf := newBuffer(b.mem, key, t, dir, at, now.UnixNano(), b.logLimit)
+	p.open[key] = buf
+	b.nopen.Add(1)
+	p.tracker.open(at.Offset, buf)
+	return buf, true
+}
+
+// account takes buf's footprint into the memory bound. The bound counts
+// what the buffer holds, not the input: a Connect schema repeated in every
+// message costs nothing here, and an open buffer's builders cost
+// something before any row.
+func (b *Batcher) account(buf *buffer) {
+	mem := buf.footprint()
+	b.held.Add(mem - buf.held)
+	buf.held = mem
 }
 
 // Skip records that a message needed no landing (tombstones, heartbeats,
@@ -514,14 +519,7 @@ func (b *Batcher) flushWhere(ctx context.Context, match func(*buffer) bool) erro
 	for _, p := range b.partitions() {
 		p.mu.Lock()
 		err := func() error {
-			var bufs []*buffer
-			for _, buf := range p.open {
-				if match(buf) {
-					bufs = append(bufs, buf)
-				}
-			}
-			sortBuffers(bufs)
-			for _, buf := range bufs {
+			for _, buf := range p.sorted(match) {
 				if err := b.flush(ctx, p, buf); err != nil {
 					return err
 				}
@@ -542,7 +540,7 @@ func (b *Batcher) FlushPartition(ctx context.Context, source string, part int32)
 	p := b.partition(source, part)
 	p.mu.Lock()
 	var bufs []*buffer
-	for _, buf := range p.sorted() {
+	for _, buf := range p.sorted(nil) {
 		if p.complete(buf) {
 			bufs = append(bufs, buf)
 		}
@@ -598,7 +596,7 @@ func (b *Batcher) FlushAll(ctx context.Context) error {
 	for _, p := range b.partitions() {
 		p.mu.Lock()
 		var bufs []*buffer
-		for _, buf := range p.sorted() {
+		for _, buf := range p.sorted(nil) {
 			if !p.complete(buf) {
 				b.log.Info("a file repeating a recorded cut is left to the next run", "key", buf.forced.Key, "last", buf.forced.Last)
 				continue
@@ -704,11 +702,14 @@ func (b *Batcher) Close() {
 	}
 }
 
-// sorted returns p's open buffers oldest first, for a deterministic order.
-func (p *partition) sorted() []*buffer {
-	out := make([]*buffer, 0, len(p.open))
+// sorted returns p's open buffers that match (all with nil) oldest
+// first, for a deterministic order.
+func (p *partition) sorted(match func(*buffer) bool) []*buffer {
+	var out []*buffer
 	for _, buf := range p.open {
-		out = append(out, buf)
+		if match == nil || match(buf) {
+			out = append(out, buf)
+		}
 	}
 	sortBuffers(out)
 	return out
@@ -872,11 +873,9 @@ func (b *Batcher) spill(p *partition, buf *buffer) error {
 	if err := buf.spill(); err != nil {
 		return err
 	}
-	mem := buf.footprint()
+	b.account(buf)
 	b.log.Debug("file spilled", "table", buf.key.table, "dir", buf.dir, "rows", buf.rows,
-		"held_before", before, "held", mem)
-	b.held.Add(mem - buf.held)
-	buf.held = mem
+		"held_before", before, "held", buf.held)
 	return nil
 }
 

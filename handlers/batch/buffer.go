@@ -143,16 +143,6 @@ type imageBuilder struct {
 	gone  [][]byte
 }
 
-// columnNames returns the names of cols as byte slices of the strings
-// themselves, which nothing writes to.
-func columnNames(cols []schema.Column) [][]byte {
-	out := make([][]byte, len(cols))
-	for i, c := range cols {
-		out[i] = unsafe.Slice(unsafe.StringData(c.Name), len(c.Name))
-	}
-	return out
-}
-
 // appendNames appends names to b, making room as builders grow (twice
 // what they hold), not just for names: the builder's own AppendValues
 // makes exactly the room its values need, a new buffer for every list.
@@ -211,7 +201,7 @@ func (b *buffer) build() {
 		}
 		for i := range 2 {
 			ib := &imageBuilder{absent: rest[structs+i].(*array.ListBuilder), seen: make([]bool, len(t.Columns)), noStruct: structs == 0,
-				names: columnNames(t.Columns)}
+				names: t.ColumnNames()}
 			ib.absentV = ib.absent.ValueBuilder().(*array.StringBuilder)
 			if structs > 0 {
 				ib.st = rest[i].(*array.StructBuilder)
@@ -223,7 +213,7 @@ func (b *buffer) build() {
 		}
 	case schema.LayoutFlat:
 		ib := &imageBuilder{absent: rest[len(t.Columns)].(*array.ListBuilder), seen: make([]bool, len(t.Columns)),
-			names: columnNames(t.Columns)}
+			names: t.ColumnNames()}
 		ib.absentV = ib.absent.ValueBuilder().(*array.StringBuilder)
 		for j, c := range t.Columns {
 			ib.app = append(ib.app, b.conv.Compile(c.Name, c.Type, rest[j]))

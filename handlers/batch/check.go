@@ -56,7 +56,7 @@ func (cs *checks) of(t *schema.Table) *checker {
 	if t.Layout != schema.LayoutEvents {
 		conv := schema.NewConverters(cs.mem)
 		cs.convs = append(cs.convs, conv)
-		ib := &imageBuilder{absent: cs.absent, absentV: cs.absent.ValueBuilder().(*array.StringBuilder), names: columnNames(t.Columns),
+		ib := &imageBuilder{absent: cs.absent, absentV: cs.absent.ValueBuilder().(*array.StringBuilder), names: t.ColumnNames(),
 			seen: make([]bool, len(t.Columns)), noStruct: true}
 		for _, c := range t.Columns {
 			ib.app = append(ib.app, conv.Compile(c.Name, c.Type, cs.builder(c.Type.Arrow())))

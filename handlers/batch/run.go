@@ -106,18 +106,9 @@ func (b *Batcher) segment(ctx context.Context, p *partition, items []Item, holde
 			rs.bufs, rs.ingested = append(rs.bufs, nil), append(rs.ingested, 0)
 			continue
 		}
-		t := it.T
-		tc := b.tables(t.Name)
+		tc := b.tables(it.T.Name)
 		now := b.now()
-		key := bufKey{table: t.Name, fp: t.Fingerprint, dir: tc.Path.Expand(t.Name, dirMicros(it.C)),
-			source: it.At.Source, part: it.At.Partition}
-		buf, ok := p.open[key]
-		if !ok {
-			buf = newBuffer(b.mem, key, t, key.dir, it.At, now.UnixNano(), b.logLimit)
-			p.open[key] = buf
-			b.nopen.Add(1)
-			p.tracker.open(it.At.Offset, buf)
-		}
+		buf, _ := b.openBuffer(p, tc, it.C, it.T, it.At, now)
 		buf.used = b.appends.Add(1)
 		if buf.planned == 0 {
 			rs.touched = append(rs.touched, buf)
@@ -133,9 +124,7 @@ func (b *Batcher) segment(ctx context.Context, p *partition, items []Item, holde
 	err := b.appendSegment(p, items[:end])
 	for _, buf := range rs.touched {
 		buf.planned, buf.plannedBytes = 0, 0
-		mem := buf.footprint()
-		b.held.Add(mem - buf.held)
-		buf.held = mem
+		b.account(buf)
 	}
 	if err != nil {
 		return end, err

@@ -134,7 +134,9 @@ type ColumnSet struct {
 	index map[string]int
 	// sibling[i] is the index of column i's text sibling, or -1.
 	sibling []int
-	st      *arrow.StructType // nil without columns
+	// names are the columns' names as bytes (the absent columns' lists).
+	names [][]byte
+	st    *arrow.StructType // nil without columns
 }
 
 // columnSets holds every ColumnSet made, by the key of its columns
@@ -155,6 +157,7 @@ func columnSet(cols []Column) *ColumnSet {
 	s := &ColumnSet{cols: slices.Clip(slices.Clone(cols)), index: make(map[string]int, len(cols)), sibling: make([]int, len(cols))}
 	for i, c := range cols {
 		s.index[c.Name] = i
+		s.names = append(s.names, []byte(c.Name))
 	}
 	for i, c := range cols {
 		s.sibling[i] = -1
@@ -201,6 +204,10 @@ func (t *Table) ColumnSet() *ColumnSet { return t.set }
 // TextSibling names the column that holds, as exact text, the values of a
 // typed column that its type cannot hold.
 func TextSibling(column string) string { return column + "__text" }
+
+// ColumnNames returns the columns' names as bytes, shared by every
+// version of the same columns: read only.
+func (t *Table) ColumnNames() [][]byte { return t.set.names }
 
 // Sibling returns the index of column i's text sibling, if it has one.
 func (t *Table) Sibling(i int) (int, bool) {
