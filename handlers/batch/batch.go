@@ -175,6 +175,10 @@ type partition struct {
 	mu   sync.Mutex
 	key  partKey
 	open map[bufKey]*buffer
+	// byTable holds the open buffers of each table (CloseTable), and
+	// aging counts those whose table has a max age (FlushExpired).
+	byTable map[string][]*buffer
+	aging   int
 	// tracker advances the partition's durable offset.
 	tracker *tracker
 	replay  *replay
@@ -270,7 +274,7 @@ func (b *Batcher) partition(source string, part int32) *partition {
 	if v, ok := b.parts.Load(k); ok {
 		return v.(*partition)
 	}
-	v, _ := b.parts.LoadOrStore(k, &partition{key: k, open: map[bufKey]*buffer{}, tracker: newTracker(),
+	v, _ := b.parts.LoadOrStore(k, &partition{key: k, open: map[bufKey]*buffer{}, byTable: map[string][]*buffer{}, tracker: newTracker(),
 		checks: []*checks{newChecks(b.mem)}, bounded: -1})
 	return v.(*partition)
 }
@@ -453,7 +457,8 @@ func (b *Batcher) openBuffer(p *partition, tc *TableConfig, c *change.Change, t 
 		return buf, false
 	}
 	buf := newBuffer(b.mem, key, t, dir, at, now.UnixNano(), b.logLimit)
-	p.open[key] = buf
+	buf.maxAge = int64(tc.MaxAge)
+	p.attach(buf)
 	b.nopen.Add(1)
 	p.tracker.open(at.Offset, buf)
 	return buf, true
@@ -510,16 +515,23 @@ func (b *Batcher) Release(source string, part int32, holder any) {
 // CloseTable writes every open file of a table (on DDL or schema change),
 // whatever its source partition.
 func (b *Batcher) CloseTable(ctx context.Context, table string) error {
-	return b.flushWhere(ctx, func(buf *buffer) bool { return buf.key.table == table })
+	return b.flushWhere(ctx, func(p *partition) []*buffer {
+		bufs := p.byTable[table]
+		if len(bufs) == 0 {
+			return nil
+		}
+		return p.sorted(bufs, nil)
+	})
 }
 
-// flushWhere writes the open files that match, a partition after another,
-// each partition's oldest first.
-func (b *Batcher) flushWhere(ctx context.Context, match func(*buffer) bool) error {
+// flushWhere writes the open files pick returns, a partition after
+// another, each partition's oldest first; pick runs under the
+// partition's lock.
+func (b *Batcher) flushWhere(ctx context.Context, pick func(*partition) []*buffer) error {
 	for _, p := range b.partitions() {
 		p.mu.Lock()
 		err := func() error {
-			for _, buf := range p.sorted(match) {
+			for _, buf := range pick(p) {
 				if err := b.flush(ctx, p, buf); err != nil {
 					return err
 				}
@@ -540,7 +552,7 @@ func (b *Batcher) FlushPartition(ctx context.Context, source string, part int32)
 	p := b.partition(source, part)
 	p.mu.Lock()
 	var bufs []*buffer
-	for _, buf := range p.sorted(nil) {
+	for _, buf := range p.sorted(nil, nil) {
 		if p.complete(buf) {
 			bufs = append(bufs, buf)
 		}
@@ -576,6 +588,8 @@ func (b *Batcher) drop(p *partition) {
 		buf.release()
 		delete(p.open, k)
 	}
+	clear(p.byTable)
+	p.aging = 0
 	p.tracker = newTracker()
 	p.replay = nil
 }
@@ -583,9 +597,13 @@ func (b *Batcher) drop(p *partition) {
 // FlushExpired writes files older than their table's max age.
 func (b *Batcher) FlushExpired(ctx context.Context) error {
 	now := b.now().UnixNano()
-	return b.flushWhere(ctx, func(buf *buffer) bool {
-		age := b.tables(buf.key.table).MaxAge
-		return age > 0 && now-buf.born >= int64(age) && buf.forced == nil
+	return b.flushWhere(ctx, func(p *partition) []*buffer {
+		if p.aging == 0 {
+			return nil
+		}
+		return p.sorted(nil, func(buf *buffer) bool {
+			return buf.maxAge > 0 && now-buf.born >= buf.maxAge && buf.forced == nil
+		})
 	})
 }
 
@@ -596,7 +614,7 @@ func (b *Batcher) FlushAll(ctx context.Context) error {
 	for _, p := range b.partitions() {
 		p.mu.Lock()
 		var bufs []*buffer
-		for _, buf := range p.sorted(nil) {
+		for _, buf := range p.sorted(nil, nil) {
 			if !p.complete(buf) {
 				b.log.Info("a file repeating a recorded cut is left to the next run", "key", buf.forced.Key, "last", buf.forced.Last)
 				continue
@@ -695,6 +713,8 @@ func (b *Batcher) Close() {
 			delete(p.open, k)
 			b.nopen.Add(-1)
 		}
+		clear(p.byTable)
+		p.aging = 0
 		for _, cs := range p.checks {
 			cs.release()
 		}
@@ -702,17 +722,35 @@ func (b *Batcher) Close() {
 	}
 }
 
-// sorted returns p's open buffers that match (all with nil) oldest
-// first, for a deterministic order.
-func (p *partition) sorted(match func(*buffer) bool) []*buffer {
+// sorted returns the buffers of among (all of p's open buffers when nil)
+// that match (all with a nil match), oldest first, for a deterministic
+// order.
+func (p *partition) sorted(among []*buffer, match func(*buffer) bool) []*buffer {
 	var out []*buffer
-	for _, buf := range p.open {
-		if match == nil || match(buf) {
-			out = append(out, buf)
+	if among == nil {
+		for _, buf := range p.open {
+			if match == nil || match(buf) {
+				out = append(out, buf)
+			}
+		}
+	} else {
+		for _, buf := range among {
+			if match == nil || match(buf) {
+				out = append(out, buf)
+			}
 		}
 	}
 	sortBuffers(out)
 	return out
+}
+
+// attach makes buf an open buffer of p.
+func (p *partition) attach(buf *buffer) {
+	p.open[buf.key] = buf
+	p.byTable[buf.key.table] = append(p.byTable[buf.key.table], buf)
+	if buf.maxAge > 0 {
+		p.aging++
+	}
 }
 
 func sortBuffers(out []*buffer) {
@@ -1018,6 +1056,15 @@ func (b *Batcher) write(ctx context.Context, buf *buffer, f *sinks.File) (int64,
 // detach takes buf out of the open files.
 func (p *partition) detach(buf *buffer) {
 	delete(p.open, buf.key)
+	t := buf.key.table
+	if bufs := slices.DeleteFunc(p.byTable[t], func(x *buffer) bool { return x == buf }); len(bufs) > 0 {
+		p.byTable[t] = bufs
+	} else {
+		delete(p.byTable, t)
+	}
+	if buf.maxAge > 0 {
+		p.aging--
+	}
 	if rp := p.replay; rp != nil && buf.forced != nil {
 		rp.forced = slices.DeleteFunc(rp.forced, func(x *buffer) bool { return x == buf })
 	}

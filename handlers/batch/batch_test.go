@@ -352,6 +352,37 @@ func TestBatcherCloseTable(t *testing.T) {
 	if d := h.durable(); d != 4 {
 		t.Errorf("durable %d, want 4", d)
 	}
+	checkIndex(t, h.b)
+}
+
+// checkIndex fails t unless every partition's per-table index and aging
+// count agree with its open buffers.
+func checkIndex(t *testing.T, b *Batcher) {
+	t.Helper()
+	for _, p := range b.partitions() {
+		p.mu.Lock()
+		n, aging := 0, 0
+		for table, bufs := range p.byTable {
+			if len(bufs) == 0 {
+				t.Errorf("partition %v: table %s indexed without buffers", p.key, table)
+			}
+			for _, buf := range bufs {
+				if p.open[buf.key] != buf || buf.key.table != table {
+					t.Errorf("partition %v: %s indexed under %s but not open", p.key, buf.dir, table)
+				}
+			}
+			n += len(bufs)
+		}
+		for _, buf := range p.open {
+			if buf.maxAge > 0 {
+				aging++
+			}
+		}
+		if n != len(p.open) || aging != p.aging {
+			t.Errorf("partition %v: %d indexed, %d open; aging %d, counted %d", p.key, n, len(p.open), p.aging, aging)
+		}
+		p.mu.Unlock()
+	}
 }
 
 // textCols is an id and a text column.
@@ -708,6 +739,7 @@ func TestBatcherFlushExpired(t *testing.T) {
 	if f := h.sink.files[0]; !slices.Equal(f.Offsets, []int64{0, 1}) {
 		t.Errorf("file %+v", f)
 	}
+	checkIndex(t, h.b)
 }
 
 // TestBatcherDeterministicNames: the same input gives the same files, in the

@@ -33,6 +33,8 @@ type buffer struct {
 	rows  int
 	bytes int64
 	born  int64 // unix nanos of the first row
+	// maxAge is the table's max age in nanoseconds (0: none).
+	maxAge int64
 	// used is the batcher's append count at the buffer's latest row:
 	// files idle the longest spill first.
 	used int64
@@ -272,6 +274,7 @@ func (b *buffer) thaw() error {
 	if n == 0 {
 		return nil
 	}
+	b.rb.Reserve(n)
 	err := b.log.each(b.table, func(c *change.Change, offset, ingested int64) error {
 		at := sinks.Position{Source: b.src.Source, Partition: b.src.Partition, Offset: offset}
 		if err := b.appendRow(c, at, ingested); err != nil {

@@ -154,9 +154,11 @@ func TestBatcherPartitionsInParallel(t *testing.T) {
 		})
 	}
 	wg.Wait()
+	checkIndex(t, b)
 	if err := b.FlushAll(ctx); err != nil {
 		t.Fatal(err)
 	}
+	checkIndex(t, b)
 	for part := range int32(parts) {
 		got := map[int64]int{}
 		for _, off := range sink.rows[partKey{"k", part}] {
