@@ -136,30 +136,14 @@ type imageBuilder struct {
 	st       *array.StructBuilder // nil in the flat layout
 	noStruct bool                 // images layout of a table without columns
 	app      []schema.Appender
-	absent   *array.ListBuilder
-	absentV  *array.StringBuilder
-	seen     []bool
+	// absent lists the image's absent columns (nil when they are not
+	// kept: the checks of logged rows).
+	absent *nameList
+	seen   []bool
 	// names are the table's column names, for the absent lists; gone is
 	// the scratch list of an image's absent names.
 	names [][]byte
 	gone  [][]byte
-}
-
-// appendNames appends names to b, making room as builders grow (twice
-// what they hold), not just for names: the builder's own AppendValues
-// makes exactly the room its values need, a new buffer for every list.
-func appendNames(b *array.StringBuilder, names [][]byte) {
-	if len(names) == 0 {
-		return
-	}
-	n := 0
-	for _, name := range names {
-		n += len(name)
-	}
-	if b.DataCap() < b.DataLen()+n {
-		b.ReserveData(max(n, b.DataCap()))
-	}
-	b.BinaryBuilder.AppendValues(names, nil)
 }
 
 type eventBuilders struct {
@@ -202,9 +186,9 @@ func (b *buffer) build() {
 			structs = 2
 		}
 		for i := range 2 {
-			ib := &imageBuilder{absent: rest[structs+i].(*array.ListBuilder), seen: make([]bool, len(t.Columns)), noStruct: structs == 0,
+			at := n + len(t.Extras) + structs + i
+			ib := &imageBuilder{absent: newNameList(at, t.Arrow.Field(at).Type), seen: make([]bool, len(t.Columns)), noStruct: structs == 0,
 				names: t.ColumnNames()}
-			ib.absentV = ib.absent.ValueBuilder().(*array.StringBuilder)
 			if structs > 0 {
 				ib.st = rest[i].(*array.StructBuilder)
 				for j, c := range t.Columns {
@@ -214,9 +198,9 @@ func (b *buffer) build() {
 			b.images[i] = ib
 		}
 	case schema.LayoutFlat:
-		ib := &imageBuilder{absent: rest[len(t.Columns)].(*array.ListBuilder), seen: make([]bool, len(t.Columns)),
+		at := n + len(t.Extras) + len(t.Columns)
+		ib := &imageBuilder{absent: newNameList(at, t.Arrow.Field(at).Type), seen: make([]bool, len(t.Columns)),
 			names: t.ColumnNames()}
-		ib.absentV = ib.absent.ValueBuilder().(*array.StringBuilder)
 		for j, c := range t.Columns {
 			ib.app = append(ib.app, b.conv.Compile(c.Name, c.Type, rest[j]))
 		}
@@ -275,6 +259,9 @@ func (b *buffer) thaw() error {
 		return nil
 	}
 	b.rb.Reserve(n)
+	for _, ib := range b.nameLists() {
+		ib.absent.reserve(n)
+	}
 	err := b.log.each(b.table, func(c *change.Change, offset, ingested int64) error {
 		at := sinks.Position{Source: b.src.Source, Partition: b.src.Partition, Offset: offset}
 		if err := b.appendRow(c, at, ingested); err != nil {
@@ -391,7 +378,9 @@ func (ib *imageBuilder) append(t *schema.Table, img change.Image) error {
 				_ = app(nil)
 			}
 		}
-		ib.absent.AppendNull()
+		if ib.absent != nil {
+			ib.absent.appendNull()
+		}
 		return nil
 	}
 	if ib.st != nil {
@@ -446,7 +435,14 @@ func (ib *imageBuilder) append(t *schema.Table, img change.Image) error {
 			ib.seen[j] = true
 		}
 	}
-	ib.absent.Append(true)
+	if ib.absent == nil {
+		for i, seen := range ib.seen {
+			if !seen {
+				_ = ib.app[i](nil)
+			}
+		}
+		return first
+	}
 	gone := ib.gone[:0]
 	for i, seen := range ib.seen {
 		if !seen {
@@ -454,7 +450,7 @@ func (ib *imageBuilder) append(t *schema.Table, img change.Image) error {
 			gone = append(gone, ib.names[i])
 		}
 	}
-	appendNames(ib.absentV, gone)
+	ib.absent.appendNames(gone)
 	ib.gone = gone
 	return first
 }
@@ -530,7 +526,7 @@ func (b *buffer) spill() error {
 			b.toEncoder()
 		}
 	} else if b.live() {
-		rec := b.rb.NewRecordBatch()
+		rec := b.newRecord()
 		defer rec.Release()
 		ranges := b.validRanges()
 		// A small last run is merged with the new rows: every run costs
@@ -605,7 +601,7 @@ func (b *buffer) parts() ([]sinks.Part, error) {
 	}
 	if b.rb != nil && (b.live() || b.built != nil) {
 		if b.built == nil {
-			b.built = b.rb.NewRecordBatch()
+			b.built = b.newRecord()
 		}
 		out = append(out, sinks.Part{Record: b.built, Ranges: b.validRanges()})
 	}
@@ -687,7 +683,42 @@ func (b *buffer) footprint() int64 {
 	if b.rb == nil {
 		return n
 	}
+	for _, ib := range b.nameLists() {
+		n += ib.absent.size()
+	}
 	return b.fixed + n
+}
+
+// nameLists returns the image builders of b, which has builders.
+func (b *buffer) nameLists() []*imageBuilder {
+	switch {
+	case b.flat != nil:
+		return []*imageBuilder{b.flat}
+	case b.images[0] != nil:
+		return b.images[:]
+	}
+	return nil
+}
+
+// newRecord returns the builders' rows as a record batch and empties the
+// builders. The absent lists come from their nameLists, not from the
+// record builder's list builders, which stay empty.
+func (b *buffer) newRecord() arrow.RecordBatch {
+	fs := b.rb.Fields()
+	cols := make([]arrow.Array, len(fs))
+	for _, ib := range b.nameLists() {
+		cols[ib.absent.field] = ib.absent.newArray(b.alloc)
+	}
+	for i, f := range fs {
+		if cols[i] == nil {
+			cols[i] = f.NewArray()
+		}
+	}
+	rec := array.NewRecordBatch(b.table.Arrow, cols, int64(cols[0].Len()))
+	for _, c := range cols {
+		c.Release()
+	}
+	return rec
 }
 
 // countFields counts fields and their nested fields.

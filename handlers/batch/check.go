@@ -20,7 +20,6 @@ import (
 type checks struct {
 	mem     memory.Allocator
 	scratch map[string]array.Builder // by the Arrow type's fingerprint
-	absent  *array.ListBuilder
 	kinds   map[checkerKey]*checker
 	convs   []*schema.Converters
 	n       int
@@ -31,8 +30,7 @@ type checks struct {
 const resetChecksEvery = 4096
 
 func newChecks(mem memory.Allocator) *checks {
-	return &checks{mem: mem, scratch: map[string]array.Builder{}, kinds: map[checkerKey]*checker{},
-		absent: array.NewListBuilder(mem, arrow.BinaryTypes.String)}
+	return &checks{mem: mem, scratch: map[string]array.Builder{}, kinds: map[checkerKey]*checker{}}
 }
 
 // checker checks the rows of the table versions of one checkerKey.
@@ -56,8 +54,7 @@ func (cs *checks) of(t *schema.Table) *checker {
 	if t.Layout != schema.LayoutEvents {
 		conv := schema.NewConverters(cs.mem)
 		cs.convs = append(cs.convs, conv)
-		ib := &imageBuilder{absent: cs.absent, absentV: cs.absent.ValueBuilder().(*array.StringBuilder), names: t.ColumnNames(),
-			seen: make([]bool, len(t.Columns)), noStruct: true}
+		ib := &imageBuilder{seen: make([]bool, len(t.Columns)), noStruct: true}
 		for _, c := range t.Columns {
 			ib.app = append(ib.app, conv.Compile(c.Name, c.Type, cs.builder(c.Type.Arrow())))
 		}
@@ -112,7 +109,6 @@ func (cs *checks) reset() {
 	for _, b := range cs.scratch {
 		b.NewArray().Release()
 	}
-	cs.absent.NewArray().Release()
 }
 
 // release frees the scratch builders.
@@ -123,7 +119,5 @@ func (cs *checks) release() {
 	for _, c := range cs.convs {
 		c.Release()
 	}
-	cs.absent.Release()
 	cs.scratch, cs.convs, cs.kinds = map[string]array.Builder{}, nil, map[checkerKey]*checker{}
-	cs.absent = array.NewListBuilder(cs.mem, arrow.BinaryTypes.String)
 }
