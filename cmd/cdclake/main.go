@@ -156,6 +156,12 @@ func runCmd(args []string, stdout, stderr io.Writer) int {
 	if os.Getenv("GOMEMLIMIT") == "" {
 		debug.SetMemoryLimit(int64(cfg.Batch.MaxBufferedBytes)*3/2 + 64<<20)
 	}
+	// A debugging aid: a file source overwrites each block it is done
+	// with before reusing its buffer, so that anything still pointing
+	// into an earlier message reads garbage (the end-to-end tests run so).
+	if os.Getenv("CDCLAKE_POISON_RECYCLED") != "" {
+		source.PoisonRecycled(true)
+	}
 	if *sourceURL != "" {
 		cfg.Source.URL = *sourceURL
 	}

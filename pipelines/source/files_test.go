@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"unsafe"
 
 	"github.com/ThreeDotsLabs/watermill/message"
 	"github.com/cdclake/cdclake/pipelines/source"
@@ -218,4 +219,51 @@ func TestByteOrderMark(t *testing.T) {
 	if len(got) != 2 || got[0] != `{"a":1}` || got[1] != "\ufeff{\"b\":2}" {
 		t.Errorf("records %q", got)
 	}
+}
+
+// TestFileSourceRecyclesAckedBlocks: an acked block's buffer is read into
+// again (with PoisonRecycled, after being overwritten), and a block's
+// records hold their lines until it is acked, however many blocks came
+// before.
+func TestFileSourceRecyclesAckedBlocks(t *testing.T) {
+	source.PoisonRecycled(true)
+	defer source.PoisonRecycled(false)
+	var in strings.Builder
+	var want []string
+	for i := range 5000 {
+		line := fmt.Sprintf(`{"n":%d,"pad":"%s"}`, i, strings.Repeat("x", i%97))
+		want = append(want, line)
+		in.WriteString(line + "\n")
+	}
+	src := source.NewReader("in", strings.NewReader(in.String()), 64, 1<<20)
+	var got []string
+	seen := map[*byte]bool{}
+	var kept [][]byte // keeps every buffer alive: an address repeats only if reused
+	reused := 0
+	drain(t, src, func(b *source.Block) {
+		kept = append(kept, b.Records[0].Value)
+		p := unsafe.SliceData(b.Records[0].Value)
+		if seen[p] {
+			reused++
+		}
+		seen[p] = true
+		for _, r := range b.Records {
+			got = append(got, string(r.Value))
+		}
+	})
+	if !slices.Equal(got, want) {
+		t.Fatalf("got %d lines, want %d; first difference at %d", len(got), len(want), firstDiff(got, want))
+	}
+	if reused == 0 {
+		t.Errorf("no block was read into an acked block's buffer (%d blocks)", len(kept))
+	}
+}
+
+func firstDiff(a, b []string) int {
+	for i := range min(len(a), len(b)) {
+		if a[i] != b[i] {
+			return i
+		}
+	}
+	return min(len(a), len(b))
 }

@@ -108,6 +108,9 @@ type Block struct {
 	// Topic is the Kafka topic of the records, empty for sources without
 	// topics (files).
 	Topic string
+	// buf is the buffer the records are in, when the source reuses it
+	// once the block is acked (files).
+	buf []byte
 }
 
 // Position returns the position of the block's i-th record.
