@@ -95,9 +95,12 @@ type buffer struct {
 	offset                    *array.Int64Builder
 	extras                    []array.Builder
 	// image builders: before/after structs (images layout) or top level (flat)
-	images  [2]*imageBuilder
-	flat    *imageBuilder
-	events  *eventBuilders
+	images [2]*imageBuilder
+	flat   *imageBuilder
+	events *eventBuilders
+	// lists are the images' absent-column lists, which the record
+	// builder's list builders leave to them (newRecord).
+	lists   []*nameList
 	scratch []byte
 }
 
@@ -196,6 +199,7 @@ func (b *buffer) build() {
 				}
 			}
 			b.images[i] = ib
+			b.lists = append(b.lists, ib.absent)
 		}
 	case schema.LayoutFlat:
 		at := n + len(t.Extras) + len(t.Columns)
@@ -205,6 +209,7 @@ func (b *buffer) build() {
 			ib.app = append(ib.app, b.conv.Compile(c.Name, c.Type, rest[j]))
 		}
 		b.flat = ib
+		b.lists = []*nameList{ib.absent}
 	case schema.LayoutEvents:
 		ext := rest[3].(*array.ExtensionBuilder)
 		b.events = &eventBuilders{kind: rest[0].(*array.StringBuilder), object: rest[1].(*array.StringBuilder),
@@ -259,8 +264,8 @@ func (b *buffer) thaw() error {
 		return nil
 	}
 	b.rb.Reserve(n)
-	for _, ib := range b.nameLists() {
-		ib.absent.reserve(n)
+	for _, l := range b.lists {
+		l.reserve(n)
 	}
 	err := b.log.each(b.table, func(c *change.Change, offset, ingested int64) error {
 		at := sinks.Position{Source: b.src.Source, Partition: b.src.Partition, Offset: offset}
@@ -435,22 +440,18 @@ func (ib *imageBuilder) append(t *schema.Table, img change.Image) error {
 			ib.seen[j] = true
 		}
 	}
-	if ib.absent == nil {
-		for i, seen := range ib.seen {
-			if !seen {
-				_ = ib.app[i](nil)
-			}
-		}
-		return first
-	}
 	gone := ib.gone[:0]
 	for i, seen := range ib.seen {
 		if !seen {
 			_ = ib.app[i](nil)
-			gone = append(gone, ib.names[i])
+			if ib.absent != nil {
+				gone = append(gone, ib.names[i])
+			}
 		}
 	}
-	ib.absent.appendNames(gone)
+	if ib.absent != nil {
+		ib.absent.appendNames(gone)
+	}
 	ib.gone = gone
 	return first
 }
@@ -577,7 +578,7 @@ func (b *buffer) dropBuilders() {
 	b.conv.Release()
 	b.rb, b.conv = nil, nil
 	b.op, b.tbl, b.xid, b.pos, b.source, b.ts, b.ingested, b.part, b.offset = nil, nil, nil, nil, nil, nil, nil, nil, nil
-	b.extras, b.images, b.flat, b.events = nil, [2]*imageBuilder{}, nil, nil
+	b.extras, b.images, b.flat, b.events, b.lists = nil, [2]*imageBuilder{}, nil, nil, nil
 }
 
 // parts returns the file's rows as record batches with the ranges to
@@ -683,31 +684,20 @@ func (b *buffer) footprint() int64 {
 	if b.rb == nil {
 		return n
 	}
-	for _, ib := range b.nameLists() {
-		n += ib.absent.size()
+	for _, l := range b.lists {
+		n += l.size()
 	}
 	return b.fixed + n
 }
 
-// nameLists returns the image builders of b, which has builders.
-func (b *buffer) nameLists() []*imageBuilder {
-	switch {
-	case b.flat != nil:
-		return []*imageBuilder{b.flat}
-	case b.images[0] != nil:
-		return b.images[:]
-	}
-	return nil
-}
-
 // newRecord returns the builders' rows as a record batch and empties the
-// builders. The absent lists come from their nameLists, not from the
+// builders. The absent lists come from b.lists, not from the
 // record builder's list builders, which stay empty.
 func (b *buffer) newRecord() arrow.RecordBatch {
 	fs := b.rb.Fields()
 	cols := make([]arrow.Array, len(fs))
-	for _, ib := range b.nameLists() {
-		cols[ib.absent.field] = ib.absent.newArray(b.alloc)
+	for _, l := range b.lists {
+		cols[l.field] = l.newArray(b.alloc)
 	}
 	for i, f := range fs {
 		if cols[i] == nil {
