@@ -516,11 +516,9 @@ func (b *Batcher) Release(source string, part int32, holder any) {
 // whatever its source partition.
 func (b *Batcher) CloseTable(ctx context.Context, table string) error {
 	return b.flushWhere(ctx, func(p *partition) []*buffer {
-		bufs := p.byTable[table]
-		if len(bufs) == 0 {
-			return nil
-		}
-		return p.sorted(bufs, nil)
+		bufs := slices.Clone(p.byTable[table])
+		sortBuffers(bufs)
+		return bufs
 	})
 }
 
@@ -552,7 +550,7 @@ func (b *Batcher) FlushPartition(ctx context.Context, source string, part int32)
 	p := b.partition(source, part)
 	p.mu.Lock()
 	var bufs []*buffer
-	for _, buf := range p.sorted(nil, nil) {
+	for _, buf := range p.sorted(nil) {
 		if p.complete(buf) {
 			bufs = append(bufs, buf)
 		}
@@ -601,7 +599,7 @@ func (b *Batcher) FlushExpired(ctx context.Context) error {
 		if p.aging == 0 {
 			return nil
 		}
-		return p.sorted(nil, func(buf *buffer) bool {
+		return p.sorted(func(buf *buffer) bool {
 			return buf.maxAge > 0 && now-buf.born >= buf.maxAge && buf.forced == nil
 		})
 	})
@@ -614,7 +612,7 @@ func (b *Batcher) FlushAll(ctx context.Context) error {
 	for _, p := range b.partitions() {
 		p.mu.Lock()
 		var bufs []*buffer
-		for _, buf := range p.sorted(nil, nil) {
+		for _, buf := range p.sorted(nil) {
 			if !p.complete(buf) {
 				b.log.Info("a file repeating a recorded cut is left to the next run", "key", buf.forced.Key, "last", buf.forced.Last)
 				continue
@@ -722,22 +720,13 @@ func (b *Batcher) Close() {
 	}
 }
 
-// sorted returns the buffers of among (all of p's open buffers when nil)
-// that match (all with a nil match), oldest first, for a deterministic
-// order.
-func (p *partition) sorted(among []*buffer, match func(*buffer) bool) []*buffer {
+// sorted returns p's open buffers that match (all with nil) oldest
+// first, for a deterministic order.
+func (p *partition) sorted(match func(*buffer) bool) []*buffer {
 	var out []*buffer
-	if among == nil {
-		for _, buf := range p.open {
-			if match == nil || match(buf) {
-				out = append(out, buf)
-			}
-		}
-	} else {
-		for _, buf := range among {
-			if match == nil || match(buf) {
-				out = append(out, buf)
-			}
+	for _, buf := range p.open {
+		if match == nil || match(buf) {
+			out = append(out, buf)
 		}
 	}
 	sortBuffers(out)

@@ -17,8 +17,9 @@ import (
 type nameList struct {
 	field int // the column in the table version's schema
 	typ   arrow.DataType
-	// valid has a bit per list; offs has a list's first name, and one
-	// more for the end; ends has each name's end in data.
+	// valid has a bit per list; offs has each list's first name, and one
+	// more for the end; ends has 0 and each name's end in data (the
+	// names' string offsets).
 	valid []byte
 	offs  []int32
 	ends  []int32
@@ -28,7 +29,7 @@ type nameList struct {
 }
 
 func newNameList(field int, typ arrow.DataType) *nameList {
-	return &nameList{field: field, typ: typ, offs: []int32{0}}
+	return &nameList{field: field, typ: typ, offs: []int32{0}, ends: []int32{0}}
 }
 
 // appendNull appends a NULL list.
@@ -36,7 +37,7 @@ func (l *nameList) appendNull() {
 	l.grow()
 	l.nulls++
 	l.rows++
-	l.offs = append(l.offs, int32(len(l.ends)))
+	l.offs = append(l.offs, int32(len(l.ends)-1))
 }
 
 // appendNames appends a list of names.
@@ -48,7 +49,7 @@ func (l *nameList) appendNames(names [][]byte) {
 		l.data = append(l.data, name...)
 		l.ends = append(l.ends, int32(len(l.data)))
 	}
-	l.offs = append(l.offs, int32(len(l.ends)))
+	l.offs = append(l.offs, int32(len(l.ends)-1))
 }
 
 // grow makes room in valid for one more list.
@@ -77,12 +78,8 @@ func (l *nameList) newArray(mem memory.Allocator) arrow.Array {
 	if l.nulls > 0 {
 		valid = copied(mem, l.valid)
 	}
-	// Names start at offset 0 of the values' data: the string offsets are
-	// 0 and each name's end.
-	ends := make([]int32, 0, len(l.ends)+1)
-	ends = append(append(ends, 0), l.ends...)
-	names := array.NewData(arrow.BinaryTypes.String, len(l.ends),
-		[]*memory.Buffer{nil, copied(mem, arrow.Int32Traits.CastToBytes(ends)), copied(mem, l.data)}, nil, 0, 0)
+	names := array.NewData(arrow.BinaryTypes.String, len(l.ends)-1,
+		[]*memory.Buffer{nil, copied(mem, arrow.Int32Traits.CastToBytes(l.ends)), copied(mem, l.data)}, nil, 0, 0)
 	lists := array.NewData(l.typ, l.rows,
 		[]*memory.Buffer{valid, copied(mem, arrow.Int32Traits.CastToBytes(l.offs))}, []arrow.ArrayData{names}, l.nulls, 0)
 	releaseBuffers(names)
@@ -90,7 +87,7 @@ func (l *nameList) newArray(mem memory.Allocator) arrow.Array {
 	names.Release()
 	out := array.MakeFromData(lists)
 	lists.Release()
-	l.valid, l.offs, l.ends, l.data = l.valid[:0], append(l.offs[:0], 0), l.ends[:0], l.data[:0]
+	l.valid, l.offs, l.ends, l.data = l.valid[:0], append(l.offs[:0], 0), append(l.ends[:0], 0), l.data[:0]
 	l.rows, l.nulls = 0, 0
 	return out
 }
