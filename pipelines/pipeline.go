@@ -19,7 +19,10 @@
 //
 // A record that fails a stage is marked dead with its stage and reason;
 // later stages skip it and the batch stage writes it to the dead letters,
-// in order with the rows. A storage failure stops the run.
+// in order with the rows. A storage failure stops the run, and so does a
+// panic in the batch stage: the batcher's buffers are then not known to be
+// whole, so no open file is written, and what was not written is read
+// again by the next run. A panic in unwrap or classify nacks the block.
 //
 // # Concurrency
 //
@@ -109,6 +112,8 @@ type Pipeline struct {
 	stats   Stats
 	fatal   error
 	fatalMu sync.Mutex
+
+	batchFault func(k int)
 }
 
 type partKey struct {
@@ -141,6 +146,9 @@ type Option func(*options)
 type options struct {
 	workers int
 	lanes   int
+	// batchFault, when set, runs before the batch stage takes a window
+	// (the k-th of its block): tests make it panic.
+	batchFault func(k int)
 }
 
 // WithWorkers sets the number of workers, the most blocks handled at once
@@ -163,7 +171,7 @@ func New(plan *Plan, src source.Source, bucket *blob.Bucket, log *slog.Logger, o
 	cfg := plan.Config()
 	mem := memory.NewGoAllocator()
 	landCtx, landCancel := context.WithCancel(context.Background())
-	p := &Pipeline{plan: plan, log: log, source: src, landCtx: landCtx, landCancel: landCancel,
+	p := &Pipeline{plan: plan, log: log, source: src, landCtx: landCtx, landCancel: landCancel, batchFault: o.batchFault,
 		sink: lake.New(bucket, mem).Retrying(lake.Retry{For: time.Duration(cfg.Sink.RetryFor), Log: log.With("component", "store")})}
 	p.resolver = resolve.New(plan.TableOptions, log)
 	// Files are encoded and stored beside the appends, one writer per core:

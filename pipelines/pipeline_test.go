@@ -67,7 +67,7 @@ func landSource(t *testing.T, cfg *config.Config, src source.Source, opts ...pip
 
 // newPipeline compiles cfg and builds a pipeline over src into a new
 // mem:// bucket, closed when the test ends.
-func newPipeline(tb testing.TB, cfg *config.Config, src source.Source, log *slog.Logger) (*pipelines.Pipeline, *blob.Bucket) {
+func newPipeline(tb testing.TB, cfg *config.Config, src source.Source, log *slog.Logger, opts ...pipelines.Option) (*pipelines.Pipeline, *blob.Bucket) {
 	tb.Helper()
 	plan, err := pipelines.Compile(cfg)
 	if err != nil {
@@ -78,7 +78,7 @@ func newPipeline(tb testing.TB, cfg *config.Config, src source.Source, log *slog
 		tb.Fatal(err)
 	}
 	tb.Cleanup(func() { bucket.Close() })
-	p, err := pipelines.New(plan, src, bucket, log)
+	p, err := pipelines.New(plan, src, bucket, log, opts...)
 	if err != nil {
 		tb.Fatal(err)
 	}

@@ -274,7 +274,7 @@ func (p *Pipeline) partition(next message.HandlerFunc) message.HandlerFunc {
 				break
 			}
 			if err == nil {
-				if err = p.batchWindow(w, win); err != nil {
+				if err = p.guard(func() error { return p.batchWindow(w, win, k) }); err != nil {
 					stop.Store(true)
 				}
 			}
@@ -293,8 +293,24 @@ func (p *Pipeline) partition(next message.HandlerFunc) message.HandlerFunc {
 		if err != nil {
 			return nil, err
 		}
-		return nil, p.endBlock(p.landCtx, w)
+		return nil, p.guard(func() error { return p.endBlock(p.landCtx, w) })
 	}
+}
+
+// guard runs part of the batch stage. A panic there leaves the batcher's
+// buffers in a state not known to be whole, so it fails the pipeline as a
+// storage failure does: no open file is written after it, and what was
+// not written is read again by the next run. The caller then stops and
+// waits for its lanes as after any failure.
+func (p *Pipeline) guard(f func() error) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("panic in the batch stage: %v\n%s", r, debug.Stack())
+			p.batcher.Fail(err)
+			err = p.fail(err)
+		}
+	}()
+	return f()
 }
 
 // endBlock writes the block's dead letters and catalog entries, after
@@ -510,7 +526,10 @@ func (p *Pipeline) batchStage(msg *message.Message) error {
 // one run (batch.Batcher.AddRun), which converts the rows of different
 // files in parallel; a DDL, a dead letter or a record kept in the catalog
 // ends the run and is handled on its own.
-func (p *Pipeline) batchWindow(w *worker, win *window) error {
+func (p *Pipeline) batchWindow(w *worker, win *window, k int) error {
+	if p.batchFault != nil {
+		p.batchFault(k)
+	}
 	ctx := p.landCtx // a stop signal ends reading, not the landing of what was read
 	b := w.block
 	w.run, w.runSlots = w.run[:0], w.runSlots[:0]

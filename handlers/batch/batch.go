@@ -302,6 +302,11 @@ func (b *Batcher) failure() error {
 	return b.werr
 }
 
+// Fail makes every later call return err and keeps the open files from
+// being written: after a panic in the batch stage, what the buffers hold is
+// not known to be whole. Files already being written are complete and land.
+func (b *Batcher) Fail(err error) { b.fail(err) }
+
 func (b *Batcher) fail(err error) {
 	b.errMu.Lock()
 	if b.werr == nil {
@@ -394,9 +399,11 @@ func (b *Batcher) Add(ctx context.Context, c *change.Change, t *schema.Table, at
 		return err
 	}
 	p := b.partition(at.Source, at.Partition)
-	p.mu.Lock()
-	err := b.add(ctx, p, c, t, at, size, nil)
-	p.mu.Unlock()
+	err := func() error {
+		p.mu.Lock()
+		defer p.mu.Unlock() // also when add panics, for Close
+		return b.add(ctx, p, c, t, at, size, nil)
+	}()
 	var rowErr *RowError
 	if err != nil && !errors.As(err, &rowErr) {
 		return err
@@ -527,8 +534,9 @@ func (b *Batcher) CloseTable(ctx context.Context, table string) error {
 // partition's lock.
 func (b *Batcher) flushWhere(ctx context.Context, pick func(*partition) []*buffer) error {
 	for _, p := range b.partitions() {
-		p.mu.Lock()
 		err := func() error {
+			p.mu.Lock()
+			defer p.mu.Unlock()
 			for _, buf := range pick(p) {
 				if err := b.flush(ctx, p, buf); err != nil {
 					return err
@@ -536,7 +544,6 @@ func (b *Batcher) flushWhere(ctx context.Context, pick func(*partition) []*buffe
 			}
 			return nil
 		}()
-		p.mu.Unlock()
 		if err != nil {
 			return err
 		}
@@ -548,15 +555,17 @@ func (b *Batcher) flushWhere(ctx context.Context, pick func(*partition) []*buffe
 // partition moves to another consumer).
 func (b *Batcher) FlushPartition(ctx context.Context, source string, part int32) error {
 	p := b.partition(source, part)
-	p.mu.Lock()
-	var bufs []*buffer
-	for _, buf := range p.sorted(nil) {
-		if p.complete(buf) {
-			bufs = append(bufs, buf)
+	err := func() error {
+		p.mu.Lock()
+		defer p.mu.Unlock()
+		var bufs []*buffer
+		for _, buf := range p.sorted(nil) {
+			if p.complete(buf) {
+				bufs = append(bufs, buf)
+			}
 		}
-	}
-	err := b.writeAll(ctx, p, bufs)
-	p.mu.Unlock()
+		return b.writeAll(ctx, p, bufs)
+	}()
 	return cmp.Or(err, b.waitWrites())
 }
 
@@ -610,17 +619,19 @@ func (b *Batcher) FlushExpired(ctx context.Context) error {
 // are stored.
 func (b *Batcher) FlushAll(ctx context.Context) error {
 	for _, p := range b.partitions() {
-		p.mu.Lock()
-		var bufs []*buffer
-		for _, buf := range p.sorted(nil) {
-			if !p.complete(buf) {
-				b.log.Info("a file repeating a recorded cut is left to the next run", "key", buf.forced.Key, "last", buf.forced.Last)
-				continue
+		err := func() error {
+			p.mu.Lock()
+			defer p.mu.Unlock()
+			var bufs []*buffer
+			for _, buf := range p.sorted(nil) {
+				if !p.complete(buf) {
+					b.log.Info("a file repeating a recorded cut is left to the next run", "key", buf.forced.Key, "last", buf.forced.Last)
+					continue
+				}
+				bufs = append(bufs, buf)
 			}
-			bufs = append(bufs, buf)
-		}
-		err := b.writeAll(ctx, p, bufs)
-		p.mu.Unlock()
+			return b.writeAll(ctx, p, bufs)
+		}()
 		if err != nil {
 			return err
 		}

@@ -1193,3 +1193,47 @@ func allOpen(b *Batcher) map[bufKey]*buffer {
 	}
 	return out
 }
+
+// TestBatcherFailAfterPanic: a call that panics inside the batcher leaves
+// no partition locked, and after Fail nothing more is written while Close
+// still releases every buffer (the harness checks the allocator).
+func TestBatcherFailAfterPanic(t *testing.T) {
+	h := newHarness(t, Config{}, TableConfig{})
+	v1 := table("db.t", 1, schema.LayoutImages, cols("v"))
+	h.add(insert(t, "db.t", `{"id":0}`), v1, at(0), 1)
+	panics := func(name string, f func()) {
+		t.Helper()
+		defer func() {
+			if recover() == nil {
+				t.Errorf("%s did not panic", name)
+			}
+		}()
+		f()
+	}
+	ctx := context.Background()
+	panics("Add without a table", func() { _ = h.b.Add(ctx, insert(t, "db.t", `{"id":1}`), nil, at(1), 1) })
+	panics("AddRun without a table", func() {
+		_ = h.b.AddRun(ctx, []Item{{C: insert(t, "db.t", `{"id":1}`), At: at(1), Size: 1}}, nil)
+	})
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		h.b.Durable("orders", 0)
+	}()
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the partition is still locked after a panic")
+	}
+	failed := errors.New("batch stage failed")
+	h.b.Fail(failed)
+	if err := h.b.Add(ctx, insert(t, "db.t", `{"id":2}`), v1, at(2), 1); !errors.Is(err, failed) {
+		t.Errorf("Add after Fail: %v, want %v", err, failed)
+	}
+	if err := h.b.FlushAll(ctx); !errors.Is(err, failed) {
+		t.Errorf("FlushAll after Fail: %v, want %v", err, failed)
+	}
+	if len(h.sink.files) != 0 {
+		t.Errorf("%d files written after Fail", len(h.sink.files))
+	}
+}

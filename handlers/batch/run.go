@@ -71,9 +71,11 @@ func (b *Batcher) AddRun(ctx context.Context, items []Item, holder any) error {
 				return err
 			}
 		}
-		p.mu.Lock()
-		n, err := b.segment(ctx, p, items, holder)
-		p.mu.Unlock()
+		n, err := func() (int, error) {
+			p.mu.Lock()
+			defer p.mu.Unlock() // also when segment panics, for Close
+			return b.segment(ctx, p, items, holder)
+		}()
 		if err != nil {
 			return err
 		}

@@ -1,0 +1,80 @@
+package pipelines_test
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"runtime"
+	"slices"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/cdclake/cdclake/config"
+	"github.com/cdclake/cdclake/pipelines"
+	"github.com/cdclake/cdclake/pipelines/source"
+)
+
+// TestBatchStagePanic makes the batch stage panic in the middle of blocks
+// whose windows three lanes decode, with two partitions landing at once.
+// The run must end with the panic as its error, not hang, and leave no
+// lane or handler running; what it wrote before must be what a clean run
+// writes under the same names, and nothing else.
+func TestBatchStagePanic(t *testing.T) {
+	blocks := partitionedStream(t, 6000, 12, 2, 1000)
+	cleanBucket, _ := landBlocks(t, blocks, pipelines.WithWorkers(2), pipelines.WithLanes(3))
+
+	cfg, err := config.Load("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.Defaults.MaxRows = 300
+	cfg.ProgressInterval = 0
+	var windows atomic.Int32
+	fault := pipelines.WithBatchFault(func(int) {
+		if windows.Add(1) == 75 {
+			panic("injected fault")
+		}
+	})
+	p, bucket := newPipeline(t, cfg, source.NewMemory(blocks...), slog.New(slog.NewTextHandler(io.Discard, nil)),
+		pipelines.WithWorkers(2), pipelines.WithLanes(3), fault)
+	done := make(chan error, 1)
+	go func() { done <- p.Run(context.Background()) }()
+	select {
+	case err = <-done:
+	case <-time.After(time.Minute):
+		t.Fatalf("the run did not end after a panic in the batch stage:\n%s", stacks())
+	}
+	if err == nil || !strings.Contains(err.Error(), "panic in the batch stage: injected fault") {
+		t.Fatalf("run error %v, want the injected panic", err)
+	}
+	if s := stacks(); strings.Contains(s, "pipelines.(*Pipeline).partition") || strings.Contains(s, "pipelines.(*lane).window") {
+		t.Fatalf("stages still running after the run ended:\n%s", s)
+	}
+
+	clean := keys(t, cleanBucket)
+	var written int
+	for _, k := range keys(t, bucket) {
+		if !strings.HasSuffix(k, ".parquet") {
+			continue
+		}
+		written++
+		if !slices.Contains(clean, k) {
+			t.Errorf("%s: not written by a clean run", k)
+			continue
+		}
+		if got, want := rowsOf(t, bucket, k), rowsOf(t, cleanBucket, k); !slices.Equal(got, want) {
+			t.Errorf("%s: %d rows, a clean run's %d, or they differ", k, len(got), len(want))
+		}
+	}
+	if written == 0 {
+		t.Fatal("no file written before the panic: the fault comes too early to test anything")
+	}
+}
+
+// stacks returns every goroutine's stack.
+func stacks() string {
+	buf := make([]byte, 1<<22)
+	return string(buf[:runtime.Stack(buf, true)])
+}
