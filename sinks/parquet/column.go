@@ -13,6 +13,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/decimal128"
 	"github.com/apache/arrow-go/v18/parquet"
+	"github.com/apache/arrow-go/v18/parquet/compress"
 )
 
 // maxStatsSize drops a minimum or maximum longer than this from the
@@ -505,12 +506,16 @@ func (c *column) flushPage(f *fileWriter) error {
 	body = append(body, c.vals...)
 	c.body = body
 	comp := body
-	if f.codec != nil {
-		if f.level != 0 {
-			comp = f.codec.EncodeLevel(c.comp[:cap(c.comp)], body, f.level)
-		} else {
-			comp = f.codec.Encode(c.comp[:cap(c.comp)], body)
-		}
+	switch {
+	case f.codec == nil:
+	case f.codecID == compress.Codecs.Zstd && len(body) < smallPage:
+		comp = encodeSmallZstd(c.comp[:cap(c.comp)], body, f.level)
+		c.comp = comp
+	case f.level != 0:
+		comp = f.codec.EncodeLevel(c.comp[:cap(c.comp)], body, f.level)
+		c.comp = comp
+	default:
+		comp = f.codec.Encode(c.comp[:cap(c.comp)], body)
 		c.comp = comp
 	}
 	if len(body) > math.MaxInt32 || len(comp) > math.MaxInt32 {
