@@ -32,7 +32,7 @@ func TestBatchStagePanic(t *testing.T) {
 	cfg.Defaults.MaxRows = 300
 	cfg.ProgressInterval = 0
 	var windows atomic.Int32
-	fault := pipelines.WithBatchFault(func(int) {
+	fault := pipelines.WithBatchFault(func() {
 		if windows.Add(1) == 75 {
 			panic("injected fault")
 		}

@@ -22,7 +22,10 @@
 // in order with the rows. A storage failure stops the run, and so does a
 // panic in the batch stage: the batcher's buffers are then not known to be
 // whole, so no open file is written, and what was not written is read
-// again by the next run. A panic in unwrap or classify nacks the block.
+// again by the next run. A panic in unwrap or classify nacks the block. A
+// panic on one of the batcher's own goroutines (converting, encoding or
+// writing files) ends the process, which the next run recovers from as
+// from any crash.
 //
 // # Concurrency
 //
@@ -113,7 +116,7 @@ type Pipeline struct {
 	fatal   error
 	fatalMu sync.Mutex
 
-	batchFault func(k int)
+	batchFault func()
 }
 
 type partKey struct {
@@ -146,9 +149,9 @@ type Option func(*options)
 type options struct {
 	workers int
 	lanes   int
-	// batchFault, when set, runs before the batch stage takes a window
-	// (the k-th of its block): tests make it panic.
-	batchFault func(k int)
+	// batchFault, when set, runs before the batch stage takes a window:
+	// tests make it panic.
+	batchFault func()
 }
 
 // WithWorkers sets the number of workers, the most blocks handled at once

@@ -274,7 +274,7 @@ func (p *Pipeline) partition(next message.HandlerFunc) message.HandlerFunc {
 				break
 			}
 			if err == nil {
-				if err = p.guard(func() error { return p.batchWindow(w, win, k) }); err != nil {
+				if err = p.guard(func() error { return p.batchWindow(w, win) }); err != nil {
 					stop.Store(true)
 				}
 			}
@@ -526,9 +526,9 @@ func (p *Pipeline) batchStage(msg *message.Message) error {
 // one run (batch.Batcher.AddRun), which converts the rows of different
 // files in parallel; a DDL, a dead letter or a record kept in the catalog
 // ends the run and is handled on its own.
-func (p *Pipeline) batchWindow(w *worker, win *window, k int) error {
+func (p *Pipeline) batchWindow(w *worker, win *window) error {
 	if p.batchFault != nil {
-		p.batchFault(k)
+		p.batchFault()
 	}
 	ctx := p.landCtx // a stop signal ends reading, not the landing of what was read
 	b := w.block
