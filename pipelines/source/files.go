@@ -42,6 +42,7 @@ type Files struct {
 	maxLine    int
 	total      int64
 	read       atomic.Int64
+	mapped     atomic.Int32 // files read through a mapping
 	stdin      io.Reader
 	stdinName  string
 
@@ -218,7 +219,17 @@ func (s *Files) run(ctx context.Context, out chan<- *message.Message) error {
 		if err != nil {
 			return err
 		}
-		err = s.readOne(ctx, filepath.Base(f), fh, out)
+		name := filepath.Base(f)
+		var m *mapping
+		if st, serr := fh.Stat(); serr == nil && st.Mode().IsRegular() && !strings.HasSuffix(name, base64Suffix) {
+			m = mapFile(fh, st.Size(), poisonRecycled.Load())
+		}
+		if m != nil {
+			s.mapped.Add(1)
+			err = s.readMapped(ctx, name, m, out)
+		} else {
+			err = s.readOne(ctx, name, fh, out)
+		}
 		fh.Close()
 		if err != nil {
 			return err
@@ -249,16 +260,55 @@ func (b *blockBuilder) build(name string) *Block {
 	return blk
 }
 
+// delivery hands a reader's blocks to deliver on a goroutine of its own:
+// one block waits for delivery while the next is read.
+type delivery struct {
+	blocks  chan *Block
+	stopped chan struct{} // closed when delivery ended
+	err     error         // deliver's, once stopped is closed
+}
+
+func startDelivery(ctx context.Context, name string, out chan<- *message.Message, acked func(*Block)) *delivery {
+	d := &delivery{blocks: make(chan *Block, 1), stopped: make(chan struct{})}
+	go func() {
+		defer close(d.stopped)
+		d.err = deliver(ctx, name, d.blocks, out, acked)
+	}()
+	return d
+}
+
+// send queues blk, or returns why delivery stopped.
+func (d *delivery) send(ctx context.Context, blk *Block) error {
+	select {
+	case d.blocks <- blk:
+		return nil
+	case <-d.stopped:
+		return d.err
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// close ends delivery once every block queued was delivered and acked, or
+// delivery stopped, and returns deliver's error: nil when every block was
+// acked.
+func (d *delivery) close() error {
+	close(d.blocks)
+	<-d.stopped
+	return d.err
+}
+
 // deliver sends the blocks it receives in order, each once the one before
 // was acked, so that reading the next block goes on beside the handling of
-// the last. It returns at the first block not acked, or when blocks closes.
+// the last, and calls acked with each block acked. It returns at the first
+// block not acked, or when blocks closes (with nil: every block was acked).
 //
 // An acked block's buffer goes to free, for a later block: an acked block
 // is done with (every row it holds was copied where it lands, every
 // dead letter written), and reading into memory already in use spares
 // the kernel faulting in fresh pages (a tenth of the time of a file of
 // large messages).
-func deliver(ctx context.Context, name string, blocks <-chan *Block, out chan<- *message.Message, free chan<- []byte) error {
+func deliver(ctx context.Context, name string, blocks <-chan *Block, out chan<- *message.Message, acked func(*Block)) error {
 	for blk := range blocks {
 		msg := NewMessage(ctx, blk)
 		select {
@@ -268,7 +318,7 @@ func deliver(ctx context.Context, name string, blocks <-chan *Block, out chan<- 
 		}
 		select {
 		case <-msg.Acked():
-			recycle(blk, free)
+			acked(blk)
 		case <-msg.Nacked():
 			if ctx.Err() != nil {
 				return ctx.Err() // stopped before the block could be handled
@@ -312,33 +362,15 @@ func (s *Files) readOne(ctx context.Context, name string, r io.Reader, out chan<
 	line := int64(0)
 	b64 := strings.HasSuffix(name, base64Suffix)
 	var bb blockBuilder
-	// One block waits for delivery while the next is read; the buffers
-	// of acked blocks come back in free.
-	blocks := make(chan *Block, 1)
+	// The buffers of acked blocks come back in free.
 	free := make(chan []byte, 2)
-	stopped := make(chan struct{}) // closed when delivery ended
-	var derr error
-	go func() {
-		defer close(stopped)
-		derr = deliver(ctx, name, blocks, out, free)
-	}()
+	d := startDelivery(ctx, name, out, func(blk *Block) { recycle(blk, free) })
 	defer func() {
-		close(blocks)
-		<-stopped
-		if err == nil {
+		if derr := d.close(); err == nil {
 			err = derr
 		}
 	}()
-	deliverBlock := func(blk *Block) error {
-		select {
-		case blocks <- blk:
-			return nil
-		case <-stopped:
-			return derr
-		case <-ctx.Done():
-			return ctx.Err()
-		}
-	}
+	deliverBlock := func(blk *Block) error { return d.send(ctx, blk) }
 	if !b64 {
 		lr := &lineReader{s: s, name: name, r: r, send: deliverBlock, free: free, buf: make([]byte, 0, 64<<10)}
 		return lr.run()

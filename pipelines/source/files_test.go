@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strings"
 	"testing"
@@ -228,14 +229,8 @@ func TestByteOrderMark(t *testing.T) {
 func TestFileSourceRecyclesAckedBlocks(t *testing.T) {
 	source.PoisonRecycled(true)
 	defer source.PoisonRecycled(false)
-	var in strings.Builder
-	var want []string
-	for i := range 5000 {
-		line := fmt.Sprintf(`{"n":%d,"pad":"%s"}`, i, strings.Repeat("x", i%97))
-		want = append(want, line)
-		in.WriteString(line + "\n")
-	}
-	src := source.NewReader("in", strings.NewReader(in.String()), 64, 1<<20)
+	in, want := numberedLines(5000)
+	src := source.NewReader("in", strings.NewReader(in), 64, 1<<20)
 	var got []string
 	seen := map[*byte]bool{}
 	var kept [][]byte // keeps every buffer alive: an address repeats only if reused
@@ -259,6 +254,19 @@ func TestFileSourceRecyclesAckedBlocks(t *testing.T) {
 	}
 }
 
+// numberedLines returns n lines of JSON of different lengths, as a file's
+// text and one by one.
+func numberedLines(n int) (string, []string) {
+	var in strings.Builder
+	var lines []string
+	for i := range n {
+		line := fmt.Sprintf(`{"n":%d,"pad":"%s"}`, i, strings.Repeat("x", i%97))
+		lines = append(lines, line)
+		in.WriteString(line + "\n")
+	}
+	return in.String(), lines
+}
+
 func firstDiff(a, b []string) int {
 	for i := range min(len(a), len(b)) {
 		if a[i] != b[i] {
@@ -266,4 +274,58 @@ func firstDiff(a, b []string) int {
 		}
 	}
 	return min(len(a), len(b))
+}
+
+// TestMappedFilePoisonsAckedBlocks: a file is read through a mapping whose
+// acked blocks are overwritten with PoisonRecycled, so that a value kept
+// past its block's ack shows; the records of a block not yet acked hold
+// their lines.
+func TestMappedFilePoisonsAckedBlocks(t *testing.T) {
+	if runtime.GOOS != "linux" {
+		t.Skip("files are mapped on Linux")
+	}
+	source.PoisonRecycled(true)
+	defer source.PoisonRecycled(false)
+	in, want := numberedLines(5000)
+	path := filepath.Join(t.TempDir(), "in.ndjson")
+	if err := os.WriteFile(path, []byte(in), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	src, err := source.OpenFiles(path, 64, 1<<20)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	var last [][]byte // the values of the block acked last
+	poisoned := 0
+	drain(t, src, func(b *source.Block) {
+		for _, v := range last {
+			if strings.Trim(string(v), "\xff") != "" {
+				t.Fatalf("an acked block's value still reads %q", v)
+			}
+			poisoned++
+		}
+		last = last[:0]
+		for _, r := range b.Records {
+			got = append(got, string(r.Value))
+			last = append(last, r.Value)
+		}
+	})
+	if err := src.Err(); err != nil {
+		t.Fatal(err)
+	}
+	src.Close()
+	if source.Mapped(src) != 1 {
+		t.Fatalf("%d files mapped", source.Mapped(src))
+	}
+	if !slices.Equal(got, want) {
+		t.Fatalf("got %d lines, want %d; first difference at %d", len(got), len(want), firstDiff(got, want))
+	}
+	if poisoned < len(want)-64 {
+		t.Errorf("%d values seen poisoned after their block's ack", poisoned)
+	}
+	// The file itself is untouched: the mapping was private.
+	if b, _ := os.ReadFile(path); string(b) != in {
+		t.Error("poisoning reached the file")
+	}
 }

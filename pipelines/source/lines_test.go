@@ -4,6 +4,9 @@ import (
 	"bytes"
 	"io"
 	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"runtime"
 	"slices"
 	"strings"
 	"testing"
@@ -49,9 +52,29 @@ func wantLines(data []byte) []string {
 // readLines reads data through a file source in reads of at most chunk
 // bytes and checks the blocks' bounds and positions; it returns the
 // records and the source's error.
+//
+// A chunk of 0 reads data from a file instead, through its memory mapping
+// (an empty file is read as a stream).
 func readLines(t *testing.T, data []byte, chunk, blockLines, blockBytes, maxLine int, seed uint64) ([]string, error) {
 	t.Helper()
-	src := source.NewReader("in", &chunked{data: data, rnd: rand.New(rand.NewPCG(seed, 1)), max: chunk}, blockLines, blockBytes)
+	var src *source.Files
+	if chunk == 0 {
+		path := filepath.Join(t.TempDir(), "in.ndjson")
+		if err := os.WriteFile(path, data, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		var err error
+		if src, err = source.OpenFiles(path, blockLines, blockBytes); err != nil {
+			t.Fatal(err)
+		}
+		defer func() {
+			if m := source.Mapped(src); (m == 1) != (len(data) > 0 && runtime.GOOS == "linux") {
+				t.Errorf("%d files of %d bytes mapped", m, len(data))
+			}
+		}()
+	} else {
+		src = source.NewReader("in", &chunked{data: data, rnd: rand.New(rand.NewPCG(seed, 1)), max: chunk}, blockLines, blockBytes)
+	}
 	source.SetMaxLine(src, maxLine)
 	var got []string
 	drain(t, src, func(b *source.Block) {
@@ -100,6 +123,7 @@ func TestLinesInAnyReads(t *testing.T) {
 	want := wantLines(data)
 	for _, c := range []struct{ chunk, lines, bytes int }{
 		{1 << 20, 1024, 16 << 20}, {7, 10, 4096}, {100_000, 3, 1 << 20}, {65536, 1000, 64 << 10},
+		{0, 1024, 16 << 20}, {0, 10, 4096}, {0, 3, 1 << 20},
 	} {
 		got, err := readLines(t, data, c.chunk, c.lines, c.bytes, 1<<20, uint64(c.chunk))
 		if err != nil {
@@ -110,7 +134,7 @@ func TestLinesInAnyReads(t *testing.T) {
 		}
 	}
 	// A line over the limit fails, whatever the reads.
-	for _, chunk := range []int{3, 1 << 20} {
+	for _, chunk := range []int{3, 1 << 20, 0} {
 		if _, err := readLines(t, data, chunk, 1024, 16<<20, 250_000, 1); err == nil || !strings.Contains(err.Error(), "longer than 250000 bytes") {
 			t.Errorf("reads of %d: a line over the limit gave %v", chunk, err)
 		}
@@ -126,15 +150,18 @@ func FuzzLines(f *testing.F) {
 	f.Fuzz(func(t *testing.T, data []byte, chunk, lines uint8, nbytes uint16) {
 		const maxLine = 512
 		want := wantLines(data)
-		got, err := readLines(t, data, int(chunk)+1, int(lines)+1, int(nbytes)+1, maxLine, uint64(len(data)))
 		long := slices.ContainsFunc(want, func(l string) bool { return len(l) > maxLine })
-		switch {
-		case long && err == nil:
-			t.Fatalf("a line over %d bytes was read", maxLine)
-		case !long && err != nil:
-			t.Fatal(err)
-		case !long && !slices.Equal(got, want):
-			t.Fatalf("records %q, want %q", got, want)
+		// Read as a stream, then from a mapped file (a chunk of 0).
+		for _, chunk := range []int{int(chunk) + 1, 0} {
+			got, err := readLines(t, data, chunk, int(lines)+1, int(nbytes)+1, maxLine, uint64(len(data)))
+			switch {
+			case long && err == nil:
+				t.Fatalf("reads of %d: a line over %d bytes was read", chunk, maxLine)
+			case !long && err != nil:
+				t.Fatal(err)
+			case !long && !slices.Equal(got, want):
+				t.Fatalf("reads of %d: records %q, want %q", chunk, got, want)
+			}
 		}
 	})
 }

@@ -111,6 +111,9 @@ type Block struct {
 	// buf is the buffer the records are in, when the source reuses it
 	// once the block is acked (files).
 	buf []byte
+	// span is where the block's lines are in a mapped file (from its first
+	// line's start to its last line's end).
+	span [2]int
 }
 
 // Position returns the position of the block's i-th record.
