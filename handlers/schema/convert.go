@@ -138,9 +138,21 @@ func compileBool(b array.Builder, fail failFunc) Appender {
 func compileText(t Type, b array.Builder, fail failFunc) Appender {
 	sb := b.(*array.StringBuilder)
 	var scratch, num []byte
+	// plain: a string value is the text itself (see textValue).
+	plain := t.Kind == String && (t.Enc == EncNative || t.Enc == EncText)
 	return func(v *fastjson.Value) error {
 		if isNull(v) {
 			sb.AppendNull()
+			return nil
+		}
+		if plain && v.Type() == fastjson.TypeString {
+			// A JSON string lands as it is: appended from the parsed value,
+			// not through scratch.
+			s, _ := v.StringBytes()
+			if !utf8.Valid(s) {
+				return fail(v, "invalid UTF-8")
+			}
+			sb.BinaryBuilder.Append(s)
 			return nil
 		}
 		var err error
