@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"strings"
 	"sync"
 
@@ -243,6 +244,7 @@ func (c *column) write(lo, hi int) error {
 			nulls = true
 		}
 	}
+	c.defs = slices.Grow(c.defs, hi-lo)
 	if !nulls {
 		for range hi - lo {
 			c.defs = append(c.defs, max)
@@ -340,6 +342,20 @@ func (c *column) put(lo, hi int) error {
 		return nil
 	}
 	st := &c.page
+	// The page's values grow once for the slots, not value by value: a
+	// page that grows by append is copied over and over as it grows.
+	switch c.p.kind {
+	case vInt8, vInt16, vFloat32:
+		c.vals = slices.Grow(c.vals, 4*(hi-lo))
+	case vTsSec, vTsMilli, vTsNano:
+		c.vals = slices.Grow(c.vals, 8*(hi-lo))
+	case vBool:
+		c.vals = slices.Grow(c.vals, (hi-lo)/8+1)
+	case vBytes:
+		c.vals = slices.Grow(c.vals, int(c.offs[hi]-c.offs[lo])+4*(hi-lo))
+	case vDecimal:
+		c.vals = slices.Grow(c.vals, c.p.typeLen*(hi-lo))
+	}
 	switch c.p.kind {
 	case vInt32:
 		vs := c.i32[lo:hi]
