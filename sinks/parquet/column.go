@@ -244,7 +244,9 @@ func (c *column) write(lo, hi int) error {
 			nulls = true
 		}
 	}
-	c.defs = slices.Grow(c.defs, hi-lo)
+	if cap(c.defs)-len(c.defs) < hi-lo {
+		c.defs = slices.Grow(c.defs, hi-lo+cap(c.defs))
+	}
 	if !nulls {
 		for range hi - lo {
 			c.defs = append(c.defs, max)
@@ -334,6 +336,17 @@ func (c *column) level(rep, def int16) {
 	c.page.nulls++
 }
 
+// grow returns b with room for n more bytes. A page is written a run of
+// rows at a time, so its buffer grows often: at least twice as large each
+// time, so that its bytes are copied about once in all (append grows large
+// slices by a quarter, copying them about five times over).
+func grow(b []byte, n int) []byte {
+	if cap(b)-len(b) >= n {
+		return b
+	}
+	return slices.Grow(b, max(n, cap(b)))
+}
+
 var errSubMicro = errors.New("parquet write: a nanosecond timestamp with digits below the microsecond does not fit the file's microseconds")
 
 // put adds the values of leaf slots [lo, hi), none of them NULL.
@@ -342,19 +355,18 @@ func (c *column) put(lo, hi int) error {
 		return nil
 	}
 	st := &c.page
-	// The page's values grow once for the slots, not value by value: a
-	// page that grows by append is copied over and over as it grows.
+	// The page's values grow once for the slots, not value by value.
 	switch c.p.kind {
-	case vInt8, vInt16, vFloat32:
-		c.vals = slices.Grow(c.vals, 4*(hi-lo))
-	case vTsSec, vTsMilli, vTsNano:
-		c.vals = slices.Grow(c.vals, 8*(hi-lo))
+	case vInt32, vInt8, vInt16, vFloat32:
+		c.vals = grow(c.vals, 4*(hi-lo))
+	case vInt64, vTsSec, vTsMilli, vTsNano, vFloat64:
+		c.vals = grow(c.vals, 8*(hi-lo))
 	case vBool:
-		c.vals = slices.Grow(c.vals, (hi-lo)/8+1)
+		c.vals = grow(c.vals, (hi-lo)/8+1)
 	case vBytes:
-		c.vals = slices.Grow(c.vals, int(c.offs[hi]-c.offs[lo])+4*(hi-lo))
+		c.vals = grow(c.vals, int(c.offs[hi]-c.offs[lo])+4*(hi-lo))
 	case vDecimal:
-		c.vals = slices.Grow(c.vals, c.p.typeLen*(hi-lo))
+		c.vals = grow(c.vals, c.p.typeLen*(hi-lo))
 	}
 	switch c.p.kind {
 	case vInt32:
