@@ -159,7 +159,7 @@ func (s *Source) Subscribe(ctx context.Context, _ string) (<-chan *message.Messa
 	s.out = make(chan *message.Message)
 	cl, err := kgo.NewClient(opts...)
 	if err != nil {
-		s.cancel()
+		s.stop()
 		return nil, fmt.Errorf("kafka source: %w", err)
 	}
 	s.mu.Lock()
@@ -169,7 +169,13 @@ func (s *Source) Subscribe(ctx context.Context, _ string) (<-chan *message.Messa
 		// The client joins the group meanwhile: partitions may be assigned
 		// (and claimed) before the targets are known.
 		if err := s.loadTargets(s.ctx); err != nil {
+			// Nothing was delivered: the client leaves the group now, and
+			// Close and Finish find the subscription ended.
 			cl.Close()
+			s.mu.Lock()
+			s.cl = nil
+			s.mu.Unlock()
+			s.stop()
 			return nil, fmt.Errorf("kafka source: reading the end offsets: %w", err)
 		}
 		s.checkCaughtUp()
@@ -177,18 +183,24 @@ func (s *Source) Subscribe(ctx context.Context, _ string) (<-chan *message.Messa
 	s.wg.Add(2)
 	go s.poll()
 	go s.commitLoop()
-	// The subscription ends with its context (a closed router) or Close:
-	// then out is closed, once nothing sends on it any more.
+	// The subscription ends with its context (a closed router) or Close.
 	go func() {
 		<-s.ctx.Done()
-		s.mu.Lock()
-		s.stopping = true
-		s.mu.Unlock()
-		s.wg.Wait()
-		close(s.out)
-		close(s.stopped)
+		s.stop()
 	}()
 	return s.out, nil
+}
+
+// stop ends the subscription: its context is cancelled, and out is closed
+// once nothing sends on it any more.
+func (s *Source) stop() {
+	s.cancel()
+	s.mu.Lock()
+	s.stopping = true
+	s.mu.Unlock()
+	s.wg.Wait()
+	close(s.out)
+	close(s.stopped)
 }
 
 func (s *Source) options() ([]kgo.Opt, error) {

@@ -417,3 +417,23 @@ func TestAssignedBeforeTargets(t *testing.T) {
 	m.wait(t, 2*time.Minute)
 	kafkatest.SameOnce(t, "assigned before the targets", kafkatest.Landed(t, dir), reference(t, broker, topic))
 }
+
+// TestSubscribeFailureEndsTheRun: a subscription that fails (here: the run
+// is stopped while it lists the end offsets) ends the run with an error;
+// closing the source does not wait for a subscription that never started.
+// No broker is needed: the listing fails before it asks one.
+func TestSubscribeFailureEndsTheRun(t *testing.T) {
+	gate := make(chan struct{})
+	m := startWith(t, "127.0.0.1:1", "none", "g-none", t.TempDir(), true, memberOptions{maxRows: 10,
+		beforeLoad: func() { <-gate }})
+	m.stop()
+	close(gate)
+	select {
+	case err := <-m.done:
+		if err == nil {
+			t.Error("a run whose subscription failed ended without an error")
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("the run did not end after its subscription failed")
+	}
+}
