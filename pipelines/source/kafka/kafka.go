@@ -310,13 +310,18 @@ func (s *Source) loadTargets(ctx context.Context) error {
 	}
 	startAt := ends
 	if s.cfg.Start == "earliest" {
-		var err error
-		if startAt, err = adm.ListStartOffsets(ctx, topics...); err != nil {
+		if err := retrying(ctx, func() (err error) {
+			startAt, err = adm.ListStartOffsets(ctx, topics...)
+			return err
+		}); err != nil {
 			return err
 		}
 	}
-	committed, err := adm.FetchOffsets(ctx, s.cfg.Group)
-	if err != nil {
+	var committed kadm.OffsetResponses
+	if err := retrying(ctx, func() (err error) {
+		committed, err = adm.FetchOffsets(ctx, s.cfg.Group)
+		return err
+	}); err != nil {
 		return err
 	}
 	s.mu.Lock()
@@ -534,6 +539,29 @@ func (s *Source) checkCaughtUp() {
 			s.log.Debug("caught up", "targets", fmt.Sprint(s.targets), "starts", fmt.Sprint(s.starts), "group_done", fmt.Sprint(s.groupDone))
 			close(s.drained)
 		})
+	}
+}
+
+// retryFor is how long a request that fails with an error Kafka calls
+// retriable is tried again: a group coordinator that is not up yet
+// (COORDINATOR_NOT_AVAILABLE while a new broker creates its offsets
+// topic, or while a coordinator moves) answers so for seconds.
+const retryFor = 30 * time.Second
+
+// retrying calls f until it succeeds, fails with an error that is not
+// retriable, or retryFor has passed.
+func retrying(ctx context.Context, f func() error) error {
+	deadline := time.Now().Add(retryFor)
+	for {
+		err := f()
+		if err == nil || !kerr.IsRetriable(err) || time.Now().After(deadline) {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(250 * time.Millisecond):
+		}
 	}
 }
 
