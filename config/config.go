@@ -155,7 +155,7 @@ type Route struct {
 
 // Default holds every default value; nothing else in cdclake has its own.
 var Default = Config{
-	Source: Source{Format: "auto", BlockLines: 1024, BlockBytes: 16 << 20,
+	Source: Source{Format: "auto", BlockLines: 4096, BlockBytes: 16 << 20,
 		SchemaRegistry: SchemaRegistry{Timeout: Duration(10 * time.Second), CacheSize: 1024}},
 	Sink:  Sink{RetryFor: Duration(10 * time.Minute)},
 	Batch: Batch{MaxBufferedBytes: 256 << 20, MaxOpenFiles: 8192},

@@ -28,7 +28,7 @@ func TestDefaults(t *testing.T) {
 		r.MaxRows != 1_000_000 || time.Duration(r.MaxAge) != 5*time.Minute || r.Numbers != "decimal_text" {
 		t.Errorf("defaults = %+v", r)
 	}
-	if c.Source.Format != "auto" || c.Source.BlockLines != 1024 || c.Batch.MaxOpenFiles != 8192 ||
+	if c.Source.Format != "auto" || c.Source.BlockLines != 4096 || c.Batch.MaxOpenFiles != 8192 ||
 		c.Batch.MaxBufferedBytes != 256<<20 || time.Duration(c.ProgressInterval) != 5*time.Second {
 		t.Errorf("defaults = %+v", c)
 	}

@@ -126,7 +126,7 @@ func New(cfg Config, log *slog.Logger) (*Source, error) {
 		return nil, fmt.Errorf("kafka source: %w", err)
 	}
 	if cfg.BlockRecords < 1 {
-		cfg.BlockRecords = 1024
+		cfg.BlockRecords = 4096
 	}
 	if cfg.BlockBytes < 1 {
 		cfg.BlockBytes = 16 << 20
