@@ -169,13 +169,13 @@ func (s *Source) Subscribe(ctx context.Context, _ string) (<-chan *message.Messa
 		// The client joins the group meanwhile: partitions may be assigned
 		// (and claimed) before the targets are known.
 		if err := s.loadTargets(s.ctx); err != nil {
-			// Nothing was delivered: the client leaves the group now, and
-			// Close and Finish find the subscription ended.
+			// The subscription ends as a closed one does, and the client
+			// leaves the group now: Close and Finish find both done.
+			s.stop()
 			cl.Close()
 			s.mu.Lock()
 			s.cl = nil
 			s.mu.Unlock()
-			s.stop()
 			return nil, fmt.Errorf("kafka source: reading the end offsets: %w", err)
 		}
 		s.checkCaughtUp()

@@ -421,11 +421,20 @@ func TestAssignedBeforeTargets(t *testing.T) {
 // TestSubscribeFailureEndsTheRun: a subscription that fails (here: the run
 // is stopped while it lists the end offsets) ends the run with an error;
 // closing the source does not wait for a subscription that never started.
-// No broker is needed: the listing fails before it asks one.
+// Without a broker the listing fails before it asks one.
+//
+// With a broker (CDCLAKE_TEST_KAFKA_BROKERS), the run is stopped once the
+// client had time to join the group and be assigned the partitions, whose
+// deliverers then run when the subscription fails.
 func TestSubscribeFailureEndsTheRun(t *testing.T) {
+	broker, topic, hold := "127.0.0.1:1", "none", time.Duration(0)
+	if b := os.Getenv("CDCLAKE_TEST_KAFKA_BROKERS"); b != "" {
+		broker, topic, hold = b, kafkatest.Topic(t, b, 3, 300, 67), 3*time.Second
+	}
 	gate := make(chan struct{})
-	m := startWith(t, "127.0.0.1:1", "none", "g-none", t.TempDir(), true, memberOptions{maxRows: 10,
+	m := startWith(t, broker, topic, "g-"+topic, t.TempDir(), true, memberOptions{maxRows: 10,
 		beforeLoad: func() { <-gate }})
+	time.Sleep(hold)
 	m.stop()
 	close(gate)
 	select {
