@@ -54,7 +54,7 @@ func (cs *checks) of(t *schema.Table) *checker {
 	if t.Layout != schema.LayoutEvents {
 		conv := schema.NewConverters(cs.mem)
 		cs.convs = append(cs.convs, conv)
-		ib := &imageBuilder{seen: make([]bool, len(t.Columns)), noStruct: true}
+		ib := &imageBuilder{seen: make([]bool, len(t.Columns)), noStruct: true, check: true}
 		for _, c := range t.Columns {
 			ib.app = append(ib.app, conv.Compile(c.Name, c.Type, cs.builder(c.Type.Arrow())))
 		}
