@@ -302,12 +302,6 @@ func (d *delivery) close() error {
 // was acked, so that reading the next block goes on beside the handling of
 // the last, and calls acked with each block acked. It returns at the first
 // block not acked, or when blocks closes (with nil: every block was acked).
-//
-// An acked block's buffer goes to free, for a later block: an acked block
-// is done with (every row it holds was copied where it lands, every
-// dead letter written), and reading into memory already in use spares
-// the kernel faulting in fresh pages (a tenth of the time of a file of
-// large messages).
 func deliver(ctx context.Context, name string, blocks <-chan *Block, out chan<- *message.Message, acked func(*Block)) error {
 	for blk := range blocks {
 		msg := NewMessage(ctx, blk)
@@ -331,7 +325,10 @@ func deliver(ctx context.Context, name string, blocks <-chan *Block, out chan<- 
 	return nil
 }
 
-// recycle gives an acked block's buffer to free, if free has room.
+// recycle gives an acked block's buffer to free, if free has room, for a
+// later block: an acked block is done with (every row it holds was copied
+// where it lands, every dead letter written), and reading into memory
+// already in use spares the kernel faulting in fresh pages.
 func recycle(blk *Block, free chan<- []byte) {
 	if blk.buf == nil {
 		return
