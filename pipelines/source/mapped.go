@@ -52,15 +52,17 @@ func (s *Files) readMapped(ctx context.Context, name string, m *mapping, out cha
 	start := 0
 	if bytes.HasPrefix(data, byteOrderMark) {
 		start = len(byteOrderMark)
-		s.read.Add(int64(start))
 	}
 	var (
-		recs  []Record
-		size  int   // the block's bytes, without line ends
-		first int   // where the block's first line starts
-		line  int64 // lines read
+		recs    []Record
+		size    int   // the block's bytes, without line ends
+		first   int   // where the block's first line starts
+		line    int64 // lines read
+		counted int   // the bytes counted as read (Backlog), once a block
 	)
 	send := func(end int) error {
+		s.read.Add(int64(end - counted))
+		counted = end
 		if len(recs) == 0 {
 			return nil
 		}
@@ -74,7 +76,6 @@ func (s *Files) readMapped(ctx context.Context, name string, m *mapping, out cha
 			end, next = start+i, start+i+1
 		}
 		line++
-		s.read.Add(int64(next - start))
 		if end > start && data[end-1] == '\r' {
 			end--
 		}
