@@ -73,6 +73,7 @@ type stats struct {
 	flo, fhi         float64
 	dlo, dhi         decimal128.Num
 	lo, hi           [2]int
+	plo, phi         uint64 // prefix of the values at lo and hi
 	blo, bhi         []byte
 	loBytes, hiBytes []byte // encoded by encode
 }
@@ -457,13 +458,16 @@ func (c *column) put(lo, hi int) error {
 			at := len(c.vals)
 			c.vals = append(c.vals, v...)
 			span := [2]int{at, at + len(v)}
+			// Prefixes that differ order their values; only equal ones
+			// need the values compared.
+			p := prefix(v)
 			switch {
 			case !st.has:
-				st.has, st.lo, st.hi = true, span, span
-			case bytes.Compare(v, c.vals[st.lo[0]:st.lo[1]]) < 0:
-				st.lo = span
-			case bytes.Compare(v, c.vals[st.hi[0]:st.hi[1]]) > 0:
-				st.hi = span
+				st.has, st.lo, st.hi, st.plo, st.phi = true, span, span, p, p
+			case p < st.plo || p == st.plo && bytes.Compare(v, c.vals[st.lo[0]:st.lo[1]]) < 0:
+				st.lo, st.plo = span, p
+			case p > st.phi || p == st.phi && bytes.Compare(v, c.vals[st.hi[0]:st.hi[1]]) > 0:
+				st.hi, st.phi = span, p
 			}
 		}
 	case vDecimal:
@@ -484,6 +488,20 @@ func (c *column) put(lo, hi int) error {
 		}
 	}
 	return nil
+}
+
+// prefix returns v's first eight bytes as a big-endian number, padded
+// with zeros: when the prefixes of two byte strings differ, they order
+// the strings as bytes.Compare does.
+func prefix(v []byte) uint64 {
+	if len(v) >= 8 {
+		return binary.BigEndian.Uint64(v)
+	}
+	var p uint64
+	for i, b := range v {
+		p |= uint64(b) << (56 - 8*i)
+	}
+	return p
 }
 
 func (s *stats) ints(mn, mx int64) {
