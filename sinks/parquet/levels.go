@@ -56,8 +56,22 @@ func run(levels []int16, i int) int {
 }
 
 // packLevels bit-packs levels, LSB first, padded with zeros to count
-// values.
+// values (a multiple of eight).
 func packLevels(dst []byte, levels []int16, count, width int) []byte {
+	if width <= 2 {
+		// Eight levels make one or two bytes: pack them a group at a
+		// time (the levels of a flat or once-nested column).
+		full := len(levels) &^ 7
+		for k := 0; k < full; k += 8 {
+			dst = packGroup(dst, (*[8]int16)(levels[k:k+8]), width)
+		}
+		if full < count {
+			var last [8]int16
+			copy(last[:], levels[full:])
+			dst = packGroup(dst, &last, width)
+		}
+		return dst
+	}
 	var acc uint64
 	nacc := 0
 	for k := range count {
@@ -77,4 +91,14 @@ func packLevels(dst []byte, levels []int16, count, width int) []byte {
 		dst = append(dst, byte(acc))
 	}
 	return dst
+}
+
+// packGroup appends eight levels of width 1 or 2, LSB first.
+func packGroup(dst []byte, g *[8]int16, width int) []byte {
+	if width == 1 {
+		return append(dst, byte(g[0])|byte(g[1])<<1|byte(g[2])<<2|byte(g[3])<<3|
+			byte(g[4])<<4|byte(g[5])<<5|byte(g[6])<<6|byte(g[7])<<7)
+	}
+	return append(dst, byte(g[0])|byte(g[1])<<2|byte(g[2])<<4|byte(g[3])<<6,
+		byte(g[4])|byte(g[5])<<2|byte(g[6])<<4|byte(g[7])<<6)
 }
