@@ -307,6 +307,24 @@ func (c *column) walk(k, i int, rep, def int16) error {
 				c.level(rep, def)
 				return nil
 			}
+			if k+2 == len(c.p.steps) && c.p.steps[k+1].kind == stepLeaf && c.at[k+1].valid == nil {
+				// A list of values without NULLs (an absent-column list):
+				// its elements' levels at once, and their values in one
+				// run.
+				leaf := def + 1
+				if c.p.steps[k+1].nullable {
+					leaf++
+				}
+				c.reps = append(c.reps, rep)
+				for range end - start - 1 {
+					c.reps = append(c.reps, s.rep)
+				}
+				for range end - start {
+					c.defs = append(c.defs, leaf)
+				}
+				c.count += int(end - start)
+				return c.put(int(start), int(end))
+			}
 			for j := start; j < end; j++ {
 				r := rep
 				if j > start {
