@@ -488,12 +488,34 @@ func checkText(c *change.Change) error {
 			return fmt.Errorf("the %s is not valid UTF-8", f.name)
 		}
 	}
+	if textExtrasValid(c) {
+		return nil
+	}
 	for _, e := range c.Extras {
 		if (e.Kind == change.ExtraString || e.Kind == change.ExtraJSON) && !e.Null && !utf8.Valid(c.ExtraBytes(e)) {
 			return fmt.Errorf("%s is not valid UTF-8", e.Name)
 		}
 	}
 	return nil
+}
+
+// textExtrasValid reports, in one pass over the extras' buffer, that every
+// string and JSON extra of c is valid UTF-8: the buffer is, and none of
+// those extras starts or ends inside a character. False may also mean
+// that a binary extra is not UTF-8; the extras are then checked one by
+// one.
+func textExtrasValid(c *change.Change) bool {
+	buf := c.ExtraBuf
+	if !utf8.Valid(buf) {
+		return false
+	}
+	inside := func(at int) bool { return at < len(buf) && !utf8.RuneStart(buf[at]) }
+	for _, e := range c.Extras {
+		if (e.Kind == change.ExtraString || e.Kind == change.ExtraJSON) && !e.Null && (inside(e.Start) || inside(e.End)) {
+			return false
+		}
+	}
+	return true
 }
 
 // validRanges returns the [start, end) ranges of the builders' rows that
