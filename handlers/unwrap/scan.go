@@ -88,6 +88,10 @@ func envelopeSpans(b []byte) (schema, payload []byte, ok bool) {
 			return nil, nil, false
 		}
 		key := b[i+1 : end-1]
+		if string(key) != "schema" && string(key) != "payload" {
+			// Not an envelope: no need to read on.
+			return nil, nil, false
+		}
 		i = skipWS(b, end)
 		if i >= len(b) || b[i] != ':' {
 			return nil, nil, false
