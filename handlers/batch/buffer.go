@@ -88,8 +88,10 @@ type buffer struct {
 	plannedBytes int64
 	// appender is the goroutine of the run that appends its rows.
 	appender int
-	// metadata builders
-	op, tbl, xid, pos, source *array.StringBuilder
+	// metadata builders: the text ones are TextColumns (texts), and the
+	// record builder's builders of their fields stay empty
+	op, tbl, xid, pos, source *schema.TextColumn
+	texts                     []textField
 	ts, ingested              *array.TimestampBuilder
 	part                      *array.Int32Builder
 	offset                    *array.Int64Builder
@@ -135,9 +137,16 @@ func streamPrefix(sch *arrow.Schema, mem memory.Allocator) ([]byte, error) {
 	return p, nil
 }
 
+// textField is a text column of the record built from a TextColumn, not
+// from the record builder's builder for it (which stays empty).
+type textField struct {
+	field int
+	col   *schema.TextColumn
+}
+
 type imageBuilder struct {
-	st       *array.StructBuilder // nil in the flat layout
-	noStruct bool                 // images layout of a table without columns
+	st       *imageStruct // nil in the flat layout
+	noStruct bool         // images layout of a table without columns
 	app      []schema.Appender
 	// absent lists the image's absent columns (nil when they are not
 	// kept: the checks of logged rows).
@@ -173,12 +182,10 @@ func (b *buffer) build() {
 	t := b.table
 	b.rb, b.conv = array.NewRecordBuilder(b.alloc, t.Arrow), schema.NewConverters(b.alloc)
 	f := b.rb.Fields()
-	b.op = f[0].(*array.StringBuilder)
-	b.tbl = f[1].(*array.StringBuilder)
+	b.op, b.tbl, b.xid, b.pos, b.source = schema.NewTextColumn(), schema.NewTextColumn(), schema.NewTextColumn(),
+		schema.NewTextColumn(), schema.NewTextColumn()
+	b.texts = []textField{{0, b.op}, {1, b.tbl}, {3, b.xid}, {4, b.pos}, {5, b.source}}
 	b.ts = f[2].(*array.TimestampBuilder)
-	b.xid = f[3].(*array.StringBuilder)
-	b.pos = f[4].(*array.StringBuilder)
-	b.source = f[5].(*array.StringBuilder)
 	b.part = f[6].(*array.Int32Builder)
 	b.offset = f[7].(*array.Int64Builder)
 	b.ingested = f[8].(*array.TimestampBuilder)
@@ -196,10 +203,8 @@ func (b *buffer) build() {
 			ib := &imageBuilder{absent: newNameList(at, t.Arrow.Field(at).Type), seen: make([]bool, len(t.Columns)), noStruct: structs == 0,
 				names: t.ColumnNames()}
 			if structs > 0 {
-				ib.st = rest[i].(*array.StructBuilder)
-				for j, c := range t.Columns {
-					ib.app = append(ib.app, b.conv.Compile(c.Name, c.Type, ib.st.FieldBuilder(j)))
-				}
+				field := n + len(t.Extras) + i
+				ib.st, ib.app = newImageStruct(b.alloc, b.conv, t, field, t.Arrow.Field(field).Type.(*arrow.StructType))
 			}
 			b.images[i] = ib
 			b.lists = append(b.lists, ib.absent)
@@ -209,6 +214,13 @@ func (b *buffer) build() {
 		ib := &imageBuilder{absent: newNameList(at, t.Arrow.Field(at).Type), seen: make([]bool, len(t.Columns)),
 			names: t.ColumnNames()}
 		for j, c := range t.Columns {
+			field := n + len(t.Extras) + j
+			if schema.IsText(c.Type) && arrow.TypeEqual(t.Arrow.Field(field).Type, arrow.BinaryTypes.String) {
+				tc := schema.NewTextColumn()
+				b.texts = append(b.texts, textField{field, tc})
+				ib.app = append(ib.app, b.conv.CompileText(c.Name, c.Type, tc))
+				continue
+			}
 			ib.app = append(ib.app, b.conv.Compile(c.Name, c.Type, rest[j]))
 		}
 		b.flat = ib
@@ -266,10 +278,7 @@ func (b *buffer) thaw() error {
 	if n == 0 {
 		return nil
 	}
-	b.rb.Reserve(n)
-	for _, l := range b.lists {
-		l.reserve(n)
-	}
+	b.reserve(n)
 	err := b.log.each(b.table, func(c *change.Change, offset, ingested int64) error {
 		at := sinks.Position{Source: b.src.Source, Partition: b.src.Partition, Offset: offset}
 		if err := b.appendRow(c, at, ingested); err != nil {
@@ -285,22 +294,58 @@ func (b *buffer) thaw() error {
 	return nil
 }
 
+// reserve makes room in the builders for n more rows.
+func (b *buffer) reserve(n int) {
+	for i, f := range b.rb.Fields() {
+		if st := b.imageStruct(i); st != nil {
+			st.reserve(n)
+		} else if tc := b.textColumn(i); tc != nil {
+			tc.Reserve(n)
+		} else {
+			f.Reserve(n)
+		}
+	}
+	for _, l := range b.lists {
+		l.reserve(n)
+	}
+}
+
+// textColumn returns the text column that builds field i, or nil.
+func (b *buffer) textColumn(i int) *schema.TextColumn {
+	for _, t := range b.texts {
+		if t.field == i {
+			return t.col
+		}
+	}
+	return nil
+}
+
+// imageStruct returns the image struct that builds field i, or nil.
+func (b *buffer) imageStruct(i int) *imageStruct {
+	for _, ib := range b.images {
+		if ib != nil && ib.st != nil && ib.st.field == i {
+			return ib.st
+		}
+	}
+	return nil
+}
+
 // appendRow appends c to the builders and returns why it does not convert.
 func (b *buffer) appendRow(c *change.Change, at sinks.Position, ingested int64) error {
 	if c.Kind == change.KindDML {
-		b.op.Append(c.Op.String())
+		b.op.AppendString(c.Op.String())
 	} else {
-		b.op.Append(kindOp(c.Kind))
+		b.op.AppendString(kindOp(c.Kind))
 	}
-	b.tbl.Append(c.Table)
+	b.tbl.AppendString(c.Table)
 	if c.HasTS {
 		b.ts.Append(arrow.Timestamp(c.TSMicros))
 	} else {
 		b.ts.AppendNull()
 	}
-	appendOpt(b.xid, c.Xid)
-	appendOpt(b.pos, c.Pos)
-	b.source.Append(at.Source)
+	appendOptText(b.xid, c.Xid)
+	appendOptText(b.pos, c.Pos)
+	b.source.AppendString(at.Source)
 	b.part.Append(at.Partition)
 	b.offset.Append(at.Offset)
 	b.ingested.Append(arrow.Timestamp(ingested))
@@ -338,6 +383,14 @@ func kindOp(k change.Kind) string {
 		return "OBJECT_METADATA"
 	}
 	return k.String()
+}
+
+func appendOptText(c *schema.TextColumn, s string) {
+	if s == "" {
+		c.AppendNull()
+	} else {
+		c.AppendString(s)
+	}
 }
 
 func appendOpt(b *array.StringBuilder, s string) {
@@ -380,7 +433,7 @@ func (b *buffer) appendExtras(c *change.Change) {
 func (ib *imageBuilder) append(t *schema.Table, img change.Image) error {
 	if !img.Present() {
 		if ib.st != nil {
-			ib.st.AppendNull()
+			ib.st.appendNull()
 		} else if !ib.noStruct {
 			for _, app := range ib.app {
 				_ = app(nil)
@@ -392,7 +445,7 @@ func (ib *imageBuilder) append(t *schema.Table, img change.Image) error {
 		return nil
 	}
 	if ib.st != nil {
-		ib.st.Append(true)
+		ib.st.appendValid()
 	}
 	clear(ib.seen)
 	var first error
@@ -602,11 +655,16 @@ func (b *buffer) spill() error {
 
 // dropBuilders releases the builders and forgets every reference to them.
 func (b *buffer) dropBuilders() {
+	for _, ib := range b.images {
+		if ib != nil && ib.st != nil {
+			ib.st.release()
+		}
+	}
 	b.rb.Release()
 	b.conv.Release()
 	b.rb, b.conv = nil, nil
 	b.op, b.tbl, b.xid, b.pos, b.source, b.ts, b.ingested, b.part, b.offset = nil, nil, nil, nil, nil, nil, nil, nil, nil
-	b.extras, b.images, b.flat, b.events, b.lists = nil, [2]*imageBuilder{}, nil, nil, nil
+	b.extras, b.images, b.flat, b.events, b.lists, b.texts = nil, [2]*imageBuilder{}, nil, nil, nil, nil
 }
 
 // parts returns the file's rows as record batches with the ranges to
@@ -715,17 +773,34 @@ func (b *buffer) footprint() int64 {
 	for _, l := range b.lists {
 		n += l.size()
 	}
+	for _, ib := range b.images {
+		if ib != nil && ib.st != nil {
+			n += ib.st.size()
+		}
+	}
+	for _, t := range b.texts {
+		n += t.col.Size()
+	}
 	return b.fixed + n
 }
 
 // newRecord returns the builders' rows as a record batch and empties the
-// builders. The absent lists come from b.lists, not from the
-// record builder's list builders, which stay empty.
+// builders. The absent lists come from b.lists and the image structs
+// from the images, not from the record builder's list and struct
+// builders, which stay empty.
 func (b *buffer) newRecord() arrow.RecordBatch {
 	fs := b.rb.Fields()
 	cols := make([]arrow.Array, len(fs))
 	for _, l := range b.lists {
 		cols[l.field] = l.newArray(b.alloc)
+	}
+	for _, ib := range b.images {
+		if ib != nil && ib.st != nil {
+			cols[ib.st.field] = ib.st.newArray(b.alloc)
+		}
+	}
+	for _, t := range b.texts {
+		cols[t.field] = t.col.NewArray(b.alloc)
 	}
 	for i, f := range fs {
 		if cols[i] == nil {

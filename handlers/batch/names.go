@@ -5,6 +5,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/bitutil"
 	"github.com/apache/arrow-go/v18/arrow/memory"
+	"github.com/cdclake/cdclake/handlers/schema"
 )
 
 // nameList builds a column of lists of names: an image's absent columns
@@ -76,12 +77,12 @@ func (l *nameList) size() int64 {
 func (l *nameList) newArray(mem memory.Allocator) arrow.Array {
 	var valid *memory.Buffer
 	if l.nulls > 0 {
-		valid = copied(mem, l.valid)
+		valid = schema.CopyToBuffer(mem, l.valid)
 	}
 	names := array.NewData(arrow.BinaryTypes.String, len(l.ends)-1,
-		[]*memory.Buffer{nil, copied(mem, arrow.Int32Traits.CastToBytes(l.ends)), copied(mem, l.data)}, nil, 0, 0)
+		[]*memory.Buffer{nil, schema.CopyToBuffer(mem, arrow.Int32Traits.CastToBytes(l.ends)), schema.CopyToBuffer(mem, l.data)}, nil, 0, 0)
 	lists := array.NewData(l.typ, l.rows,
-		[]*memory.Buffer{valid, copied(mem, arrow.Int32Traits.CastToBytes(l.offs))}, []arrow.ArrayData{names}, l.nulls, 0)
+		[]*memory.Buffer{valid, schema.CopyToBuffer(mem, arrow.Int32Traits.CastToBytes(l.offs))}, []arrow.ArrayData{names}, l.nulls, 0)
 	releaseBuffers(names)
 	releaseBuffers(lists)
 	names.Release()
@@ -90,17 +91,6 @@ func (l *nameList) newArray(mem memory.Allocator) arrow.Array {
 	l.valid, l.offs, l.ends, l.data = l.valid[:0], append(l.offs[:0], 0), append(l.ends[:0], 0), l.data[:0]
 	l.rows, l.nulls = 0, 0
 	return out
-}
-
-// copied returns a buffer of mem holding b (nil when b is empty).
-func copied(mem memory.Allocator, b []byte) *memory.Buffer {
-	if len(b) == 0 {
-		return nil
-	}
-	buf := memory.NewResizableBuffer(mem)
-	buf.Resize(len(b))
-	copy(buf.Bytes(), b)
-	return buf
 }
 
 // releaseBuffers drops the references copied handed to NewData, which

@@ -136,7 +136,17 @@ func compileBool(b array.Builder, fail failFunc) Appender {
 }
 
 func compileText(t Type, b array.Builder, fail failFunc) Appender {
-	sb := b.(*array.StringBuilder)
+	return compileTextTo(t, b.(*array.StringBuilder).BinaryBuilder, fail)
+}
+
+// textTarget is where text values go: an Arrow string builder or a
+// TextColumn.
+type textTarget interface {
+	Append(v []byte)
+	AppendNull()
+}
+
+func compileTextTo(t Type, sb textTarget, fail failFunc) Appender {
 	var scratch, num []byte
 	// plain: a string value is the text itself (see textValue).
 	plain := t.Kind == String && (t.Enc == EncNative || t.Enc == EncText)
@@ -152,7 +162,7 @@ func compileText(t Type, b array.Builder, fail failFunc) Appender {
 			if !utf8.Valid(s) {
 				return fail(v, "invalid UTF-8")
 			}
-			sb.BinaryBuilder.Append(s)
+			sb.Append(s)
 			return nil
 		}
 		var err error
@@ -160,7 +170,7 @@ func compileText(t Type, b array.Builder, fail failFunc) Appender {
 		if err != nil {
 			return fail(v, err.Error())
 		}
-		sb.BinaryBuilder.Append(scratch)
+		sb.Append(scratch)
 		return nil
 	}
 }

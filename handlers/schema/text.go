@@ -1,0 +1,125 @@
+package schema
+
+import (
+	"fmt"
+	"math"
+	"unsafe"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/arrow-go/v18/arrow/memory"
+	"github.com/valyala/fastjson"
+)
+
+// TextColumn gathers a string column in plain slices: a value is two
+// appends and a bit, where Arrow's string builder takes a reservation,
+// an offset appended through a function value and a buffer check per
+// value. NewArray copies the values into an Arrow array once, and the
+// slices stay for the next values. A TextColumn is not safe for
+// concurrent use.
+type TextColumn struct {
+	valid []byte  // a bit per value, 1 for a value, 0 for NULL
+	offs  []int32 // 0, then each value's end in data
+	data  []byte
+	n     int
+	nulls int
+}
+
+// NewTextColumn returns an empty column.
+func NewTextColumn() *TextColumn { return &TextColumn{offs: []int32{0}} }
+
+// Append appends v.
+func (c *TextColumn) Append(v []byte) {
+	if c.n&7 == 0 {
+		c.valid = append(c.valid, 0)
+	}
+	c.valid[c.n>>3] |= 1 << (c.n & 7)
+	c.data = append(c.data, v...)
+	if len(c.data) > math.MaxInt32 {
+		panic(fmt.Sprintf("schema: a text column holds more than %d bytes", math.MaxInt32))
+	}
+	c.offs = append(c.offs, int32(len(c.data)))
+	c.n++
+}
+
+// AppendString appends v.
+func (c *TextColumn) AppendString(v string) {
+	c.Append(unsafe.Slice(unsafe.StringData(v), len(v))) // read only
+}
+
+// AppendNull appends a NULL.
+func (c *TextColumn) AppendNull() {
+	if c.n&7 == 0 {
+		c.valid = append(c.valid, 0)
+	}
+	c.offs = append(c.offs, int32(len(c.data)))
+	c.n++
+	c.nulls++
+}
+
+// Len is the number of values appended since the last NewArray.
+func (c *TextColumn) Len() int { return c.n }
+
+// Reserve makes room for n more values.
+func (c *TextColumn) Reserve(n int) {
+	if cap(c.offs)-len(c.offs) < n {
+		offs := make([]int32, len(c.offs), len(c.offs)+n)
+		copy(offs, c.offs)
+		c.offs = offs
+	}
+}
+
+// Size is the memory the column holds.
+func (c *TextColumn) Size() int64 {
+	return int64(cap(c.valid) + 4*cap(c.offs) + cap(c.data))
+}
+
+// NewArray returns the values appended since the last call as an Arrow
+// string array in buffers of mem, and empties c, keeping its slices.
+func (c *TextColumn) NewArray(mem memory.Allocator) arrow.Array {
+	var valid *memory.Buffer
+	if c.nulls > 0 {
+		valid = CopyToBuffer(mem, c.valid)
+	}
+	offs := CopyToBuffer(mem, arrow.Int32Traits.CastToBytes(c.offs))
+	data := CopyToBuffer(mem, c.data)
+	d := array.NewData(arrow.BinaryTypes.String, c.n, []*memory.Buffer{valid, offs, data}, nil, c.nulls, 0)
+	for _, b := range []*memory.Buffer{valid, offs, data} {
+		if b != nil {
+			b.Release()
+		}
+	}
+	out := array.MakeFromData(d)
+	d.Release()
+	c.valid, c.offs, c.data = c.valid[:0], append(c.offs[:0], 0), c.data[:0]
+	c.n, c.nulls = 0, 0
+	return out
+}
+
+// CopyToBuffer returns a buffer of mem holding a copy of b (nil when b
+// is empty).
+func CopyToBuffer(mem memory.Allocator, b []byte) *memory.Buffer {
+	if len(b) == 0 {
+		return nil
+	}
+	buf := memory.NewResizableBuffer(mem)
+	buf.Resize(len(b))
+	copy(buf.Bytes(), b)
+	return buf
+}
+
+// CompileText returns an Appender writing values of t, a String or
+// DecimalText type, into col, as Compile does into a string builder.
+func (c *Converters) CompileText(name string, t Type, col *TextColumn) Appender {
+	if t.Kind != String && t.Kind != DecimalText {
+		panic(fmt.Sprintf("schema: CompileText of kind %d", t.Kind))
+	}
+	fail := func(v *fastjson.Value, reason string) error {
+		col.AppendNull()
+		return convErr(name, t, v, reason)
+	}
+	return compileTextTo(t, col, fail)
+}
+
+// IsText reports whether t's values land through CompileText.
+func IsText(t Type) bool { return t.Kind == String || t.Kind == DecimalText }
