@@ -92,6 +92,7 @@ type buffer struct {
 	// record builder's builders of their fields stay empty
 	op, tbl, xid, pos, source *schema.TextColumn
 	texts                     []textField
+	extraTexts                []*schema.TextColumn // per extra column, nil unless text
 	ts, ingested              *array.TimestampBuilder
 	part                      *array.Int32Builder
 	offset                    *array.Int64Builder
@@ -191,6 +192,13 @@ func (b *buffer) build() {
 	b.ingested = f[8].(*array.TimestampBuilder)
 	n := schema.NumMeta
 	b.extras = f[n : n+len(t.Extras)]
+	b.extraTexts = make([]*schema.TextColumn, len(t.Extras))
+	for i, col := range t.Extras {
+		if col.Kind == change.ExtraString && arrow.TypeEqual(t.Arrow.Field(n+i).Type, arrow.BinaryTypes.String) {
+			b.extraTexts[i] = schema.NewTextColumn()
+			b.texts = append(b.texts, textField{n + i, b.extraTexts[i]})
+		}
+	}
 	rest := f[n+len(t.Extras):]
 	switch t.Layout {
 	case schema.LayoutImages:
@@ -402,30 +410,40 @@ func appendOpt(b *array.StringBuilder, s string) {
 }
 
 func (b *buffer) appendExtras(c *change.Change) {
+	// A change names its extras in the table version's order, as a rule:
+	// while it does, the extra at the column's index is the column's (the
+	// first of its name, the columns' names being distinct).
+	inOrder := true
 	for i, col := range b.table.Extras {
-		bld := b.extras[i]
-		found := false
-		for _, e := range c.Extras {
-			if e.Name != col.Name {
-				continue
+		var e *change.Extra
+		if inOrder && i < len(c.Extras) && c.Extras[i].Name == col.Name {
+			e = &c.Extras[i]
+		} else {
+			inOrder = false
+			if k := extraOf(c, col.Name); k >= 0 {
+				e = &c.Extras[k]
 			}
-			found = true
-			switch {
-			case e.Null:
-				bld.AppendNull()
-			case col.Kind == change.ExtraBinary:
-				bld.(*array.BinaryBuilder).Append(c.ExtraBytes(e))
-			case col.Kind == change.ExtraTimestamp:
-				bld.(*array.TimestampBuilder).Append(arrow.Timestamp(e.Micros))
-			case col.Kind == change.ExtraJSON:
-				bld.(*array.ExtensionBuilder).StorageBuilder().(*array.StringBuilder).BinaryBuilder.Append(c.ExtraBytes(e))
-			default:
-				bld.(*array.StringBuilder).BinaryBuilder.Append(c.ExtraBytes(e))
-			}
-			break
 		}
-		if !found {
+		if tc := b.extraTexts[i]; tc != nil {
+			if e == nil || e.Null {
+				tc.AppendNull()
+			} else {
+				tc.Append(c.ExtraBytes(*e))
+			}
+			continue
+		}
+		bld := b.extras[i]
+		switch {
+		case e == nil || e.Null:
 			bld.AppendNull()
+		case col.Kind == change.ExtraBinary:
+			bld.(*array.BinaryBuilder).Append(c.ExtraBytes(*e))
+		case col.Kind == change.ExtraTimestamp:
+			bld.(*array.TimestampBuilder).Append(arrow.Timestamp(e.Micros))
+		case col.Kind == change.ExtraJSON:
+			bld.(*array.ExtensionBuilder).StorageBuilder().(*array.StringBuilder).BinaryBuilder.Append(c.ExtraBytes(*e))
+		default:
+			bld.(*array.StringBuilder).BinaryBuilder.Append(c.ExtraBytes(*e))
 		}
 	}
 }
@@ -664,7 +682,7 @@ func (b *buffer) dropBuilders() {
 	b.conv.Release()
 	b.rb, b.conv = nil, nil
 	b.op, b.tbl, b.xid, b.pos, b.source, b.ts, b.ingested, b.part, b.offset = nil, nil, nil, nil, nil, nil, nil, nil, nil
-	b.extras, b.images, b.flat, b.events, b.lists, b.texts = nil, [2]*imageBuilder{}, nil, nil, nil, nil
+	b.extras, b.images, b.flat, b.events, b.lists, b.texts, b.extraTexts = nil, [2]*imageBuilder{}, nil, nil, nil, nil, nil
 }
 
 // parts returns the file's rows as record batches with the ranges to
