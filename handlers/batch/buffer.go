@@ -194,9 +194,11 @@ func (b *buffer) build() {
 	b.extras = f[n : n+len(t.Extras)]
 	b.extraTexts = make([]*schema.TextColumn, len(t.Extras))
 	for i, col := range t.Extras {
-		if col.Kind == change.ExtraString && arrow.TypeEqual(t.Arrow.Field(n+i).Type, arrow.BinaryTypes.String) {
-			b.extraTexts[i] = schema.NewTextColumn()
-			b.texts = append(b.texts, textField{n + i, b.extraTexts[i]})
+		if col.Kind != change.ExtraTimestamp {
+			if tc := schema.NewVarColumn(t.Arrow.Field(n + i).Type); tc != nil {
+				b.extraTexts[i] = tc
+				b.texts = append(b.texts, textField{n + i, tc})
+			}
 		}
 	}
 	rest := f[n+len(t.Extras):]
@@ -223,8 +225,7 @@ func (b *buffer) build() {
 			names: t.ColumnNames()}
 		for j, c := range t.Columns {
 			field := n + len(t.Extras) + j
-			if schema.IsText(c.Type) && arrow.TypeEqual(t.Arrow.Field(field).Type, arrow.BinaryTypes.String) {
-				tc := schema.NewTextColumn()
+			if tc := textColumnFor(c.Type, t.Arrow.Field(field).Type); tc != nil {
 				b.texts = append(b.texts, textField{field, tc})
 				ib.app = append(ib.app, b.conv.CompileText(c.Name, c.Type, tc))
 				continue

@@ -8,9 +8,9 @@ import (
 )
 
 // imageStruct builds an image's struct column (before or after) of the
-// images layout. Its text columns, most of a CDC table's, gather their
-// values in schema.TextColumns; the others in Arrow builders of the
-// buffer's allocator. The record builder's own struct builder for the
+// images layout. Its text, JSON and binary columns, most of a CDC
+// table's, gather their values in schema.TextColumns; the others in Arrow
+// builders of the buffer's allocator. The record builder's own struct builder for the
 // field stays empty: newRecord takes the column from here.
 type imageStruct struct {
 	field int // the column in the table version's schema
@@ -31,15 +31,24 @@ func newImageStruct(mem memory.Allocator, conv *schema.Converters, t *schema.Tab
 	app := make([]schema.Appender, len(t.Columns))
 	for j, c := range t.Columns {
 		ft := typ.Field(j).Type
-		if schema.IsText(c.Type) && arrow.TypeEqual(ft, arrow.BinaryTypes.String) {
-			s.texts[j] = schema.NewTextColumn()
-			app[j] = conv.CompileText(c.Name, c.Type, s.texts[j])
+		if tc := textColumnFor(c.Type, ft); tc != nil {
+			s.texts[j] = tc
+			app[j] = conv.CompileText(c.Name, c.Type, tc)
 			continue
 		}
 		s.builders[j] = array.NewBuilder(mem, ft)
 		app[j] = conv.Compile(c.Name, c.Type, s.builders[j])
 	}
 	return s, app
+}
+
+// textColumnFor returns a TextColumn for a column of type t landing as
+// ft, or nil when its values go to an Arrow builder.
+func textColumnFor(t schema.Type, ft arrow.DataType) *schema.TextColumn {
+	if !schema.IsText(t) || !arrow.TypeEqual(ft, t.Arrow()) {
+		return nil
+	}
+	return schema.NewVarColumn(ft)
 }
 
 // appendValid starts a present image: its fields are appended next.

@@ -139,8 +139,8 @@ func compileText(t Type, b array.Builder, fail failFunc) Appender {
 	return compileTextTo(t, b.(*array.StringBuilder).BinaryBuilder, fail)
 }
 
-// textTarget is where text values go: an Arrow string builder or a
-// TextColumn.
+// textTarget is where variable-length values go: an Arrow string or
+// binary builder, or a TextColumn.
 type textTarget interface {
 	Append(v []byte)
 	AppendNull()
@@ -176,11 +176,14 @@ func compileTextTo(t Type, sb textTarget, fail failFunc) Appender {
 }
 
 func compileJSON(b array.Builder, fail failFunc) Appender {
-	sb := b.(*array.ExtensionBuilder).StorageBuilder().(*array.StringBuilder)
+	return compileJSONTo(b.(*array.ExtensionBuilder).StorageBuilder().(*array.StringBuilder).BinaryBuilder, fail)
+}
+
+func compileJSONTo(sb textTarget, fail failFunc) Appender {
 	var scratch []byte
 	return func(v *fastjson.Value) error {
 		if isNull(v) {
-			b.AppendNull()
+			sb.AppendNull()
 			return nil
 		}
 		// A JSON column holds valid JSON in valid UTF-8 only: engines refuse
@@ -193,20 +196,23 @@ func compileJSON(b array.Builder, fail failFunc) Appender {
 			if err := fastjson.ValidateBytes(s); err != nil {
 				return fail(v, "not valid JSON text")
 			}
-			sb.BinaryBuilder.Append(s)
+			sb.Append(s)
 			return nil
 		}
 		scratch = v.MarshalTo(scratch[:0])
 		if !utf8.Valid(scratch) {
 			return fail(v, "invalid UTF-8")
 		}
-		sb.BinaryBuilder.Append(scratch)
+		sb.Append(scratch)
 		return nil
 	}
 }
 
 func compileBinary(t Type, b array.Builder, fail failFunc) Appender {
-	bb := b.(*array.BinaryBuilder)
+	return compileBinaryTo(t, b.(*array.BinaryBuilder), fail)
+}
+
+func compileBinaryTo(t Type, bb textTarget, fail failFunc) Appender {
 	var scratch []byte
 	return func(v *fastjson.Value) error {
 		if isNull(v) {

@@ -11,22 +11,37 @@ import (
 	"github.com/valyala/fastjson"
 )
 
-// TextColumn gathers a string column in plain slices: a value is two
-// appends and a bit, where Arrow's string builder takes a reservation,
-// an offset appended through a function value and a buffer check per
-// value. NewArray copies the values into an Arrow array once, and the
-// slices stay for the next values. A TextColumn is not safe for
+// TextColumn gathers a column of variable-length values (string, binary,
+// or an extension type stored as one of them, JSON) in plain slices: a
+// value is two appends and a bit, where Arrow's builders take a
+// reservation, an offset appended through a function value and a buffer
+// check per value. NewArray copies the values into an Arrow array once,
+// and the slices stay for the next values. A TextColumn is not safe for
 // concurrent use.
 type TextColumn struct {
-	valid []byte  // a bit per value, 1 for a value, 0 for NULL
-	offs  []int32 // 0, then each value's end in data
+	typ   arrow.DataType // the arrays' type
+	valid []byte         // a bit per value, 1 for a value, 0 for NULL
+	offs  []int32        // 0, then each value's end in data
 	data  []byte
 	n     int
 	nulls int
 }
 
-// NewTextColumn returns an empty column.
-func NewTextColumn() *TextColumn { return &TextColumn{offs: []int32{0}} }
+// NewTextColumn returns an empty string column.
+func NewTextColumn() *TextColumn { return &TextColumn{typ: arrow.BinaryTypes.String, offs: []int32{0}} }
+
+// NewVarColumn returns an empty column of type dt, or nil when dt is not
+// string, binary or an extension type stored as one of them.
+func NewVarColumn(dt arrow.DataType) *TextColumn {
+	st := dt
+	if ext, ok := dt.(arrow.ExtensionType); ok {
+		st = ext.StorageType()
+	}
+	if !arrow.TypeEqual(st, arrow.BinaryTypes.String) && !arrow.TypeEqual(st, arrow.BinaryTypes.Binary) {
+		return nil
+	}
+	return &TextColumn{typ: dt, offs: []int32{0}}
+}
 
 // Append appends v.
 func (c *TextColumn) Append(v []byte) {
@@ -75,7 +90,8 @@ func (c *TextColumn) Size() int64 {
 }
 
 // NewArray returns the values appended since the last call as an Arrow
-// string array in buffers of mem, and empties c, keeping its slices.
+// array of the column's type in buffers of mem, and empties c, keeping
+// its slices.
 func (c *TextColumn) NewArray(mem memory.Allocator) arrow.Array {
 	var valid *memory.Buffer
 	if c.nulls > 0 {
@@ -83,7 +99,12 @@ func (c *TextColumn) NewArray(mem memory.Allocator) arrow.Array {
 	}
 	offs := CopyToBuffer(mem, arrow.Int32Traits.CastToBytes(c.offs))
 	data := CopyToBuffer(mem, c.data)
-	d := array.NewData(arrow.BinaryTypes.String, c.n, []*memory.Buffer{valid, offs, data}, nil, c.nulls, 0)
+	ext, isExt := c.typ.(arrow.ExtensionType)
+	st := c.typ
+	if isExt {
+		st = ext.StorageType()
+	}
+	d := array.NewData(st, c.n, []*memory.Buffer{valid, offs, data}, nil, c.nulls, 0)
 	for _, b := range []*memory.Buffer{valid, offs, data} {
 		if b != nil {
 			b.Release()
@@ -91,6 +112,11 @@ func (c *TextColumn) NewArray(mem memory.Allocator) arrow.Array {
 	}
 	out := array.MakeFromData(d)
 	d.Release()
+	if isExt {
+		storage := out
+		out = array.NewExtensionArrayWithStorage(ext, storage)
+		storage.Release()
+	}
 	c.valid, c.offs, c.data = c.valid[:0], append(c.offs[:0], 0), c.data[:0]
 	c.n, c.nulls = 0, 0
 	return out
@@ -108,18 +134,31 @@ func CopyToBuffer(mem memory.Allocator, b []byte) *memory.Buffer {
 	return buf
 }
 
-// CompileText returns an Appender writing values of t, a String or
-// DecimalText type, into col, as Compile does into a string builder.
+// CompileText returns an Appender writing values of t into col, made by
+// NewVarColumn(t.Arrow()), as Compile does into a builder of t.Arrow().
+// t must be one of the kinds IsText accepts.
 func (c *Converters) CompileText(name string, t Type, col *TextColumn) Appender {
-	if t.Kind != String && t.Kind != DecimalText {
-		panic(fmt.Sprintf("schema: CompileText of kind %d", t.Kind))
-	}
 	fail := func(v *fastjson.Value, reason string) error {
 		col.AppendNull()
 		return convErr(name, t, v, reason)
 	}
-	return compileTextTo(t, col, fail)
+	switch t.Kind {
+	case String, DecimalText:
+		return compileTextTo(t, col, fail)
+	case JSON:
+		return compileJSONTo(col, fail)
+	case Binary:
+		return compileBinaryTo(t, col, fail)
+	}
+	panic(fmt.Sprintf("schema: CompileText of kind %d", t.Kind))
 }
 
-// IsText reports whether t's values land through CompileText.
-func IsText(t Type) bool { return t.Kind == String || t.Kind == DecimalText }
+// IsText reports whether t's values land through CompileText: text,
+// JSON and binary values.
+func IsText(t Type) bool {
+	switch t.Kind {
+	case String, DecimalText, JSON, Binary:
+		return true
+	}
+	return false
+}

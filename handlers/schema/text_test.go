@@ -4,8 +4,10 @@ import (
 	"math/rand/v2"
 	"testing"
 
+	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/memory"
+	"github.com/valyala/fastjson"
 )
 
 // TestTextColumnMatchesStringBuilder: a TextColumn makes the same arrays
@@ -53,6 +55,42 @@ func TestTextColumnMatchesStringBuilder(t *testing.T) {
 		exp.Release()
 		if col.Len() != 0 {
 			t.Fatalf("round %d: Len %d after NewArray", round, col.Len())
+		}
+	}
+}
+
+// TestVarColumnTypes: binary and JSON columns make arrays of their own
+// types, equal to their Arrow builders'; other types have no TextColumn.
+func TestVarColumnTypes(t *testing.T) {
+	mem := memory.NewCheckedAllocator(memory.NewGoAllocator())
+	defer mem.AssertSize(t, 0)
+	for _, typ := range []Type{{Kind: Binary}, {Kind: Binary, Enc: EncHex}, {Kind: JSON}, {Kind: String}} {
+		col := NewVarColumn(typ.Arrow())
+		if col == nil {
+			t.Fatalf("%s: no TextColumn", typ)
+		}
+		b := array.NewBuilder(mem, typ.Arrow())
+		conv := NewConverters(mem)
+		viaCol, viaBuilder := conv.CompileText("c", typ, col), conv.Compile("c", typ, b)
+		for _, v := range []string{`"AAEC"`, `null`, `"e30="`, `{"a":[1,2]}`, `"x"`, `"0a0b"`, `"\\u00e9"`} {
+			val := fastjson.MustParse(v)
+			errCol, errB := viaCol(val), viaBuilder(val)
+			if (errCol == nil) != (errB == nil) {
+				t.Fatalf("%s %s: errors %v and %v", typ, v, errCol, errB)
+			}
+		}
+		got, want := col.NewArray(mem), b.NewArray()
+		if !arrow.TypeEqual(got.DataType(), want.DataType()) || !array.Equal(got, want) {
+			t.Fatalf("%s: got %v (%s), want %v (%s)", typ, got, got.DataType(), want, want.DataType())
+		}
+		got.Release()
+		want.Release()
+		b.Release()
+		conv.Release()
+	}
+	for _, dt := range []arrow.DataType{arrow.PrimitiveTypes.Int64, arrow.BinaryTypes.LargeString} {
+		if NewVarColumn(dt) != nil {
+			t.Errorf("%s has a TextColumn", dt)
 		}
 	}
 }
