@@ -55,7 +55,7 @@ type buffer struct {
 	// forced is the recorded cut the buffer repeats (Batcher.Restore).
 	forced *state.Cut
 
-	rb   *array.RecordBuilder
+	rb   *fieldBuilders // nil while the file has no builders
 	conv *schema.Converters
 	// alloc counts the bytes the builders hold; fixed estimates the
 	// builders themselves (see footprint).
@@ -138,6 +138,26 @@ func streamPrefix(sch *arrow.Schema, mem memory.Allocator) ([]byte, error) {
 	return p, nil
 }
 
+// fieldBuilders are the Arrow builders of a file's fields that nothing
+// else builds (text columns, image structs and absent lists do): nil for
+// those, which newRecord takes from their builders.
+type fieldBuilders struct {
+	fields []array.Builder
+}
+
+// Fields returns the builders by field, nil for the fields built
+// elsewhere.
+func (r *fieldBuilders) Fields() []array.Builder { return r.fields }
+
+// Release releases the builders.
+func (r *fieldBuilders) Release() {
+	for _, f := range r.fields {
+		if f != nil {
+			f.Release()
+		}
+	}
+}
+
 // textField is a text column of the record built from a TextColumn, not
 // from the record builder's builder for it (which stays empty).
 type textField struct {
@@ -181,27 +201,35 @@ func newBuffer(mem memory.Allocator, key bufKey, t *schema.Table, dir string, sr
 func (b *buffer) build() {
 	b.builds++
 	t := b.table
-	b.rb, b.conv = array.NewRecordBuilder(b.alloc, t.Arrow), schema.NewConverters(b.alloc)
-	f := b.rb.Fields()
+	b.rb, b.conv = &fieldBuilders{fields: make([]array.Builder, t.Arrow.NumFields())}, schema.NewConverters(b.alloc)
+	// f returns the Arrow builder of field i, made on first use.
+	f := func(i int) array.Builder {
+		if b.rb.fields[i] == nil {
+			b.rb.fields[i] = array.NewBuilder(b.alloc, t.Arrow.Field(i).Type)
+		}
+		return b.rb.fields[i]
+	}
 	b.op, b.tbl, b.xid, b.pos, b.source = schema.NewTextColumn(), schema.NewTextColumn(), schema.NewTextColumn(),
 		schema.NewTextColumn(), schema.NewTextColumn()
 	b.texts = []textField{{0, b.op}, {1, b.tbl}, {3, b.xid}, {4, b.pos}, {5, b.source}}
-	b.ts = f[2].(*array.TimestampBuilder)
-	b.part = f[6].(*array.Int32Builder)
-	b.offset = f[7].(*array.Int64Builder)
-	b.ingested = f[8].(*array.TimestampBuilder)
+	b.ts = f(2).(*array.TimestampBuilder)
+	b.part = f(6).(*array.Int32Builder)
+	b.offset = f(7).(*array.Int64Builder)
+	b.ingested = f(8).(*array.TimestampBuilder)
 	n := schema.NumMeta
-	b.extras = f[n : n+len(t.Extras)]
+	b.extras = make([]array.Builder, len(t.Extras))
 	b.extraTexts = make([]*schema.TextColumn, len(t.Extras))
 	for i, col := range t.Extras {
 		if col.Kind != change.ExtraTimestamp {
 			if tc := schema.NewVarColumn(t.Arrow.Field(n + i).Type); tc != nil {
 				b.extraTexts[i] = tc
 				b.texts = append(b.texts, textField{n + i, tc})
+				continue
 			}
 		}
+		b.extras[i] = f(n + i)
 	}
-	rest := f[n+len(t.Extras):]
+	rest := n + len(t.Extras) // the first field after the extras
 	switch t.Layout {
 	case schema.LayoutImages:
 		structs := 0
@@ -230,15 +258,22 @@ func (b *buffer) build() {
 				ib.app = append(ib.app, b.conv.CompileText(c.Name, c.Type, tc))
 				continue
 			}
-			ib.app = append(ib.app, b.conv.Compile(c.Name, c.Type, rest[j]))
+			ib.app = append(ib.app, b.conv.Compile(c.Name, c.Type, f(field)))
 		}
 		b.flat = ib
 		b.lists = []*nameList{ib.absent}
 	case schema.LayoutEvents:
-		ext := rest[3].(*array.ExtensionBuilder)
-		b.events = &eventBuilders{kind: rest[0].(*array.StringBuilder), object: rest[1].(*array.StringBuilder),
-			statement: rest[2].(*array.StringBuilder), eventExt: ext,
+		ext := f(rest + 3).(*array.ExtensionBuilder)
+		b.events = &eventBuilders{kind: f(rest).(*array.StringBuilder), object: f(rest + 1).(*array.StringBuilder),
+			statement: f(rest + 2).(*array.StringBuilder), eventExt: ext,
 			event: ext.StorageBuilder().(*array.StringBuilder)}
+	}
+	// Any other field (none, as the layouts stand) gets a builder, so that
+	// every field has its column.
+	for i := range b.rb.fields {
+		if b.imageStruct(i) == nil && b.textColumn(i) == nil && !slices.ContainsFunc(b.lists, func(l *nameList) bool { return l.field == i }) {
+			f(i)
+		}
 	}
 }
 
@@ -310,7 +345,7 @@ func (b *buffer) reserve(n int) {
 			st.reserve(n)
 		} else if tc := b.textColumn(i); tc != nil {
 			tc.Reserve(n)
-		} else {
+		} else if f != nil {
 			f.Reserve(n)
 		}
 	}
