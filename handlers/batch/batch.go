@@ -1,5 +1,5 @@
-// Package batch is the batching stage: it appends row changes to one Arrow
-// record builder per output file and hands full files to a Sink.
+// Package batch is the batching stage: it appends row changes to the column
+// builders of their output file and hands full files to a Sink.
 //
 // # Files
 //

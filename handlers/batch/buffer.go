@@ -88,8 +88,8 @@ type buffer struct {
 	plannedBytes int64
 	// appender is the goroutine of the run that appends its rows.
 	appender int
-	// metadata builders: the text ones are TextColumns (texts), and the
-	// record builder's builders of their fields stay empty
+	// metadata builders: the text ones are TextColumns (texts), and no
+	// Arrow builder is made for their fields
 	op, tbl, xid, pos, source *schema.TextColumn
 	texts                     []textField
 	extraTexts                []*schema.TextColumn // per extra column, nil unless text
@@ -158,8 +158,8 @@ func (r *fieldBuilders) Release() {
 	}
 }
 
-// textField is a text column of the record built from a TextColumn, not
-// from the record builder's builder for it (which stays empty).
+// textField is a text column of the record, built from a TextColumn (no
+// Arrow builder is made for its field).
 type textField struct {
 	field int
 	col   *schema.TextColumn
@@ -839,9 +839,9 @@ func (b *buffer) footprint() int64 {
 }
 
 // newRecord returns the builders' rows as a record batch and empties the
-// builders. The absent lists come from b.lists and the image structs
-// from the images, not from the record builder's list and struct
-// builders, which stay empty.
+// builders. The absent lists come from b.lists, the image structs from
+// the images and the text columns from b.texts; the other columns from
+// their Arrow builders.
 func (b *buffer) newRecord() arrow.RecordBatch {
 	fs := b.rb.Fields()
 	cols := make([]arrow.Array, len(fs))

@@ -10,8 +10,8 @@ import (
 // imageStruct builds an image's struct column (before or after) of the
 // images layout. Its text, JSON and binary columns, most of a CDC
 // table's, gather their values in schema.TextColumns; the others in Arrow
-// builders of the buffer's allocator. The record builder's own struct builder for the
-// field stays empty: newRecord takes the column from here.
+// builders of the buffer's allocator. The file makes no Arrow builder for
+// the struct's field: newRecord takes the column from here.
 type imageStruct struct {
 	field int // the column in the table version's schema
 	typ   *arrow.StructType
