@@ -270,8 +270,20 @@ func (b *buffer) build() {
 	}
 	// Any other field (none, as the layouts stand) gets a builder, so that
 	// every field has its column.
-	for i := range b.rb.fields {
-		if b.imageStruct(i) == nil && b.textColumn(i) == nil && !slices.ContainsFunc(b.lists, func(l *nameList) bool { return l.field == i }) {
+	owned := make([]bool, len(b.rb.fields))
+	for _, t := range b.texts {
+		owned[t.field] = true
+	}
+	for _, l := range b.lists {
+		owned[l.field] = true
+	}
+	for _, ib := range b.images {
+		if ib != nil && ib.st != nil {
+			owned[ib.st.field] = true
+		}
+	}
+	for i, o := range owned {
+		if !o {
 			f(i)
 		}
 	}
@@ -338,40 +350,26 @@ func (b *buffer) thaw() error {
 	return nil
 }
 
-// reserve makes room in the builders for n more rows.
+// reserve makes room in the builders for n more rows: the Arrow builders
+// (nil for the fields built elsewhere), the image structs, the text
+// columns and the absent lists.
 func (b *buffer) reserve(n int) {
-	for i, f := range b.rb.Fields() {
-		if st := b.imageStruct(i); st != nil {
-			st.reserve(n)
-		} else if tc := b.textColumn(i); tc != nil {
-			tc.Reserve(n)
-		} else if f != nil {
+	for _, f := range b.rb.Fields() {
+		if f != nil {
 			f.Reserve(n)
 		}
+	}
+	for _, ib := range b.images {
+		if ib != nil && ib.st != nil {
+			ib.st.reserve(n)
+		}
+	}
+	for _, t := range b.texts {
+		t.col.Reserve(n)
 	}
 	for _, l := range b.lists {
 		l.reserve(n)
 	}
-}
-
-// textColumn returns the text column that builds field i, or nil.
-func (b *buffer) textColumn(i int) *schema.TextColumn {
-	for _, t := range b.texts {
-		if t.field == i {
-			return t.col
-		}
-	}
-	return nil
-}
-
-// imageStruct returns the image struct that builds field i, or nil.
-func (b *buffer) imageStruct(i int) *imageStruct {
-	for _, ib := range b.images {
-		if ib != nil && ib.st != nil && ib.st.field == i {
-			return ib.st
-		}
-	}
-	return nil
 }
 
 // appendRow appends c to the builders and returns why it does not convert.
