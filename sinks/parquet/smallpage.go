@@ -14,12 +14,21 @@ import (
 // zstd frame that any reader decodes.
 const smallPage = 1 << 10
 
+// pageEncoders holds the encoders of small pages at zstd's fastest level
+// (level 0 or 1), the default.
+var pageEncoders = sync.Pool{New: func() any { return new(pageZstd) }}
+
 // smallEncoders holds, per zstd level, encoders without the entropy stage.
 var smallEncoders sync.Map // zstd.EncoderLevel → *sync.Pool
 
 // encodeSmallZstd compresses a page of less than smallPage bytes at the
 // given zstd level (0: the codec's default) into dst.
 func encodeSmallZstd(dst, src []byte, level int) []byte {
+	if level <= 1 {
+		z := pageEncoders.Get().(*pageZstd)
+		defer pageEncoders.Put(z)
+		return z.encode(dst[:0], src)
+	}
 	l := zstd.SpeedDefault
 	if level != 0 {
 		l = zstd.EncoderLevelFromZstd(level)
