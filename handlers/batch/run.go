@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"sync"
+	"time"
 
 	"github.com/cdclake/cdclake/handlers/change"
 	"github.com/cdclake/cdclake/handlers/schema"
@@ -96,6 +97,9 @@ func (b *Batcher) segment(ctx context.Context, p *partition, items []Item, holde
 	// Which file each row goes to, in order: the buffers and the counters
 	// that say when a file is full are the batcher's, as for Add.
 	end, fill := len(items), -1
+	// The segment's rows are ingested at one time: the clock is read once
+	// for them (a read per row was 2% of a GoldenGate run).
+	var now time.Time
 	for i := range items {
 		it := &items[i]
 		it.Err = nil
@@ -109,7 +113,9 @@ func (b *Batcher) segment(ctx context.Context, p *partition, items []Item, holde
 			continue
 		}
 		tc := b.tables(it.T.Name)
-		now := b.now()
+		if now.IsZero() {
+			now = b.now()
+		}
 		buf, _ := b.openBuffer(p, tc, it.C, it.T, it.At, now)
 		buf.used = b.appends.Add(1)
 		if buf.planned == 0 {
