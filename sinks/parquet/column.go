@@ -575,6 +575,9 @@ func (c *column) flushPage(f *fileWriter) error {
 	case f.codecID == compress.Codecs.Zstd && len(body) < smallPage:
 		comp = encodeSmallZstd(c.comp[:cap(c.comp)], body, f.level)
 		c.comp = comp
+	case f.codecID == compress.Codecs.Zstd && f.level != 0:
+		comp = encodeZstd(c.comp[:cap(c.comp)], body, f.level)
+		c.comp = comp
 	case f.level != 0:
 		comp = f.codec.EncodeLevel(c.comp[:cap(c.comp)], body, f.level)
 		c.comp = comp
