@@ -13,13 +13,15 @@ import (
 
 // checks converts the rows a file logs (rowLog) to find those that do not
 // convert, as appending them to the file's builders would, but into
-// scratch builders shared by every table: one per Arrow type, emptied
-// every resetChecksEvery rows. A checker is compiled once for the table
+// scratch builders shared by every table: one per Arrow type (a text
+// column for the types files gather in text columns, as their image
+// structs do), emptied every resetChecksEvery rows. A checker is compiled once for the table
 // versions of one layout and one ColumnSet. Each source partition has its
 // own checks, used under its lock.
 type checks struct {
 	mem     memory.Allocator
 	scratch map[string]array.Builder // by the Arrow type's fingerprint
+	texts   map[string]*schema.TextColumn
 	kinds   map[checkerKey]*checker
 	convs   []*schema.Converters
 	n       int
@@ -30,7 +32,8 @@ type checks struct {
 const resetChecksEvery = 4096
 
 func newChecks(mem memory.Allocator) *checks {
-	return &checks{mem: mem, scratch: map[string]array.Builder{}, kinds: map[checkerKey]*checker{}}
+	return &checks{mem: mem, scratch: map[string]array.Builder{}, texts: map[string]*schema.TextColumn{},
+		kinds: map[checkerKey]*checker{}}
 }
 
 // checker checks the rows of the table versions of one checkerKey.
@@ -56,12 +59,33 @@ func (cs *checks) of(t *schema.Table) *checker {
 		cs.convs = append(cs.convs, conv)
 		ib := &imageBuilder{seen: make([]bool, len(t.Columns)), noStruct: true, check: true}
 		for _, c := range t.Columns {
+			if tc := cs.text(c.Type); tc != nil {
+				ib.app = append(ib.app, conv.CompileText(c.Name, c.Type, tc))
+				continue
+			}
 			ib.app = append(ib.app, conv.Compile(c.Name, c.Type, cs.builder(c.Type.Arrow())))
 		}
 		k.img = ib
 	}
 	cs.kinds[key] = k
 	return k
+}
+
+// text returns the scratch text column of type t, or nil when t does not
+// land through one.
+func (cs *checks) text(t schema.Type) *schema.TextColumn {
+	if !schema.IsText(t) {
+		return nil
+	}
+	fp := t.Arrow().Fingerprint()
+	if tc, ok := cs.texts[fp]; ok {
+		return tc
+	}
+	tc := schema.NewVarColumn(t.Arrow())
+	if tc != nil {
+		cs.texts[fp] = tc
+	}
+	return tc
 }
 
 // builder returns the scratch builder of type dt.
@@ -109,6 +133,9 @@ func (cs *checks) reset() {
 	for _, b := range cs.scratch {
 		b.NewArray().Release()
 	}
+	for _, tc := range cs.texts {
+		tc.Reset()
+	}
 }
 
 // release frees the scratch builders.
@@ -120,4 +147,5 @@ func (cs *checks) release() {
 		c.Release()
 	}
 	cs.scratch, cs.convs, cs.kinds = map[string]array.Builder{}, nil, map[checkerKey]*checker{}
+	cs.texts = map[string]*schema.TextColumn{}
 }

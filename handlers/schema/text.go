@@ -72,6 +72,13 @@ func (c *TextColumn) AppendNull() {
 	c.nulls++
 }
 
+// Reset drops the values appended since the last NewArray, keeping the
+// slices.
+func (c *TextColumn) Reset() {
+	c.valid, c.offs, c.data = c.valid[:0], c.offs[:1], c.data[:0]
+	c.n, c.nulls = 0, 0
+}
+
 // Len is the number of values appended since the last NewArray.
 func (c *TextColumn) Len() int { return c.n }
 
