@@ -94,3 +94,27 @@ func TestVarColumnTypes(t *testing.T) {
 		}
 	}
 }
+
+// TestTextColumnReset: after Reset a column holds only what is appended
+// next, NULLs and validity bits included.
+func TestTextColumnReset(t *testing.T) {
+	mem := memory.NewCheckedAllocator(memory.DefaultAllocator)
+	defer mem.AssertSize(t, 0)
+	c := NewTextColumn()
+	for i := range 11 { // a validity byte and a part
+		if i%3 == 0 {
+			c.AppendNull()
+		} else {
+			c.AppendString("dropped")
+		}
+	}
+	c.Reset()
+	c.AppendString("a")
+	c.AppendNull()
+	c.AppendString("bc")
+	arr := c.NewArray(mem).(*array.String)
+	defer arr.Release()
+	if arr.Len() != 3 || arr.NullN() != 1 || arr.Value(0) != "a" || !arr.IsNull(1) || arr.Value(2) != "bc" {
+		t.Fatalf("after Reset: %v (%d NULLs)", arr, arr.NullN())
+	}
+}
