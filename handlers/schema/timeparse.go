@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"time"
 )
 
 // ParseDate parses YYYY-MM-DD (a trailing midnight time, as Oracle DATE
@@ -56,11 +55,38 @@ func parseDateHead(s []byte) (int64, int, error) {
 	if neg {
 		y = -y
 	}
-	t := time.Date(int(y), time.Month(m), int(d), 0, 0, 0, 0, time.UTC)
-	if t.Day() != int(d) {
+	if d > daysIn(y, m) {
 		return 0, 0, errors.New("no such day")
 	}
-	return floorDiv(t.Unix(), 86400), j + 6, nil
+	return daysFromCivil(y, m, d), j + 6, nil
+}
+
+// daysFromCivil returns the days from 1970-01-01 to y-m-d (m 1 to 12) of
+// the proleptic Gregorian calendar, counted in 400-year eras of 146,097
+// days whose years start in March, so that a leap day ends its year.
+func daysFromCivil(y, m, d int64) int64 {
+	if m <= 2 {
+		y--
+	}
+	era := floorDiv(y, 400)
+	yoe := y - era*400                     // 0 to 399
+	doy := (153*((m+9)%12)+2)/5 + d - 1    // 0 to 365, from March 1
+	doe := yoe*365 + yoe/4 - yoe/100 + doy // 0 to 146,096
+	return era*146097 + doe - 719468       // 719,468: 0000-03-01 to 1970-01-01
+}
+
+// daysIn returns the number of days of month m of year y.
+func daysIn(y, m int64) int64 {
+	switch m {
+	case 2:
+		if y%4 == 0 && (y%100 != 0 || y%400 == 0) {
+			return 29
+		}
+		return 28
+	case 4, 6, 9, 11:
+		return 30
+	}
+	return 31
 }
 
 // ParseTimeOfDay parses HH:MM:SS[.fraction] into units since midnight. Digits
