@@ -330,10 +330,9 @@ var (
 func bases(nbits []uint8, direct int) []uint32 {
 	b := make([]uint32, len(nbits))
 	for i := range b {
-		switch {
-		case i < direct:
+		if i < direct {
 			b[i] = uint32(i)
-		default:
+		} else {
 			b[i] = b[i-1] + 1<<nbits[i-1]
 		}
 	}
