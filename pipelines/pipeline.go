@@ -281,6 +281,15 @@ func (p *Pipeline) Run(ctx context.Context) error {
 		case <-stop:
 			return
 		}
+		// Only a running router is closed: a Close before Run has started
+		// the handlers holds the router's handler lock while it waits for
+		// them, which Run needs to start them, so both wait out the
+		// router's CloseTimeout (a minute).
+		select {
+		case <-router.Running():
+		case <-stop:
+			return
+		}
 		_ = router.Close()
 	}()
 	runErr := router.Run(runCtx)
