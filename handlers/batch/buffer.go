@@ -169,6 +169,9 @@ type imageBuilder struct {
 	st       *imageStruct // nil in the flat layout
 	noStruct bool         // images layout of a table without columns
 	app      []schema.Appender
+	// rep appends each column's values from a value log (replay); nil
+	// in the checks.
+	rep []schema.Replayer
 	// absent lists the image's absent columns (nil when they are not
 	// kept: the checks of logged rows).
 	absent *nameList
@@ -242,7 +245,7 @@ func (b *buffer) build() {
 				names: t.ColumnNames()}
 			if structs > 0 {
 				field := n + len(t.Extras) + i
-				ib.st, ib.app = newImageStruct(b.alloc, b.conv, t, field, t.Arrow.Field(field).Type.(*arrow.StructType))
+				ib.st, ib.app, ib.rep = newImageStruct(b.alloc, b.conv, t, field, t.Arrow.Field(field).Type.(*arrow.StructType))
 			}
 			b.images[i] = ib
 			b.lists = append(b.lists, ib.absent)
@@ -256,9 +259,12 @@ func (b *buffer) build() {
 			if tc := textColumnFor(c.Type, t.Arrow.Field(field).Type); tc != nil {
 				b.texts = append(b.texts, textField{field, tc})
 				ib.app = append(ib.app, b.conv.CompileText(c.Name, c.Type, tc))
+				ib.rep = append(ib.rep, schema.ReplayText(tc))
 				continue
 			}
-			ib.app = append(ib.app, b.conv.Compile(c.Name, c.Type, f(field)))
+			app := b.conv.Compile(c.Name, c.Type, f(field))
+			ib.app = append(ib.app, app)
+			ib.rep = append(ib.rep, schema.Replay(c.Type, f(field), app))
 		}
 		b.flat = ib
 		b.lists = []*nameList{ib.absent}
@@ -307,12 +313,8 @@ func (b *buffer) append(c *change.Change, at sinks.Position, ingested int64, siz
 	b.last = at.Offset
 	if b.rb == nil {
 		if int64(cap(b.log.data)) < b.logLimit {
-			mark, raw := b.log.add(b.table, c, at.Offset, ingested)
 			b.base++ // the builders hold no row
-			if rowErr = chk.of(b.table).check(b.table, c, raw); rowErr != nil {
-				b.log.drop(mark)
-			}
-			return rowErr, nil
+			return b.log.add(b.table, c, at.Offset, ingested, chk.of(b.table)), nil
 		}
 		if err := b.thaw(); err != nil {
 			return nil, err
@@ -335,10 +337,10 @@ func (b *buffer) thaw() error {
 		return nil
 	}
 	b.reserve(n)
-	err := b.log.each(b.table, func(c *change.Change, offset, ingested int64) error {
+	err := b.log.each(b.table, func(c *change.Change, r *loggedRow, offset, ingested int64) error {
 		at := sinks.Position{Source: b.src.Source, Partition: b.src.Partition, Offset: offset}
-		if err := b.appendRow(c, at, ingested); err != nil {
-			return fmt.Errorf("the logged row at offset %d converted when it came and does not now: %w", offset, err)
+		if err := b.appendLogged(c, r, at, ingested); err != nil {
+			return fmt.Errorf("the logged row at offset %d: %w", offset, err)
 		}
 		return nil
 	})
@@ -374,6 +376,45 @@ func (b *buffer) reserve(n int) {
 
 // appendRow appends c to the builders and returns why it does not convert.
 func (b *buffer) appendRow(c *change.Change, at sinks.Position, ingested int64) error {
+	b.appendMeta(c, at, ingested)
+	var err error
+	switch b.table.Layout {
+	case schema.LayoutImages:
+		err = errors.Join(b.images[0].append(b.table, c.Before), b.images[1].append(b.table, c.After))
+	case schema.LayoutFlat:
+		img := c.After
+		if !img.Present() {
+			img = c.Before
+		}
+		err = b.flat.append(b.table, img)
+	case schema.LayoutEvents:
+		err = b.appendEvent(c)
+	}
+	// The row is appended whatever it holds, so that the builders stay
+	// aligned; the caller marks an invalid row, which is never written.
+	return errors.Join(checkText(c), err)
+}
+
+// appendLogged appends a logged row, c with the parts r, to the builders:
+// it converted when it was logged, so an error here means a corrupt log.
+func (b *buffer) appendLogged(c *change.Change, r *loggedRow, at sinks.Position, ingested int64) error {
+	b.appendMeta(c, at, ingested)
+	switch b.table.Layout {
+	case schema.LayoutImages:
+		return errors.Join(b.images[0].replay(b.table, r.before, r.hasBefore), b.images[1].replay(b.table, r.after, r.hasAfter))
+	case schema.LayoutFlat:
+		if r.hasAfter {
+			return b.flat.replay(b.table, r.after, true)
+		}
+		return b.flat.replay(b.table, r.before, r.hasBefore)
+	case schema.LayoutEvents:
+		b.appendEventText(c, r.raw, r.hasRaw)
+	}
+	return nil
+}
+
+// appendMeta appends the columns every layout has and the extras.
+func (b *buffer) appendMeta(c *change.Change, at sinks.Position, ingested int64) {
 	if c.Kind == change.KindDML {
 		b.op.AppendString(c.Op.String())
 	} else {
@@ -392,23 +433,6 @@ func (b *buffer) appendRow(c *change.Change, at sinks.Position, ingested int64) 
 	b.offset.Append(at.Offset)
 	b.ingested.Append(arrow.Timestamp(ingested))
 	b.appendExtras(c)
-
-	var err error
-	switch b.table.Layout {
-	case schema.LayoutImages:
-		err = errors.Join(b.images[0].append(b.table, c.Before), b.images[1].append(b.table, c.After))
-	case schema.LayoutFlat:
-		img := c.After
-		if !img.Present() {
-			img = c.Before
-		}
-		err = b.flat.append(b.table, img)
-	case schema.LayoutEvents:
-		err = b.appendEvent(c)
-	}
-	// The row is appended whatever it holds, so that the builders stay
-	// aligned; the caller marks an invalid row, which is never written.
-	return errors.Join(checkText(c), err)
 }
 
 func kindOp(k change.Kind) string {
@@ -544,6 +568,45 @@ func (ib *imageBuilder) append(t *schema.Table, img change.Image) error {
 	if ib.check {
 		return first
 	}
+	ib.finish(t)
+	return first
+}
+
+// replay appends an image from its value log (see checks), or an absent
+// image when the row has none.
+func (ib *imageBuilder) replay(t *schema.Table, data []byte, present bool) error {
+	if !present {
+		return ib.append(t, change.Image{})
+	}
+	if ib.st != nil {
+		ib.st.appendValid()
+	}
+	clear(ib.seen)
+	for len(data) > 0 {
+		i, value, rest, err := schema.LogEntry(data)
+		if err == nil && i >= len(ib.app) {
+			err = schema.ErrLogCorrupt
+		}
+		if err != nil {
+			return err
+		}
+		ib.seen[i] = true
+		if !value {
+			_ = ib.app[i](nil)
+			data = rest
+			continue
+		}
+		if data, err = ib.rep[i](rest); err != nil {
+			return err
+		}
+	}
+	ib.finish(t)
+	return nil
+}
+
+// finish appends NULL for the columns the image did not name, and lists
+// those that are absent.
+func (ib *imageBuilder) finish(t *schema.Table) {
 	// A sibling whose typed column was sent is NULL, not absent.
 	for i, seen := range ib.seen {
 		if j, ok := t.Sibling(i); ok && seen && !ib.seen[j] {
@@ -564,24 +627,33 @@ func (ib *imageBuilder) append(t *schema.Table, img change.Image) error {
 		ib.absent.appendNames(gone)
 	}
 	ib.gone = gone
-	return first
 }
 
 func (b *buffer) appendEvent(c *change.Change) error {
-	e := b.events
-	e.kind.Append(c.Kind.String())
-	appendOpt(e.object, c.Table)
-	appendOpt(e.statement, c.Statement)
 	if c.Raw == nil {
-		e.eventExt.AppendNull()
+		b.appendEventText(c, nil, false)
 		return nil
 	}
 	b.scratch = c.Raw.MarshalTo(b.scratch[:0])
-	e.event.BinaryBuilder.Append(b.scratch)
+	b.appendEventText(c, b.scratch, true)
 	if !utf8.Valid(b.scratch) {
 		return errEventText
 	}
 	return nil
+}
+
+// appendEventText appends the events layout's columns of c, with raw, the
+// event's JSON text, when it has one.
+func (b *buffer) appendEventText(c *change.Change, raw []byte, has bool) {
+	e := b.events
+	e.kind.Append(c.Kind.String())
+	appendOpt(e.object, c.Table)
+	appendOpt(e.statement, c.Statement)
+	if !has {
+		e.eventExt.AppendNull()
+		return
+	}
+	e.event.BinaryBuilder.Append(raw)
 }
 
 // checkText returns an error when a string of c that lands is not valid

@@ -1,8 +1,8 @@
 package batch
 
 import (
+	"encoding/binary"
 	"errors"
-	"unicode/utf8"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
@@ -11,17 +11,19 @@ import (
 	"github.com/cdclake/cdclake/handlers/schema"
 )
 
-// checks converts the rows a file logs (rowLog) to find those that do not
-// convert, as appending them to the file's builders would, but into
-// scratch builders shared by every table: one per Arrow type (a text
-// column for the types files gather in text columns, as their image
-// structs do), emptied every resetChecksEvery rows. A checker is compiled once for the table
-// versions of one layout and one ColumnSet. Each source partition has its
-// own checks, used under its lock.
+// checks converts the images of the rows files log (rowLog) into the
+// logs, as schema value logs: a row whose images convert is logged with
+// their converted values, which reach the file's builders later without
+// being converted again (thaw); a row that does not convert is refused
+// with the error appending it to builders would give. A checker is
+// compiled once for the table versions of one layout and one ColumnSet.
+// The nested kinds are checked on scratch builders, one per Arrow type,
+// emptied every resetChecksEvery rows. Each source partition has its own
+// checks, used under its lock.
 type checks struct {
 	mem     memory.Allocator
+	w       schema.LogWriter
 	scratch map[string]array.Builder // by the Arrow type's fingerprint
-	texts   map[string]*schema.TextColumn
 	kinds   map[checkerKey]*checker
 	convs   []*schema.Converters
 	n       int
@@ -32,14 +34,13 @@ type checks struct {
 const resetChecksEvery = 4096
 
 func newChecks(mem memory.Allocator) *checks {
-	return &checks{mem: mem, scratch: map[string]array.Builder{}, texts: map[string]*schema.TextColumn{},
-		kinds: map[checkerKey]*checker{}}
+	return &checks{mem: mem, scratch: map[string]array.Builder{}, kinds: map[checkerKey]*checker{}}
 }
 
-// checker checks the rows of the table versions of one checkerKey.
+// checker converts the images of the table versions of one checkerKey.
 type checker struct {
 	set *checks
-	img *imageBuilder // appends to scratch builders; nil in the events layout
+	img *imageBuilder // writes value logs; nil in the events layout
 }
 
 type checkerKey struct {
@@ -58,34 +59,18 @@ func (cs *checks) of(t *schema.Table) *checker {
 		conv := schema.NewConverters(cs.mem)
 		cs.convs = append(cs.convs, conv)
 		ib := &imageBuilder{seen: make([]bool, len(t.Columns)), noStruct: true, check: true}
-		for _, c := range t.Columns {
-			if tc := cs.text(c.Type); tc != nil {
-				ib.app = append(ib.app, conv.CompileText(c.Name, c.Type, tc))
-				continue
+		for j, c := range t.Columns {
+			var scratch array.Builder
+			switch c.Type.Kind {
+			case schema.Struct, schema.List, schema.Map:
+				scratch = cs.builder(c.Type.Arrow())
 			}
-			ib.app = append(ib.app, conv.Compile(c.Name, c.Type, cs.builder(c.Type.Arrow())))
+			ib.app = append(ib.app, conv.CompileLog(c.Name, j, c.Type, &cs.w, scratch))
 		}
 		k.img = ib
 	}
 	cs.kinds[key] = k
 	return k
-}
-
-// text returns the scratch text column of type t, or nil when t does not
-// land through one.
-func (cs *checks) text(t schema.Type) *schema.TextColumn {
-	if !schema.IsText(t) {
-		return nil
-	}
-	fp := t.Arrow().Fingerprint()
-	if tc, ok := cs.texts[fp]; ok {
-		return tc
-	}
-	tc := schema.NewVarColumn(t.Arrow())
-	if tc != nil {
-		cs.texts[fp] = tc
-	}
-	return tc
 }
 
 // builder returns the scratch builder of type dt.
@@ -99,30 +84,25 @@ func (cs *checks) builder(dt arrow.DataType) array.Builder {
 	return b
 }
 
-// check returns the error appending c to a file of table version t would
-// return (buffer.appendRow), without appending it. raw is c.Raw's JSON
-// text.
-func (k *checker) check(t *schema.Table, c *change.Change, raw []byte) error {
-	cs := k.set
+// image appends to d image img of a row of table version t as a value
+// log, after its length (4 bytes, little endian), and returns the error
+// appending it to builders would return.
+func (k *checker) image(t *schema.Table, d []byte, img change.Image) ([]byte, error) {
+	at := len(d)
+	w := &k.set.w
+	w.Buf = append(d, 0, 0, 0, 0)
+	err := k.img.append(t, img)
+	d, w.Buf = w.Buf, nil
+	binary.LittleEndian.PutUint32(d[at:], uint32(len(d)-at-jsonLenBytes))
+	return d, err
+}
+
+// counted counts a row and empties the scratch builders every
+// resetChecksEvery rows.
+func (cs *checks) counted() {
 	if cs.n++; cs.n >= resetChecksEvery {
 		cs.reset()
 	}
-	var err error
-	switch t.Layout {
-	case schema.LayoutImages:
-		err = errors.Join(k.img.append(t, c.Before), k.img.append(t, c.After))
-	case schema.LayoutFlat:
-		img := c.After
-		if !img.Present() {
-			img = c.Before
-		}
-		err = k.img.append(t, img)
-	case schema.LayoutEvents:
-		if c.Raw != nil && !utf8.Valid(raw) {
-			err = errEventText
-		}
-	}
-	return errors.Join(checkText(c), err)
 }
 
 var errEventText = errors.New("the event holds text that is not valid UTF-8")
@@ -132,9 +112,6 @@ func (cs *checks) reset() {
 	cs.n = 0
 	for _, b := range cs.scratch {
 		b.NewArray().Release()
-	}
-	for _, tc := range cs.texts {
-		tc.Reset()
 	}
 }
 
@@ -147,5 +124,4 @@ func (cs *checks) release() {
 		c.Release()
 	}
 	cs.scratch, cs.convs, cs.kinds = map[string]array.Builder{}, nil, map[checkerKey]*checker{}
-	cs.texts = map[string]*schema.TextColumn{}
 }

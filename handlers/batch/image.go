@@ -24,22 +24,26 @@ type imageStruct struct {
 }
 
 // newImageStruct returns the struct column of field, of type typ, whose
-// fields are t's columns, with their appenders compiled by conv.
-func newImageStruct(mem memory.Allocator, conv *schema.Converters, t *schema.Table, field int, typ *arrow.StructType) (*imageStruct, []schema.Appender) {
+// fields are t's columns, with their appenders compiled by conv and their
+// replayers.
+func newImageStruct(mem memory.Allocator, conv *schema.Converters, t *schema.Table, field int, typ *arrow.StructType) (*imageStruct, []schema.Appender, []schema.Replayer) {
 	s := &imageStruct{field: field, typ: typ, texts: make([]*schema.TextColumn, len(t.Columns)),
 		builders: make([]array.Builder, len(t.Columns))}
 	app := make([]schema.Appender, len(t.Columns))
+	rep := make([]schema.Replayer, len(t.Columns))
 	for j, c := range t.Columns {
 		ft := typ.Field(j).Type
 		if tc := textColumnFor(c.Type, ft); tc != nil {
 			s.texts[j] = tc
 			app[j] = conv.CompileText(c.Name, c.Type, tc)
+			rep[j] = schema.ReplayText(tc)
 			continue
 		}
 		s.builders[j] = array.NewBuilder(mem, ft)
 		app[j] = conv.Compile(c.Name, c.Type, s.builders[j])
+		rep[j] = schema.Replay(c.Type, s.builders[j], app[j])
 	}
-	return s, app
+	return s, app, rep
 }
 
 // textColumnFor returns a TextColumn for a column of type t landing as

@@ -3,29 +3,32 @@ package batch
 import (
 	"encoding/binary"
 	"errors"
-	"fmt"
+	"unicode/utf8"
 	"unsafe"
 
 	"github.com/cdclake/cdclake/handlers/change"
 	"github.com/cdclake/cdclake/handlers/schema"
-	"github.com/valyala/fastjson"
 )
 
 // rowLog holds the rows of a file that has no builders: a file opens with
 // one, and a file whose builders spilled logs its next rows. Each row is
-// kept as it came, in a compact binary form with its images and event as
-// JSON text, once a checker found that it converts; the rows move to
-// builders (thaw) when the log costs about what builders would, or when
-// the file is written. A file of a few rows then costs those rows' bytes,
-// not builders (tens of KB each): many tables' files fit the memory bound
-// without closing early.
+// kept in a compact binary form, its images converted as they would be
+// into builders (a schema value log, see checks), so that a row that does
+// not convert is refused when it comes; the rows move to builders (thaw)
+// when the log costs about what builders would, or when the file is
+// written, and their values are appended there without being converted
+// again. A file of a few rows then costs those rows' bytes, not builders
+// (tens of KB each): many tables' files fit the memory bound without
+// closing early.
 //
 // A row is: kind, op and flags (one byte each); offset and ingest time
 // (varints); the operation time when it has one; table, transaction id,
 // position and statement; for each extra column of the table version, a
 // tag (absent, NULL, value), the change's kind of it and its value; then
-// the before image, after image and event that are present. Strings are
-// length-prefixed (uvarint).
+// the images that land, each a value log after its length (4 bytes,
+// little endian): before and after in the images layout, the one that
+// lands in the flat layout; in the events layout, the event's JSON text
+// after its length. Strings are length-prefixed (uvarint).
 type rowLog struct {
 	data []byte
 	rows int
@@ -44,24 +47,36 @@ const (
 	logExtraValue
 )
 
-// add appends c, at offset, and returns its event's JSON text (nil
-// without one), which stays valid until the next add; drop takes it out
-// again.
-func (l *rowLog) add(t *schema.Table, c *change.Change, offset, ingested int64) (mark int, raw []byte) {
-	mark = len(l.data)
+// add appends c, at offset, converting its images with k, the checker of
+// t, and returns the error appending c to builders would return; a row
+// with one is not logged.
+func (l *rowLog) add(t *schema.Table, c *change.Change, offset, ingested int64, k *checker) error {
+	k.set.counted()
 	d := l.data
+	mark := len(d)
 	flags := byte(0)
 	if c.HasTS {
 		flags |= logHasTS
 	}
-	if c.Before.Present() {
+	// The images that land: flat lands the after image, or else the
+	// before image; events lands the event.
+	before, after := c.Before, c.After
+	switch t.Layout {
+	case schema.LayoutFlat:
+		if after.Present() {
+			before = change.Image{}
+		}
+	case schema.LayoutEvents:
+		before, after = change.Image{}, change.Image{}
+		if c.Raw != nil {
+			flags |= logRaw
+		}
+	}
+	if before.Present() {
 		flags |= logBefore
 	}
-	if c.After.Present() {
+	if after.Present() {
 		flags |= logAfter
-	}
-	if c.Raw != nil {
-		flags |= logRaw
 	}
 	d = append(d, byte(c.Kind), byte(c.Op), flags)
 	d = binary.AppendVarint(d, offset)
@@ -88,26 +103,36 @@ func (l *rowLog) add(t *schema.Table, c *change.Change, offset, ingested int64) 
 			d = appendBytes(d, c.ExtraBytes(c.Extras[i]))
 		}
 	}
-	if c.Before.Present() {
-		d = appendJSON(d, c.Before.Obj.MarshalTo)
+	var errs [3]error
+	if t.Layout == schema.LayoutImages {
+		// Both images are converted, absent or not, as builders would.
+		if before.Present() {
+			d, errs[0] = k.image(t, d, before)
+		}
+		if after.Present() {
+			d, errs[1] = k.image(t, d, after)
+		}
+	} else if t.Layout == schema.LayoutFlat && (before.Present() || after.Present()) {
+		img := after
+		if !img.Present() {
+			img = before
+		}
+		d, errs[1] = k.image(t, d, img)
 	}
-	if c.After.Present() {
-		d = appendJSON(d, c.After.Obj.MarshalTo)
-	}
-	if c.Raw != nil {
+	if c.Raw != nil && t.Layout == schema.LayoutEvents {
 		at := len(d)
 		d = appendJSON(d, c.Raw.MarshalTo)
-		raw = d[at+jsonLenBytes:]
+		if !utf8.Valid(d[at+jsonLenBytes:]) {
+			errs[2] = errEventText
+		}
+	}
+	if err := errors.Join(checkText(c), errors.Join(errs[0], errs[1]), errs[2]); err != nil {
+		l.data = d[:mark]
+		return err
 	}
 	l.data = d
 	l.rows++
-	return mark, raw
-}
-
-// drop takes the row added at mark out again.
-func (l *rowLog) drop(mark int) {
-	l.data = l.data[:mark]
-	l.rows--
+	return nil
 }
 
 // extraOf returns the index of c's first extra named name, or -1 (the
@@ -131,8 +156,9 @@ func appendBytes(d []byte, b []byte) []byte {
 	return append(d, b...)
 }
 
-// jsonLenBytes is the width of a JSON text's length prefix: fixed, so
-// that the text is marshalled in place, after it.
+// jsonLenBytes is the width of the length prefix of an image's value log
+// and of an event's JSON text: fixed, so that they are written in place,
+// after it.
 const jsonLenBytes = 4
 
 // appendJSON appends the JSON text marshal writes, after its length (4
@@ -145,17 +171,20 @@ func appendJSON(d []byte, marshal func([]byte) []byte) []byte {
 	return d
 }
 
-// each decodes the rows in order into a Change (valid until fn returns)
-// and calls fn with it, its offset and its ingest time.
-func (l *rowLog) each(t *schema.Table, fn func(c *change.Change, offset, ingested int64) error) error {
-	ps := [3]*fastjson.Parser{parsers.Get(), parsers.Get(), parsers.Get()}
-	defer func() {
-		for _, p := range ps {
-			parsers.Put(p)
-		}
-	}()
+// loggedRow holds the landing parts of a logged row: the images' value
+// logs and the event's JSON text, each with whether the row has it.
+type loggedRow struct {
+	before, after, raw          []byte
+	hasBefore, hasAfter, hasRaw bool
+}
+
+// each decodes the rows in order into a Change (valid until fn returns),
+// without its images and event, which are in r, and calls fn with them,
+// the row's offset and its ingest time.
+func (l *rowLog) each(t *schema.Table, fn func(c *change.Change, r *loggedRow, offset, ingested int64) error) error {
 	r := logReader{d: l.data}
 	var c change.Change
+	var row loggedRow
 	for range l.rows {
 		c.Reset()
 		c.Kind, c.Op = change.Kind(r.byte()), change.Op(r.byte())
@@ -184,32 +213,20 @@ func (l *rowLog) each(t *schema.Table, fn func(c *change.Change, offset, ingeste
 				c.Extras = append(c.Extras, e)
 			}
 		}
-		for i, img := range [2]struct {
-			flag byte
-			dst  *change.Image
-		}{{logBefore, &c.Before}, {logAfter, &c.After}} {
-			if flags&img.flag == 0 {
-				continue
-			}
-			v, err := ps[i].ParseBytes(r.json())
-			if err == nil {
-				img.dst.Obj, err = v.Object()
-			}
-			if err != nil {
-				return fmt.Errorf("a logged row's image does not parse: %w", err)
-			}
+		row = loggedRow{hasBefore: flags&logBefore != 0, hasAfter: flags&logAfter != 0, hasRaw: flags&logRaw != 0}
+		if row.hasBefore {
+			row.before = r.json()
 		}
-		if flags&logRaw != 0 {
-			v, err := ps[2].ParseBytes(r.json())
-			if err != nil {
-				return fmt.Errorf("a logged row's event does not parse: %w", err)
-			}
-			c.Raw = v
+		if row.hasAfter {
+			row.after = r.json()
+		}
+		if row.hasRaw {
+			row.raw = r.json()
 		}
 		if r.err != nil {
 			return r.err
 		}
-		if err := fn(&c, offset, ingested); err != nil {
+		if err := fn(&c, &row, offset, ingested); err != nil {
 			return err
 		}
 	}
@@ -218,8 +235,6 @@ func (l *rowLog) each(t *schema.Table, fn func(c *change.Change, offset, ingeste
 	}
 	return r.err
 }
-
-var parsers fastjson.ParserPool
 
 var errLogCorrupt = errors.New("a file's logged rows are corrupt")
 

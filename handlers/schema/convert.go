@@ -87,7 +87,7 @@ func (c *Converters) Compile(name string, t Type, b array.Builder) Appender {
 			return fail(v, "column has no known type")
 		}
 	case Bool:
-		return compileBool(b, fail)
+		return compileBool(b.(*array.BooleanBuilder), fail)
 	case Int8, Int16, Int32, Int64:
 		return compileInt(name, t, b, fail)
 	case Float32, Float64:
@@ -99,13 +99,13 @@ func (c *Converters) Compile(name string, t Type, b array.Builder) Appender {
 	case Binary:
 		return compileBinary(t, b, fail)
 	case Decimal:
-		return compileDecimal(t, b, fail)
+		return compileDecimal(t, b.(*array.Decimal128Builder), fail)
 	case Date:
-		return compileDate(t, b, fail)
+		return compileDate(t, b.(*array.Date32Builder), fail)
 	case Time:
 		return compileTime(t, b, fail)
 	case Timestamp:
-		return compileTimestamp(t, b, fail)
+		return compileTimestamp(t, b.(*array.TimestampBuilder), fail)
 	case Struct:
 		return c.compileStruct(name, t, b, fail)
 	case List:
@@ -116,8 +116,28 @@ func (c *Converters) Compile(name string, t Type, b array.Builder) Appender {
 	panic(fmt.Sprintf("schema: cannot compile kind %d", t.Kind))
 }
 
-func compileBool(b array.Builder, fail failFunc) Appender {
-	bb := b.(*array.BooleanBuilder)
+// The targets of the kinds whose values are not text (textTarget): an
+// Arrow builder of the kind, or a value log (CompileLog).
+type (
+	boolTarget interface {
+		Append(bool)
+		AppendNull()
+	}
+	decimalTarget interface {
+		Append(decimal128.Num)
+		AppendNull()
+	}
+	dateTarget interface {
+		Append(arrow.Date32)
+		AppendNull()
+	}
+	timestampTarget interface {
+		Append(arrow.Timestamp)
+		AppendNull()
+	}
+)
+
+func compileBool(bb boolTarget, fail failFunc) Appender {
 	return func(v *fastjson.Value) error {
 		if isNull(v) {
 			bb.AppendNull()
@@ -242,8 +262,7 @@ func compileBinaryTo(t Type, bb textTarget, fail failFunc) Appender {
 	}
 }
 
-func compileDecimal(t Type, b array.Builder, fail failFunc) Appender {
-	db := b.(*array.Decimal128Builder)
+func compileDecimal(t Type, db decimalTarget, fail failFunc) Appender {
 	var scratch []byte
 	return func(v *fastjson.Value) error {
 		if isNull(v) {
@@ -259,8 +278,7 @@ func compileDecimal(t Type, b array.Builder, fail failFunc) Appender {
 	}
 }
 
-func compileDate(t Type, b array.Builder, fail failFunc) Appender {
-	db := b.(*array.Date32Builder)
+func compileDate(t Type, db dateTarget, fail failFunc) Appender {
 	return func(v *fastjson.Value) error {
 		if isNull(v) {
 			db.AppendNull()
@@ -289,8 +307,7 @@ func compileDate(t Type, b array.Builder, fail failFunc) Appender {
 	}
 }
 
-func compileTimestamp(t Type, b array.Builder, fail failFunc) Appender {
-	tb := b.(*array.TimestampBuilder)
+func compileTimestamp(t Type, tb timestampTarget, fail failFunc) Appender {
 	return func(v *fastjson.Value) error {
 		if isNull(v) {
 			tb.AppendNull()
@@ -469,9 +486,14 @@ func compileInt(name string, t Type, b array.Builder, fail failFunc) Appender {
 	default:
 		panic(fmt.Sprintf("schema: column %s: builder %T for %s", name, b, t))
 	}
+	return compileIntTo(t, lo, hi, app, b.AppendNull, fail)
+}
+
+// compileIntTo converts to integers within [lo, hi], which go to app.
+func compileIntTo(t Type, lo, hi int64, app func(int64), null func(), fail failFunc) Appender {
 	return func(v *fastjson.Value) error {
 		if isNull(v) {
-			b.AppendNull()
+			null()
 			return nil
 		}
 		var raw []byte
@@ -533,10 +555,16 @@ func compileFloat(t Type, b array.Builder, fail failFunc) Appender {
 	case *array.Float64Builder:
 		app = bb.Append
 	}
+	return compileFloatTo(bits, app, b.AppendNull, fail)
+}
+
+// compileFloatTo converts to floats of the given bits, which go to app as
+// float64 (exact for 32 bits).
+func compileFloatTo(bits int, app func(float64), null func(), fail failFunc) Appender {
 	var scratch []byte
 	return func(v *fastjson.Value) error {
 		if isNull(v) {
-			b.AppendNull()
+			null()
 			return nil
 		}
 		var raw []byte
@@ -583,10 +611,15 @@ func compileTime(t Type, b array.Builder, fail failFunc) Appender {
 	case *array.Time64Builder:
 		app = func(n int64) { bb.Append(arrow.Time64(n)) }
 	}
+	return compileTimeTo(t, app, b.AppendNull, fail)
+}
+
+// compileTimeTo converts to times of day in t's unit, which go to app.
+func compileTimeTo(t Type, app func(int64), null func(), fail failFunc) Appender {
 	day := int64(86400) * unitsPerSecond(t.Unit)
 	return func(v *fastjson.Value) error {
 		if isNull(v) {
-			b.AppendNull()
+			null()
 			return nil
 		}
 		// A declared time also takes an integer count of its unit since

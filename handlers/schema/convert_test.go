@@ -62,6 +62,15 @@ func convert(t *testing.T, typ Type, inputs ...string) (arrow.Array, []error) {
 	}
 	arr := b.NewArray()
 	t.Cleanup(arr.Release)
+	replayed := replayLogged(t, typ, inputs, errs)
+	for i, err := range errs {
+		// A value that failed is never written: only the others compare.
+		j := int64(i)
+		if err == nil && !array.SliceEqual(arr, j, j+1, replayed, j, j+1) &&
+			!array.SliceApproxEqual(arr, j, j+1, replayed, j, j+1, array.WithNaNsEqual(true), array.WithAbsTolerance(0)) {
+			t.Fatalf("value %s replayed from a value log as %v, built as %v", inputs[i], replayed, arr)
+		}
+	}
 	for i, err := range errs {
 		var ce *ConvertError
 		// A Null-typed array has no validity bitmap: every slot is NULL.
@@ -70,6 +79,57 @@ func convert(t *testing.T, typ Type, inputs ...string) (arrow.Array, []error) {
 		}
 	}
 	return arr, errs
+}
+
+// replayLogged converts inputs as convert does, into a value log
+// (CompileLog) instead, checks that each fails as it did there (errs),
+// replays the log into a builder of typ.Arrow() and returns its array,
+// with NULL for the values that failed.
+func replayLogged(t *testing.T, typ Type, inputs []string, errs []error) arrow.Array {
+	t.Helper()
+	const col = 3
+	mem := memory.NewCheckedAllocator(memory.NewGoAllocator())
+	t.Cleanup(func() { mem.AssertSize(t, 0) })
+	conv := NewConverters(mem)
+	defer conv.Release()
+	scratch := array.NewBuilder(mem, typ.Arrow())
+	defer scratch.Release()
+	var w LogWriter
+	logged := conv.CompileLog("col", col, typ, &w, scratch)
+	b := array.NewBuilder(mem, typ.Arrow())
+	defer b.Release()
+	app := conv.Compile("col", typ, b)
+	replay := Replay(typ, b, app)
+	for i, in := range inputs {
+		var v *fastjson.Value
+		if in != missing {
+			v = fastjson.MustParse(in)
+		}
+		w.Buf = w.Buf[:0]
+		err := logged(v)
+		if (err == nil) != (errs[i] == nil) || err != nil && err.Error() != errs[i].Error() {
+			t.Fatalf("value %s: logged with error %v, built with %v", in, err, errs[i])
+		}
+		if err != nil {
+			b.AppendNull()
+			continue
+		}
+		c, value, rest, err := LogEntry(w.Buf)
+		if err != nil || c != col {
+			t.Fatalf("value %s: entry of column %d (%v), want %d", in, c, err, col)
+		}
+		if !value {
+			_ = app(nil)
+		} else if rest, err = replay(rest); err != nil {
+			t.Fatalf("value %s: replay: %v", in, err)
+		}
+		if len(rest) != 0 {
+			t.Fatalf("value %s: %d bytes left after its entry", in, len(rest))
+		}
+	}
+	arr := b.NewArray()
+	t.Cleanup(arr.Release)
+	return arr
 }
 
 // convertOne converts a single value.
@@ -1004,4 +1064,40 @@ func TestIntegerReasons(t *testing.T) {
 			t.Errorf("%s into %s: %v, want %q", tt.in, tt.typ, err, tt.want)
 		}
 	}
+}
+
+// fuzzTypes are the column types FuzzValueLog converts to: every kind and
+// encoding family.
+var fuzzTypes = []Type{
+	{Kind: Null}, {Kind: Bool}, {Kind: Int8}, {Kind: Int16}, {Kind: Int32}, {Kind: Int64},
+	{Kind: Float32}, {Kind: Float64}, {Kind: String}, {Kind: DecimalText},
+	{Kind: JSON}, {Kind: Binary}, {Kind: Binary, Enc: EncHex},
+	{Kind: Decimal, Precision: 10, Scale: 3}, {Kind: Decimal, Precision: 38, Scale: 0, Enc: EncBase64Decimal},
+	{Kind: Decimal, Precision: 20, Scale: 4, Enc: EncVariableScale},
+	{Kind: Date}, {Kind: Date, Enc: EncEpochDays},
+	{Kind: Time, Unit: Millis}, {Kind: Time, Unit: Micros, Enc: EncEpochUnit},
+	{Kind: Timestamp, Unit: Micros}, {Kind: Timestamp, Unit: Micros, UTC: true, Enc: EncZoned},
+	{Kind: Timestamp, Unit: Millis, Enc: EncEpochUnit},
+	{Kind: List, Elem: &Type{Kind: Int16}},
+	{Kind: Struct, Fields: []Column{{Name: "a", Type: Type{Kind: String}, Nullable: true}, {Name: "b", Type: Type{Kind: Float64}, Nullable: true}}},
+	{Kind: Map, Key: &Type{Kind: String}, Value: &Type{Kind: Int64}},
+}
+
+// FuzzValueLog: any JSON value converts into a value log with the error
+// Compile's Appender gives it, and one that converts replays into the
+// value Compile's Appender appends (convert checks both).
+func FuzzValueLog(f *testing.F) {
+	for _, s := range []string{`null`, `true`, `-128`, `1e2`, `"12.5"`, `"AAEC"`, `"0a0b"`, `"2024-01-31"`, `19000`,
+		`"12:34:56.789"`, `"2024-01-31T12:34:56.123456+02:00"`, `[1,null,"2"]`, `{"a":"x","b":1.5}`, `{"k":1}`, `[["k",2]]`,
+		`{"scale":2,"value":"AQ=="}`, `"NaN"`, `-0.0`, `"\u00e9"`} {
+		for i := range fuzzTypes {
+			f.Add(s, uint8(i))
+		}
+	}
+	f.Fuzz(func(t *testing.T, in string, kind uint8) {
+		if fastjson.Validate(in) != nil {
+			return
+		}
+		convert(t, fuzzTypes[int(kind)%len(fuzzTypes)], in)
+	})
 }
