@@ -156,6 +156,13 @@ func runCmd(args []string, stdout, stderr io.Writer) int {
 	if os.Getenv("GOMEMLIMIT") == "" {
 		debug.SetMemoryLimit(int64(cfg.Batch.MaxBufferedBytes)*3/2 + 64<<20)
 	}
+	// Under that limit, the collector starts a cycle when the heap has
+	// grown by twice what is live, not once, unless GOGC says otherwise:
+	// half the cycles, for a heap that stays under the limit anyway (a
+	// run of many small files allocates much that dies young).
+	if os.Getenv("GOGC") == "" {
+		debug.SetGCPercent(200)
+	}
 	// A debugging aid: a file source overwrites each block it is done
 	// with before reusing its buffer, so that anything still pointing
 	// into an earlier message reads garbage (the end-to-end tests run so).
