@@ -115,16 +115,22 @@ def files_per_table(lake):
 
 
 def many_tables(args, work, single_rate):
-    """Many tables with interleaved GoldenGate events, one run each: 1,000
-    tables with default settings on one core (against the 24-table rate on
-    one core), and 5,000 tables under a 64 MiB bound on two, with the files
+    """Many tables with interleaved GoldenGate events: 1,000 tables with
+    default settings on one core (against the 24-table rate on one core;
+    best of --runs on the tmpfs, one run on the work disk), and 5,000 tables under a 64 MiB bound on two, with the files
     each table gets against a run with no bound on memory or open files."""
     rows = []
     d, stream = generated(args.cdcgen, work, "t1000", 200_000, 1000, "goldengate")
     messages = sum(1 for line in open(stream, "rb") if line.strip())
     for where, lake in (("", fresh(args, "t1000")), (", lake on the work disk", fresh(args, "t1000", d))):
-        wall, rss, _ = measured([args.cdclake, "run", "--source", str(stream), "--sink", str(lake)],
-                                dict(os.environ, GOMAXPROCS="1"))
+        # On the tmpfs, the best of --runs, as the 24-table rate it is set
+        # against (with the largest peak RSS of those runs).
+        wall, rss = float("inf"), 0
+        for _ in range(args.runs if not where else 1):
+            shutil.rmtree(lake, ignore_errors=True)
+            w, r, _ = measured([args.cdclake, "run", "--source", str(stream), "--sink", str(lake)],
+                               dict(os.environ, GOMAXPROCS="1"))
+            wall, rss = min(wall, w), max(rss, r)
         rows.append(("1,000 tables", f"defaults, GOMAXPROCS=1{where}", messages, messages / wall,
                      f"{messages / wall / single_rate:.2f}" if single_rate else "", rss / 1024, lake_stats(lake)[0], ""))
         shutil.rmtree(lake, ignore_errors=True)
@@ -246,7 +252,8 @@ def main():
         many = many_tables(args, work, single)
         print(many)
         many = f"""
-Many tables (one run each): `cdcgen --events 200000 --tables 1000` and `--events 100000
+Many tables (the 1,000 tables on the tmpfs best of {args.runs} run(s), the others one run each):
+`cdcgen --events 200000 --tables 1000` and `--events 100000
 --tables 5000`, GoldenGate Data Streams, every table's events interleaved with the others'.
 "× 24 tables" is the rate against the GoldenGate row above on one core; "most files per
 table × unbounded" is the largest ratio, over tables, of the files a table got under the
