@@ -732,7 +732,7 @@ func (b *buffer) spill() error {
 			b.toEncoder()
 		}
 	} else if b.live() {
-		rec := b.newRecord()
+		rec := b.newRecord(true) // the builders are dropped below
 		defer rec.Release()
 		ranges := b.validRanges()
 		// A small last run is merged with the new rows: every run costs
@@ -812,7 +812,7 @@ func (b *buffer) parts() ([]sinks.Part, error) {
 	}
 	if b.rb != nil && (b.live() || b.built != nil) {
 		if b.built == nil {
-			b.built = b.newRecord()
+			b.built = b.newRecord(true)
 		}
 		out = append(out, sinks.Part{Record: b.built, Ranges: b.validRanges()})
 	}
@@ -911,20 +911,30 @@ func (b *buffer) footprint() int64 {
 // newRecord returns the builders' rows as a record batch and empties the
 // builders. The absent lists come from b.lists, the image structs from
 // the images and the text columns from b.texts; the other columns from
-// their Arrow builders.
-func (b *buffer) newRecord() arrow.RecordBatch {
+// their Arrow builders. last says the builders take no more rows (the
+// file is written, or gives its builders up): the record then holds the
+// absent lists' and text columns' slices themselves, not copies.
+func (b *buffer) newRecord(last bool) arrow.RecordBatch {
+	var mem memory.Allocator = b.alloc
+	if last {
+		mem = nil
+	}
 	fs := b.rb.Fields()
 	cols := make([]arrow.Array, len(fs))
 	for _, l := range b.lists {
-		cols[l.field] = l.newArray(b.alloc)
+		cols[l.field] = l.newArray(mem)
 	}
 	for _, ib := range b.images {
 		if ib != nil && ib.st != nil {
-			cols[ib.st.field] = ib.st.newArray(b.alloc)
+			cols[ib.st.field] = ib.st.newArray(mem)
 		}
 	}
 	for _, t := range b.texts {
-		cols[t.field] = t.col.NewArray(b.alloc)
+		if last {
+			cols[t.field] = t.col.MoveArray()
+		} else {
+			cols[t.field] = t.col.NewArray(b.alloc)
+		}
 	}
 	for i, f := range fs {
 		if cols[i] == nil {

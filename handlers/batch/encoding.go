@@ -101,7 +101,7 @@ func (b *Batcher) startEncoding(buf *buffer) error {
 
 // toEncoder hands the builders' rows to the file's encoder.
 func (buf *buffer) toEncoder() {
-	rec := buf.newRecord()
+	rec := buf.newRecord(false)
 	ranges := buf.validRanges()
 	for _, r := range ranges {
 		buf.encodedRows += r[1] - r[0]

@@ -104,12 +104,15 @@ func (s *imageStruct) size() int64 {
 }
 
 // newArray returns the rows appended since the last call as a struct
-// array in buffers of mem, and empties s.
+// array in buffers of mem, and empties s; with mem nil, its text columns
+// hand their slices to the array (TextColumn.MoveArray).
 func (s *imageStruct) newArray(mem memory.Allocator) arrow.Array {
 	arrs := make([]arrow.Array, len(s.texts))
 	children := make([]arrow.ArrayData, len(s.texts))
 	for j, tc := range s.texts {
-		if tc != nil {
+		if tc != nil && mem == nil {
+			arrs[j] = tc.MoveArray()
+		} else if tc != nil {
 			arrs[j] = tc.NewArray(mem)
 		} else {
 			arrs[j] = s.builders[j].NewArray()
@@ -117,7 +120,10 @@ func (s *imageStruct) newArray(mem memory.Allocator) arrow.Array {
 		children[j] = arrs[j].Data()
 	}
 	var valid *memory.Buffer
-	if s.nulls > 0 {
+	switch {
+	case s.nulls > 0 && mem == nil:
+		valid, s.valid = schema.BufferOf(s.valid), nil
+	case s.nulls > 0:
 		valid = schema.CopyToBuffer(mem, s.valid)
 	}
 	d := array.NewData(s.typ, s.n, []*memory.Buffer{valid}, children, s.nulls, 0)

@@ -73,22 +73,31 @@ func (l *nameList) size() int64 {
 }
 
 // newArray returns the lists appended since the last call, in buffers of
-// mem, and empties l (keeping its slices for the next lists).
+// mem, and empties l (keeping its slices for the next lists); with mem
+// nil, the array holds l's slices themselves and l starts new ones.
 func (l *nameList) newArray(mem memory.Allocator) arrow.Array {
+	buf := schema.BufferOf
+	if mem != nil {
+		buf = func(b []byte) *memory.Buffer { return schema.CopyToBuffer(mem, b) }
+	}
 	var valid *memory.Buffer
 	if l.nulls > 0 {
-		valid = schema.CopyToBuffer(mem, l.valid)
+		valid = buf(l.valid)
 	}
 	names := array.NewData(arrow.BinaryTypes.String, len(l.ends)-1,
-		[]*memory.Buffer{nil, schema.CopyToBuffer(mem, arrow.Int32Traits.CastToBytes(l.ends)), schema.CopyToBuffer(mem, l.data)}, nil, 0, 0)
+		[]*memory.Buffer{nil, buf(arrow.Int32Traits.CastToBytes(l.ends)), buf(l.data)}, nil, 0, 0)
 	lists := array.NewData(l.typ, l.rows,
-		[]*memory.Buffer{valid, schema.CopyToBuffer(mem, arrow.Int32Traits.CastToBytes(l.offs))}, []arrow.ArrayData{names}, l.nulls, 0)
+		[]*memory.Buffer{valid, buf(arrow.Int32Traits.CastToBytes(l.offs))}, []arrow.ArrayData{names}, l.nulls, 0)
 	releaseBuffers(names)
 	releaseBuffers(lists)
 	names.Release()
 	out := array.MakeFromData(lists)
 	lists.Release()
-	l.valid, l.offs, l.ends, l.data = l.valid[:0], append(l.offs[:0], 0), append(l.ends[:0], 0), l.data[:0]
+	if mem == nil {
+		l.valid, l.offs, l.ends, l.data = nil, []int32{0}, []int32{0}, nil
+	} else {
+		l.valid, l.offs, l.ends, l.data = l.valid[:0], append(l.offs[:0], 0), append(l.ends[:0], 0), l.data[:0]
+	}
 	l.rows, l.nulls = 0, 0
 	return out
 }

@@ -104,8 +104,29 @@ func (c *TextColumn) NewArray(mem memory.Allocator) arrow.Array {
 	if c.nulls > 0 {
 		valid = CopyToBuffer(mem, c.valid)
 	}
-	offs := CopyToBuffer(mem, arrow.Int32Traits.CastToBytes(c.offs))
-	data := CopyToBuffer(mem, c.data)
+	out := c.array(valid, CopyToBuffer(mem, arrow.Int32Traits.CastToBytes(c.offs)), CopyToBuffer(mem, c.data))
+	c.valid, c.offs, c.data = c.valid[:0], append(c.offs[:0], 0), c.data[:0]
+	c.n, c.nulls = 0, 0
+	return out
+}
+
+// MoveArray returns the values appended since the last call as an Arrow
+// array of the column's type that holds c's slices, not a copy of them,
+// and empties c, which starts new slices. It suits a column's last array.
+func (c *TextColumn) MoveArray() arrow.Array {
+	var valid *memory.Buffer
+	if c.nulls > 0 {
+		valid = BufferOf(c.valid)
+	}
+	out := c.array(valid, BufferOf(arrow.Int32Traits.CastToBytes(c.offs)), BufferOf(c.data))
+	c.valid, c.offs, c.data = nil, []int32{0}, nil
+	c.n, c.nulls = 0, 0
+	return out
+}
+
+// array returns the column's array with the given buffers, which it
+// releases (the array holds its own references).
+func (c *TextColumn) array(valid, offs, data *memory.Buffer) arrow.Array {
 	ext, isExt := c.typ.(arrow.ExtensionType)
 	st := c.typ
 	if isExt {
@@ -124,9 +145,16 @@ func (c *TextColumn) NewArray(mem memory.Allocator) arrow.Array {
 		out = array.NewExtensionArrayWithStorage(ext, storage)
 		storage.Release()
 	}
-	c.valid, c.offs, c.data = c.valid[:0], append(c.offs[:0], 0), c.data[:0]
-	c.n, c.nulls = 0, 0
 	return out
+}
+
+// BufferOf returns a buffer holding b itself, not a copy (nil when b is
+// empty): the garbage collector frees it.
+func BufferOf(b []byte) *memory.Buffer {
+	if len(b) == 0 {
+		return nil
+	}
+	return memory.NewBufferBytes(b)
 }
 
 // CopyToBuffer returns a buffer of mem holding a copy of b (nil when b

@@ -1,6 +1,7 @@
 package schema
 
 import (
+	"fmt"
 	"math/rand/v2"
 	"testing"
 
@@ -116,5 +117,42 @@ func TestTextColumnReset(t *testing.T) {
 	defer arr.Release()
 	if arr.Len() != 3 || arr.NullN() != 1 || arr.Value(0) != "a" || !arr.IsNull(1) || arr.Value(2) != "bc" {
 		t.Fatalf("after Reset: %v (%d NULLs)", arr, arr.NullN())
+	}
+}
+
+// TestTextColumnMoveArray: MoveArray gives the array NewArray would, and
+// what the column takes after it does not reach that array.
+func TestTextColumnMoveArray(t *testing.T) {
+	mem := memory.NewCheckedAllocator(memory.DefaultAllocator)
+	defer mem.AssertSize(t, 0)
+	fill := func(c *TextColumn, s string) {
+		for i := range 11 {
+			if i%3 == 0 {
+				c.AppendNull()
+			} else {
+				c.AppendString(fmt.Sprint(s, i))
+			}
+		}
+	}
+	a, b := NewTextColumn(), NewTextColumn()
+	fill(a, "x")
+	fill(b, "x")
+	copied := a.NewArray(mem)
+	defer copied.Release()
+	moved := b.MoveArray()
+	defer moved.Release()
+	fill(b, "y") // into new slices
+	again := b.MoveArray()
+	defer again.Release()
+	if !array.Equal(copied, moved) {
+		t.Fatalf("moved %v, copied %v", moved, copied)
+	}
+	if again.Len() != 11 || again.(*array.String).Value(1) != "y1" {
+		t.Fatalf("the next array: %v", again)
+	}
+	empty := b.MoveArray()
+	defer empty.Release()
+	if empty.Len() != 0 {
+		t.Fatalf("an empty column moved %v", empty)
 	}
 }
