@@ -114,7 +114,7 @@ def files_per_table(lake):
     return out
 
 
-def many_tables(args, work, single_rate):
+def many_tables(args, work, single_rate, got):
     """Many tables with interleaved GoldenGate events: 1,000 tables with
     default settings on one core (against the 24-table rate on one core;
     best of --runs on the tmpfs, one run on the work disk), and 5,000 tables under a 64 MiB bound on two, with the files
@@ -131,6 +131,8 @@ def many_tables(args, work, single_rate):
             w, r, _ = measured([args.cdclake, "run", "--source", str(stream), "--sink", str(lake)],
                                dict(os.environ, GOMAXPROCS="1"))
             wall, rss = min(wall, w), max(rss, r)
+        if not where:
+            got["t1000"] = (messages / wall / single_rate if single_rate else None, rss / 1024)
         rows.append(("1,000 tables", f"defaults, GOMAXPROCS=1{where}", messages, messages / wall,
                      f"{messages / wall / single_rate:.2f}" if single_rate else "", rss / 1024, lake_stats(lake)[0], ""))
         shutil.rmtree(lake, ignore_errors=True)
@@ -147,6 +149,7 @@ def many_tables(args, work, single_rate):
         counts[name] = files_per_table(lake)
         shutil.rmtree(lake, ignore_errors=True)
     worst = max(n / counts["unbounded"].get(t, 1) for t, n in counts["bounded"].items())
+    got["t5000"] = (rss / 1024, worst)
     rows.append(("5,000 tables", "max_buffered_bytes: 64MiB, GOMAXPROCS=2", messages, messages / wall, "", rss / 1024,
                  sum(counts["bounded"].values()), f"{worst:.2f}"))
     head = ("| workload | settings | events | events/s | × 24 tables, 1 core | peak RSS MiB | files | "
@@ -157,7 +160,7 @@ def many_tables(args, work, single_rate):
     return "\n".join(lines)
 
 
-def kafka_ratio(broker):
+def kafka_ratio(broker, got):
     """With a broker: the Kafka benchmarks of pipelines/source/kafka (a
     6-partition topic of generated mixed messages landed into mem:// with
     --until-caught-up, against a bare consume of the same topic with the same
@@ -168,11 +171,51 @@ def kafka_ratio(broker):
     rate = {m.group(1): float(m.group(2)) for m in re.finditer(r"Benchmark(Kafka\w+)-\d+\s+\d+\s+\d+ ns/op\s+([\d.]+) messages/s", out)}
     if "KafkaLand" not in rate or "KafkaConsume" not in rate:
         sys.exit(f"Kafka benchmarks did not report:\n{out}")
+    got["kafka"] = rate["KafkaLand"] / rate["KafkaConsume"]
     return (f"\nFrom Kafka (broker {broker}, `BenchmarkKafkaLand` / `BenchmarkKafkaConsume`, averaged over\n"
             f"2 landings):\n\n"
             f"| landing from Kafka | bare consume | ratio |\n|---|---|---|\n"
             f"| {rate['KafkaLand']:,.0f} messages/s | {rate['KafkaConsume']:,.0f} messages/s | "
             f"{rate['KafkaLand'] / rate['KafkaConsume']:.2f} |\n")
+
+
+def targets(rows, got):
+    """The performance targets the project works to, each with what this
+    run measured and whether it holds ("" where this run did not measure
+    it), as a table."""
+    def one(label, procs):
+        return next((r for r in rows if r["workload"] == label and r["who"].endswith(f"={procs}")), None)
+
+    out = []
+
+    def add(name, target, measured, holds):
+        out.append(f"| {name} | {target} | {measured} | {'yes' if holds else 'no'} |")
+
+    for label, rate, ratio in (("Debezium, schemas enabled", 150_000, 13), ("Debezium, schemas disabled", 200_000, None),
+                               ("GoldenGate Data Streams", 250_000, 4.5)):
+        r = one(label, 1)
+        if r is None:
+            continue
+        target = f"≥ {rate:,} events/s" + (f" and ≥ {ratio}× DuckDB" if ratio else "")
+        measured = f"{r['rate']:,.0f} events/s" + (f", {r['ratio']:.1f}× DuckDB" if ratio else "")
+        add(f"{label}, GOMAXPROCS=1", target, measured, r["rate"] >= rate and (ratio is None or r["ratio"] >= ratio))
+    scales = [(r["workload"], r["scale"]) for r in rows if r["scale"] is not None]
+    if scales:
+        add("GOMAXPROCS=2 vs 1", "≥ 1.7× on every stream", ", ".join(f"{s:.2f}" for _, s in scales),
+            min(s for _, s in scales) >= 1.7)
+    if "kafka" in got:
+        add("Kafka → lake vs bare consume", "≥ 0.8×", f"{got['kafka']:.2f}×", got["kafka"] >= 0.8)
+    if "t1000" in got:
+        ratio, rss = got["t1000"]
+        add("1,000 tables, defaults", "peak RSS ≤ 512 MiB and ≥ 0.50× the 24-table rate",
+            f"{rss:.0f} MiB, {ratio:.2f}×" if ratio else f"{rss:.0f} MiB", rss <= 512 and ratio is not None and ratio >= 0.5)
+    if "t5000" in got:
+        rss, worst = got["t5000"]
+        add("5,000 tables, max_buffered_bytes: 64MiB", "peak RSS ≤ 256 MiB and ≤ 2× the files of an unbounded run",
+            f"{rss:.0f} MiB, {worst:.2f}×", rss <= 256 and worst <= 2)
+    if not out:
+        return ""
+    return "\n".join(["| target | wanted | measured | holds |", "|---|---|---|---|"] + out)
 
 
 def main():
@@ -246,10 +289,11 @@ def main():
     table = "\n".join(lines)
     print(table)
 
+    got = {}
     many = ""
     if not args.only or "tables" in args.only.split(","):
         single = next((r["rate"] for r in rows if r["workload"] == "GoldenGate Data Streams" and r["who"].endswith("=1")), None)
-        many = many_tables(args, work, single)
+        many = many_tables(args, work, single, got)
         print(many)
         many = f"""
 Many tables (the 1,000 tables on the tmpfs best of {args.runs} run(s), the others one run each):
@@ -266,8 +310,17 @@ give it).
     kafka = ""
     broker = os.environ.get("CDCLAKE_TEST_KAFKA_BROKERS")
     if broker:
-        kafka = kafka_ratio(broker)
+        kafka = kafka_ratio(broker, got)
         print(kafka)
+
+    goals = targets(rows, got)
+    if goals:
+        print(goals)
+        goals = f"""
+Targets (each from the figures above; one run of `make bench` on this machine):
+
+{goals}
+"""
 
     machine = scaling(args)
     print(f"machine scaling: {machine}", file=sys.stderr)
@@ -299,7 +352,7 @@ The lakes and DuckDB's file are written to {args.lakes}{tmpfs}.
 How this machine scales from one busy core to two, by kind of work (`go run ./bench/scaling`: two
 goroutines' throughput over one's, 2.00 is linear; compute in the first-level cache, reads and
 writes within the second-level cache, and beyond every cache): {machine}.
-{many}{kafka}""", encoding="utf-8")
+{many}{kafka}{goals}""", encoding="utf-8")
     print(f"written {args.results}", file=sys.stderr)
 
 
