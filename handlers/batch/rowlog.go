@@ -103,23 +103,16 @@ func (l *rowLog) add(t *schema.Table, c *change.Change, offset, ingested int64, 
 			d = appendBytes(d, c.ExtraBytes(c.Extras[i]))
 		}
 	}
+	// before and after are the images that land, absent or not in the
+	// row as well: each is converted as builders would convert it.
 	var errs [3]error
-	if t.Layout == schema.LayoutImages {
-		// Both images are converted, absent or not, as builders would.
-		if before.Present() {
-			d, errs[0] = k.image(t, d, before)
-		}
-		if after.Present() {
-			d, errs[1] = k.image(t, d, after)
-		}
-	} else if t.Layout == schema.LayoutFlat && (before.Present() || after.Present()) {
-		img := after
-		if !img.Present() {
-			img = before
-		}
-		d, errs[1] = k.image(t, d, img)
+	if before.Present() {
+		d, errs[0] = k.image(t, d, before)
 	}
-	if c.Raw != nil && t.Layout == schema.LayoutEvents {
+	if after.Present() {
+		d, errs[1] = k.image(t, d, after)
+	}
+	if flags&logRaw != 0 {
 		at := len(d)
 		d = appendJSON(d, c.Raw.MarshalTo)
 		if !utf8.Valid(d[at+jsonLenBytes:]) {

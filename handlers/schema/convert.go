@@ -472,20 +472,20 @@ func (c *Converters) compileMap(name string, t Type, b array.Builder, fail failF
 }
 
 func compileInt(name string, t Type, b array.Builder, fail failFunc) Appender {
-	lo, hi := int64(math.MinInt64), int64(math.MaxInt64)
 	var app func(int64)
 	switch bb := b.(type) {
 	case *array.Int8Builder:
-		lo, hi, app = math.MinInt8, math.MaxInt8, func(n int64) { bb.Append(int8(n)) }
+		app = func(n int64) { bb.Append(int8(n)) }
 	case *array.Int16Builder:
-		lo, hi, app = math.MinInt16, math.MaxInt16, func(n int64) { bb.Append(int16(n)) }
+		app = func(n int64) { bb.Append(int16(n)) }
 	case *array.Int32Builder:
-		lo, hi, app = math.MinInt32, math.MaxInt32, func(n int64) { bb.Append(int32(n)) }
+		app = func(n int64) { bb.Append(int32(n)) }
 	case *array.Int64Builder:
 		app = bb.Append
 	default:
 		panic(fmt.Sprintf("schema: column %s: builder %T for %s", name, b, t))
 	}
+	lo, hi := intRange(t.Kind)
 	return compileIntTo(t, lo, hi, app, b.AppendNull, fail)
 }
 
