@@ -24,6 +24,13 @@ import (
 // Pages end where a row group's ChunkRows-th row does, once they hold
 // pageSize bytes, and row groups every maxGroup rows: a file is a function
 // of its rows, however they were split into parts.
+// pageSize is the size a data page is cut at (where a block of ChunkRows
+// rows ends). Parquet writers default to 1 MiB; at 128 KiB a column's page
+// buffer is reused from page to page instead of growing to a megabyte and
+// being cleared and copied on the way: Debezium with schemas 4% faster and
+// 50–70 MiB less peak RSS on one core, lakes 0.1–0.4% smaller or larger.
+const pageSize = 128 << 10
+
 type fileWriter struct {
 	w        io.Writer
 	plan     *plan
@@ -56,7 +63,7 @@ type chunkMeta struct {
 
 func newFileWriter(w io.Writer, sch *arrow.Schema, p *plan, codecID compress.Compression, level, maxGroup int) (*fileWriter, error) {
 	f := &fileWriter{w: w, plan: p, sch: sch, codecID: codecID, level: level, maxGroup: maxGroup,
-		pageSize: int(parquet.DefaultDataPageSize)}
+		pageSize: pageSize}
 	if codecID != compress.Codecs.Uncompressed {
 		c, err := compress.GetCodec(codecID)
 		if err != nil {
