@@ -3,6 +3,7 @@ package schema
 import (
 	"fmt"
 	"math"
+	"slices"
 	"unsafe"
 
 	"github.com/apache/arrow-go/v18/arrow"
@@ -49,12 +50,26 @@ func (c *TextColumn) Append(v []byte) {
 		c.valid = append(c.valid, 0)
 	}
 	c.valid[c.n>>3] |= 1 << (c.n & 7)
+	if cap(c.data)-len(c.data) < len(v) {
+		// Twice as large each time: append grows large slices by a
+		// quarter, copying a column's bytes about five times over.
+		c.data = slices.Grow(c.data, max(len(v), cap(c.data)))
+	}
 	c.data = append(c.data, v...)
 	if len(c.data) > math.MaxInt32 {
 		panic(fmt.Sprintf("schema: a text column holds more than %d bytes", math.MaxInt32))
 	}
-	c.offs = append(c.offs, int32(len(c.data)))
+	c.pushOff()
 	c.n++
+}
+
+// pushOff appends the end of the last value, growing offs twice as large
+// when full.
+func (c *TextColumn) pushOff() {
+	if len(c.offs) == cap(c.offs) {
+		c.offs = slices.Grow(c.offs, len(c.offs))
+	}
+	c.offs = append(c.offs, int32(len(c.data)))
 }
 
 // AppendString appends v.
@@ -67,7 +82,7 @@ func (c *TextColumn) AppendNull() {
 	if c.n&7 == 0 {
 		c.valid = append(c.valid, 0)
 	}
-	c.offs = append(c.offs, int32(len(c.data)))
+	c.pushOff()
 	c.n++
 	c.nulls++
 }
