@@ -54,7 +54,7 @@ type Unwrapper struct {
 	// Connect schemas by their text, each parsed once with its own parser
 	// so that it outlives messages. A connector repeats the same schema
 	// text in every message of a table.
-	schemas map[string]*cachedSchema
+	schemas schemaIndex
 	// lengths are the distinct lengths of the cached schemas' texts, while
 	// there are at most maxLengths of them: where a known schema would end.
 	lengths []int
@@ -198,22 +198,20 @@ func (u *Unwrapper) UnwrapContext(ctx context.Context, a *Arena, raw []byte, c *
 	return v, nil
 }
 
-// connect handles a Kafka Connect envelope found by scanning: a schema is
-// parsed the first time its text is seen.
 // knownEnvelope recognises a Kafka Connect envelope whose schema is one
 // already cached, without scanning the schema: the JsonConverter writes
 // {"schema":S,"payload":P} compactly and repeats a table's S byte for byte,
 // so the text between {"schema": and ,"payload": is looked up as it is.
 // While the cached schemas have few distinct lengths, only the places
 // where one of them would end are tried; else the last ,"payload": is
-// searched for (the payload, after S, is the shorter part). When it is a cached schema's text, a complete JSON object, the
-// schema value is exactly that text (an object ends at its matching
+// searched for (the payload, after S, is the shorter part). When it is a
+// cached schema's text, a complete JSON object, the schema value is exactly that text (an object ends at its matching
 // brace), and the payload is what remains before the closing brace; the
 // payload parser checks that it is one JSON value. A payload that holds
 // ,"payload": itself (a column named payload) is found from the front.
 // Anything else falls back to envelopeSpans.
 func (u *Unwrapper) knownEnvelope(raw []byte) (*cachedSchema, []byte, bool) {
-	if len(u.schemas) == 0 || !bytes.HasPrefix(raw, schemaPrefix) || raw[len(raw)-1] != '}' {
+	if u.schemas.n == 0 || !bytes.HasPrefix(raw, schemaPrefix) || raw[len(raw)-1] != '}' {
 		return nil, nil, false
 	}
 	rest := raw[len(schemaPrefix) : len(raw)-1]
@@ -221,7 +219,7 @@ func (u *Unwrapper) knownEnvelope(raw []byte) (*cachedSchema, []byte, bool) {
 		// Where a cached schema would end, ,"payload": must follow.
 		for _, n := range u.lengths {
 			if n < len(rest) && bytes.HasPrefix(rest[n:], payloadKey) {
-				if cs := u.schemas[string(rest[:n])]; cs != nil {
+				if cs := u.schemas.get(rest[:n]); cs != nil {
 					return cs, bytes.TrimSpace(rest[n+len(payloadKey):]), true
 				}
 			}
@@ -232,12 +230,12 @@ func (u *Unwrapper) knownEnvelope(raw []byte) (*cachedSchema, []byte, bool) {
 	if k < 0 {
 		return nil, nil, false
 	}
-	cs := u.schemas[string(rest[:k])]
+	cs := u.schemas.get(rest[:k])
 	if cs == nil {
 		if k = bytes.Index(rest, payloadKey); k < 0 {
 			return nil, nil, false
 		}
-		if cs = u.schemas[string(rest[:k])]; cs == nil {
+		if cs = u.schemas.get(rest[:k]); cs == nil {
 			return nil, nil, false
 		}
 	}
@@ -249,18 +247,20 @@ var (
 	payloadKey   = []byte(`,"payload":`)
 )
 
+// connect handles a Kafka Connect envelope found by scanning: a schema is
+// parsed the first time its text is seen.
 func (u *Unwrapper) connect(a *Arena, schemaText, payload []byte, c *change.Change) (*fastjson.Value, error) {
-	cs := u.schemas[string(schemaText)]
+	cs := u.schemas.get(schemaText)
 	if cs == nil {
 		cs = &cachedSchema{text: bytes.Clone(schemaText)}
 		if err := cs.parse(); err != nil {
 			return nil, err
 		}
-		if u.schemas == nil || len(u.schemas) >= maxSchemas {
-			u.schemas = map[string]*cachedSchema{}
+		if u.schemas.m == nil || u.schemas.n >= maxSchemas {
+			u.schemas.reset()
 			u.lengths = []int{}
 		}
-		u.schemas[string(cs.text)] = cs
+		u.schemas.add(cs)
 		if u.lengths != nil && !slices.Contains(u.lengths, len(cs.text)) {
 			if u.lengths = append(u.lengths, len(cs.text)); len(u.lengths) > maxLengths {
 				u.lengths = nil // too many to try: search instead
@@ -299,7 +299,7 @@ func (u *Unwrapper) avro(ctx context.Context, a *Arena, raw []byte, c *change.Ch
 	}
 	cs := u.avroSchemas[s]
 	if cs == nil {
-		cs = u.schemas[string(s.Connect)]
+		cs = u.schemas.get(s.Connect)
 		if cs == nil {
 			cs = &cachedSchema{text: s.Connect}
 			if err := cs.parse(); err != nil {

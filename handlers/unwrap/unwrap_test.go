@@ -183,3 +183,40 @@ func TestKnownEnvelope(t *testing.T) {
 		}
 	}
 }
+
+// TestSchemasSharingTails checks that schemas of the same length whose
+// texts end alike (the index hashes only their ends) are told apart, with
+// few schema lengths cached and with many.
+func TestSchemasSharingTails(t *testing.T) {
+	tail := strings.Repeat(`{"type":"int32","optional":true,"field":"c"},`, 2*tailLen/40)
+	schema := func(first string) string {
+		return `{"type":"struct","fields":[{"type":"string","optional":true,"field":"` + first + `"},` + tail +
+			`{"type":"int32","optional":true,"field":"z"}],"name":"t.Envelope"}`
+	}
+	texts := []string{schema("a"), schema("b"), schema("c"), schema("ab")}
+	for _, cached := range []int{0, maxLengths + 1} {
+		var u Unwrapper
+		for i := range cached {
+			outcome(&u, []byte(`{"schema":{"name":"`+strings.Repeat("x", i)+`"},"payload":{}}`))
+		}
+		for round := range 3 {
+			for _, s := range texts {
+				raw := []byte(`{"schema":` + s + `,"payload":{"op":"c","after":{"a":1}}}`)
+				var a Arena
+				var c change.Change
+				if _, err := u.Unwrap(&a, raw, &c); err != nil {
+					t.Fatal(err)
+				}
+				if string(c.SchemaKey) != s {
+					t.Fatalf("cached %d, round %d: schema %.60q… unwrapped as %.60q…", cached, round, s, c.SchemaKey)
+				}
+				if got := string(c.Schema.MarshalTo(nil)); got != s {
+					t.Fatalf("cached %d, round %d: parsed schema %.60q…, want %.60q…", cached, round, got, s)
+				}
+			}
+		}
+		if u.schemas.n-cached != len(texts) {
+			t.Errorf("cached %d: %d schemas indexed, want %d", cached, u.schemas.n-cached, len(texts))
+		}
+	}
+}
