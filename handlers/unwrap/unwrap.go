@@ -205,9 +205,10 @@ func (u *Unwrapper) UnwrapContext(ctx context.Context, a *Arena, raw []byte, c *
 // While the cached schemas have few distinct lengths, only the places
 // where one of them would end are tried; else the last ,"payload": is
 // searched for (the payload, after S, is the shorter part). When it is a
-// cached schema's text, a complete JSON object, the schema value is exactly that text (an object ends at its matching
-// brace), and the payload is what remains before the closing brace; the
-// payload parser checks that it is one JSON value. A payload that holds
+// cached schema's text, a complete JSON object, the schema value is
+// exactly that text (an object ends at its matching brace), and the
+// payload is what remains before the closing brace; the payload parser
+// checks that it is one JSON value. A payload that holds
 // ,"payload": itself (a column named payload) is found from the front.
 // Anything else falls back to envelopeSpans.
 func (u *Unwrapper) knownEnvelope(raw []byte) (*cachedSchema, []byte, bool) {
