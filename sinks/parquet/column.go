@@ -254,6 +254,9 @@ func (c *column) write(lo, hi int) error {
 		}
 		return c.put(lo, hi)
 	}
+	if int(max) <= len(wordMasks{}) {
+		return c.writeWords(lo, hi)
+	}
 	start := -1
 	for i := lo; i < hi; i++ {
 		d := int16(0)
@@ -285,6 +288,102 @@ func (c *column) write(lo, hi int) error {
 		return c.put(start, hi)
 	}
 	return nil
+}
+
+// wordMasks holds, for 64 rows, which reach each nullable step: bit j of
+// mask k is set when row j is valid at the first k+1 nullable steps.
+type wordMasks [4]uint64
+
+// writeWords is write for a column without lists and with NULLs, 64 rows
+// at a time: a row's definition level is the number of nullable steps it
+// is valid at, from the top, read from the steps' validity bits a word at
+// a time. Words whose rows are all valid or all NULL at the top (an
+// image that is absent) take their levels at once.
+func (c *column) writeWords(lo, hi int) error {
+	max := c.p.maxDef
+	start := -1
+	for base := lo; base < hi; base += 64 {
+		n := min(64, hi-base)
+		full := ^uint64(0) >> (64 - n)
+		var m wordMasks
+		np, p := 0, full
+		for k, s := range c.p.steps {
+			if !s.nullable {
+				continue
+			}
+			if a := &c.at[k]; a.valid != nil {
+				p &= bitsAt(a.valid, a.off+base, n)
+			}
+			m[np] = p
+			np++
+		}
+		switch {
+		case m[np-1] == full:
+			for range n {
+				c.defs = append(c.defs, max)
+			}
+			if start < 0 {
+				start = base
+			}
+			continue
+		case m[0] == 0:
+			for range n {
+				c.defs = append(c.defs, 0)
+			}
+			c.page.nulls += int64(n)
+			if start >= 0 {
+				if err := c.put(start, base); err != nil {
+					return err
+				}
+				start = -1
+			}
+			continue
+		}
+		for j := range n {
+			d := int16(0)
+			for k := range np {
+				d += int16(m[k] >> j & 1)
+			}
+			c.defs = append(c.defs, d)
+			if d == max {
+				if start < 0 {
+					start = base + j
+				}
+				continue
+			}
+			c.page.nulls++
+			if start >= 0 {
+				if err := c.put(start, base+j); err != nil {
+					return err
+				}
+				start = -1
+			}
+		}
+	}
+	if start >= 0 {
+		return c.put(start, hi)
+	}
+	return nil
+}
+
+// bitsAt returns the n bits (1 to 64) of bitmap b from bit pos on, the
+// first in the lowest bit.
+func bitsAt(b []byte, pos, n int) uint64 {
+	i, sh := pos>>3, uint(pos&7)
+	end := (pos + n + 7) >> 3 // the bytes that hold them: [i, end)
+	var w uint64
+	if i+8 <= len(b) {
+		w = binary.LittleEndian.Uint64(b[i:])
+	} else {
+		for k := 0; i+k < end && k < 8; k++ {
+			w |= uint64(b[i+k]) << (8 * k)
+		}
+	}
+	w >>= sh
+	if sh > 0 && i+8 < end {
+		w |= uint64(b[i+8]) << (64 - sh)
+	}
+	return w & (^uint64(0) >> (64 - n))
 }
 
 // walk adds the levels (and value) of element i of step k, reached at

@@ -141,3 +141,26 @@ func BenchmarkAppendLevels(b *testing.B) {
 		})
 	}
 }
+
+// TestBitsAt reads words of a bitmap at every offset and length, against
+// the bits read one by one, at the bitmap's end too.
+func TestBitsAt(t *testing.T) {
+	r := rand.New(rand.NewPCG(3, 4))
+	b := make([]byte, 23)
+	for i := range b {
+		b[i] = byte(r.Uint32())
+	}
+	for pos := 0; pos < 8*len(b); pos++ {
+		for n := 1; n <= 64 && pos+n <= 8*len(b); n++ {
+			var want uint64
+			for j := range n {
+				want |= uint64(b[(pos+j)>>3]>>((pos+j)&7)&1) << j
+			}
+			// The bitmap cut just after the bits read, as a slice's may be.
+			end := (pos + n + 7) >> 3
+			if got := bitsAt(b[:end], pos, n); got != want {
+				t.Fatalf("pos %d, n %d: %064b, want %064b", pos, n, got, want)
+			}
+		}
+	}
+}
