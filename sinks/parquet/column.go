@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"math/bits"
 	"slices"
 	"strings"
 	"sync"
@@ -482,7 +483,7 @@ func (c *column) put(lo, hi int) error {
 	case vBool:
 		c.vals = grow(c.vals, (hi-lo)/8+1)
 	case vBytes:
-		c.vals = grow(c.vals, int(c.offs[hi]-c.offs[lo])+4*(hi-lo))
+		c.vals = grow(c.vals, int(c.offs[hi]-c.offs[lo])+4*(hi-lo)+wordSlack)
 	case vDecimal:
 		c.vals = grow(c.vals, c.p.typeLen*(hi-lo))
 	}
@@ -569,24 +570,38 @@ func (c *column) put(lo, hi int) error {
 			st.ints(b, b)
 		}
 	case vBytes:
+		// The page has room for the values (grown above) and, past them,
+		// wordSlack bytes: a value of up to eight bytes is copied as one
+		// word, whose bytes past it the next value overwrites.
+		vals, n, data := c.vals[:cap(c.vals)], len(c.vals), c.data
 		for i := lo; i < hi; i++ {
-			v := c.data[c.offs[i]:c.offs[i+1]]
-			c.vals = binary.LittleEndian.AppendUint32(c.vals, uint32(len(v)))
-			at := len(c.vals)
-			c.vals = append(c.vals, v...)
-			span := [2]int{at, at + len(v)}
+			a, b := int(c.offs[i]), int(c.offs[i+1])
+			binary.LittleEndian.PutUint32(vals[n:], uint32(b-a))
+			at := n + 4
+			var p uint64
+			if b-a <= 8 && a+8 <= len(data) {
+				w := binary.LittleEndian.Uint64(data[a:])
+				binary.LittleEndian.PutUint64(vals[at:], w)
+				p = wordPrefix(w, b-a)
+			} else {
+				copy(vals[at:], data[a:b])
+				p = prefix(data[a:b])
+			}
+			n = at + b - a
+			v := vals[at:n]
+			span := [2]int{at, n}
 			// Prefixes that differ order their values; only equal ones
 			// need the values compared.
-			p := prefix(v)
 			switch {
 			case !st.has:
 				st.has, st.lo, st.hi, st.plo, st.phi = true, span, span, p, p
-			case p < st.plo || p == st.plo && bytes.Compare(v, c.vals[st.lo[0]:st.lo[1]]) < 0:
+			case p < st.plo || p == st.plo && bytes.Compare(v, vals[st.lo[0]:st.lo[1]]) < 0:
 				st.lo, st.plo = span, p
-			case p > st.phi || p == st.phi && bytes.Compare(v, c.vals[st.hi[0]:st.hi[1]]) > 0:
+			case p > st.phi || p == st.phi && bytes.Compare(v, vals[st.hi[0]:st.hi[1]]) > 0:
 				st.hi, st.phi = span, p
 			}
 		}
+		c.vals = vals[:n]
 	case vDecimal:
 		n := c.p.typeLen
 		for _, v := range c.dec[lo:hi] {
@@ -605,6 +620,16 @@ func (c *column) put(lo, hi int) error {
 		}
 	}
 	return nil
+}
+
+// wordSlack is the room a page keeps past its values for copying a short
+// value as a word.
+const wordSlack = 8
+
+// wordPrefix is prefix of the first n (at most 8) bytes of w, read little
+// endian.
+func wordPrefix(w uint64, n int) uint64 {
+	return bits.ReverseBytes64(w) &^ (^uint64(0) >> (8 * n))
 }
 
 // prefix returns v's first eight bytes as a big-endian number, padded

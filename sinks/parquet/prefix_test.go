@@ -2,6 +2,7 @@ package parquet
 
 import (
 	"bytes"
+	"encoding/binary"
 	"math/rand/v2"
 	"testing"
 )
@@ -41,4 +42,20 @@ func FuzzPrefix(f *testing.F) {
 			t.Fatalf("prefix(%x)=%x, prefix(%x)=%x, but bytes.Compare = %d", a, pa, b, pb, want)
 		}
 	})
+}
+
+// TestWordPrefix: the prefix of a short value read as a word, with other
+// bytes after it, is its prefix.
+func TestWordPrefix(t *testing.T) {
+	r := rand.New(rand.NewPCG(5, 6))
+	for range 100000 {
+		var buf [8]byte
+		for i := range buf {
+			buf[i] = byte(r.Uint32())
+		}
+		n := r.IntN(9)
+		if got, want := wordPrefix(binary.LittleEndian.Uint64(buf[:]), n), prefix(buf[:n]); got != want {
+			t.Fatalf("%x, %d bytes: %x, want %x", buf, n, got, want)
+		}
+	}
 }
