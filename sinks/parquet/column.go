@@ -41,7 +41,8 @@ type column struct {
 	data  []byte
 	bools *array.Boolean
 
-	// The open page.
+	// The open page. Its values are vals[levelRoom:]; the room before
+	// them takes the page's levels when it is written.
 	defs, reps []int16
 	vals       []byte
 	count      int // values, NULLs included (the page's num_values)
@@ -93,6 +94,7 @@ func newColumn(p *leafPlan) *column {
 		c.at = make([]stepArray, len(p.steps))
 	}
 	c.at = c.at[:len(p.steps)]
+	c.vals = slices.Grow(c.vals[:0], levelRoom)[:levelRoom]
 	return c
 }
 
@@ -671,8 +673,13 @@ func (s *stats) float(v float64) {
 	}
 }
 
+// levelRoom is the room a page keeps before its values for its encoded
+// levels: a page whose levels fit is written from where they start, with
+// no copy of its values behind them.
+const levelRoom = 256
+
 // size is what the open page holds.
-func (c *column) size() int { return len(c.vals) + 2*(len(c.defs)+len(c.reps)) }
+func (c *column) size() int { return len(c.vals) - levelRoom + 2*(len(c.defs)+len(c.reps)) }
 
 // buffered is what the column holds: its open page and the open row
 // group's pages.
@@ -684,15 +691,22 @@ func (c *column) flushPage(f *fileWriter) error {
 	if c.count == 0 {
 		return nil
 	}
-	body := c.body[:0]
+	levels := c.body[:0]
 	if c.p.maxRep > 0 {
-		body = appendLevels(body, c.reps, levelWidth(c.p.maxRep))
+		levels = appendLevels(levels, c.reps, levelWidth(c.p.maxRep))
 	}
 	if c.p.maxDef > 0 {
-		body = appendLevels(body, c.defs, levelWidth(c.p.maxDef))
+		levels = appendLevels(levels, c.defs, levelWidth(c.p.maxDef))
 	}
-	body = append(body, c.vals...)
-	c.body = body
+	var body []byte
+	if n := len(levels); n <= levelRoom {
+		body = c.vals[levelRoom-n:]
+		copy(body, levels)
+		c.body = levels
+	} else {
+		body = append(levels, c.vals[levelRoom:]...)
+		c.body = body
+	}
 	comp := body
 	switch {
 	case f.codec == nil:
@@ -735,7 +749,7 @@ func (c *column) flushPage(f *fileWriter) error {
 	c.values += int64(c.count)
 	c.chunk.merge(&c.page, c)
 
-	c.defs, c.reps, c.vals = c.defs[:0], c.reps[:0], c.vals[:0]
+	c.defs, c.reps, c.vals = c.defs[:0], c.reps[:0], c.vals[:levelRoom]
 	c.count, c.nbits = 0, 0
 	c.page = stats{loBytes: c.page.loBytes[:0], hiBytes: c.page.hiBytes[:0]}
 	return nil
