@@ -50,12 +50,7 @@ func (c *TextColumn) Append(v []byte) {
 		c.valid = append(c.valid, 0)
 	}
 	c.valid[c.n>>3] |= 1 << (c.n & 7)
-	if cap(c.data)-len(c.data) < len(v) {
-		// Twice as large each time: append grows large slices by a
-		// quarter, copying a column's bytes about five times over.
-		c.data = slices.Grow(c.data, max(len(v), cap(c.data)))
-	}
-	c.data = append(c.data, v...)
+	c.data = append(doubling(c.data, len(v)), v...)
 	if len(c.data) > math.MaxInt32 {
 		panic(fmt.Sprintf("schema: a text column holds more than %d bytes", math.MaxInt32))
 	}
@@ -63,13 +58,19 @@ func (c *TextColumn) Append(v []byte) {
 	c.n++
 }
 
-// pushOff appends the end of the last value, growing offs twice as large
-// when full.
+// pushOff appends the end of the last value.
 func (c *TextColumn) pushOff() {
-	if len(c.offs) == cap(c.offs) {
-		c.offs = slices.Grow(c.offs, len(c.offs))
+	c.offs = append(doubling(c.offs, 1), int32(len(c.data)))
+}
+
+// doubling returns s with room for n more elements, at least twice as
+// large when it grows: append grows large slices by a quarter, copying a
+// column's bytes about five times over while it fills.
+func doubling[S ~[]E, E any](s S, n int) S {
+	if cap(s)-len(s) >= n {
+		return s
 	}
-	c.offs = append(c.offs, int32(len(c.data)))
+	return slices.Grow(s, max(n, cap(s)))
 }
 
 // AppendString appends v.
