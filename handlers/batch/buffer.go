@@ -183,6 +183,59 @@ type imageBuilder struct {
 	// check: the builder only checks that the image converts (the checks
 	// of logged rows), and appends no NULL for the columns it lacks.
 	check bool
+	// The image's columns: one of texts[i] and builders[i] is set (none
+	// in the checks). A column an image does not name is NULL there, and
+	// its NULLs are appended in one run when it next takes a value or
+	// when the rows are taken (settle), not one at a time: partial images
+	// (GoldenGate's, absent before images of inserts) leave columns out
+	// of most rows.
+	texts    []*schema.TextColumn
+	builders []array.Builder
+	filled   []int // the rows column i holds
+	rows     int   // the images appended, absent ones included
+}
+
+// lazyNulls gives ib the columns its appenders write to.
+func (ib *imageBuilder) lazyNulls(texts []*schema.TextColumn, builders []array.Builder) {
+	ib.texts, ib.builders, ib.filled = texts, builders, make([]int, len(texts))
+}
+
+// fill appends the NULLs column i lacks before the image being appended,
+// which it takes a value of next.
+func (ib *imageBuilder) fill(i int) {
+	if ib.filled == nil {
+		return
+	}
+	if n := ib.rows - ib.filled[i]; n > 0 {
+		ib.nulls(i, n)
+	}
+	ib.filled[i] = ib.rows + 1
+}
+
+// nulls appends n NULLs to column i.
+func (ib *imageBuilder) nulls(i, n int) {
+	if tc := ib.texts[i]; tc != nil {
+		tc.AppendNulls(n)
+	} else {
+		ib.builders[i].AppendNulls(n)
+	}
+}
+
+// settle appends the NULLs every column lacks: each then holds ib.rows
+// values.
+func (ib *imageBuilder) settle() {
+	for i, f := range ib.filled {
+		if n := ib.rows - f; n > 0 {
+			ib.nulls(i, n)
+			ib.filled[i] = ib.rows
+		}
+	}
+}
+
+// emptied restarts the count of rows once the columns were emptied.
+func (ib *imageBuilder) emptied() {
+	clear(ib.filled)
+	ib.rows = 0
 }
 
 type eventBuilders struct {
@@ -246,6 +299,7 @@ func (b *buffer) build() {
 			if structs > 0 {
 				field := n + len(t.Extras) + i
 				ib.st, ib.app, ib.rep = newImageStruct(b.alloc, b.conv, t, field, t.Arrow.Field(field).Type.(*arrow.StructType))
+				ib.lazyNulls(ib.st.texts, ib.st.builders)
 			}
 			b.images[i] = ib
 			b.lists = append(b.lists, ib.absent)
@@ -254,18 +308,22 @@ func (b *buffer) build() {
 		at := n + len(t.Extras) + len(t.Columns)
 		ib := &imageBuilder{absent: newNameList(at, t.Arrow.Field(at).Type), seen: make([]bool, len(t.Columns)),
 			names: t.ColumnNames()}
+		texts, builders := make([]*schema.TextColumn, len(t.Columns)), make([]array.Builder, len(t.Columns))
 		for j, c := range t.Columns {
 			field := n + len(t.Extras) + j
 			if tc := textColumnFor(c.Type, t.Arrow.Field(field).Type); tc != nil {
 				b.texts = append(b.texts, textField{field, tc})
+				texts[j] = tc
 				ib.app = append(ib.app, b.conv.CompileText(c.Name, c.Type, tc))
 				ib.rep = append(ib.rep, schema.ReplayText(tc))
 				continue
 			}
+			builders[j] = f(field)
 			app := b.conv.Compile(c.Name, c.Type, f(field))
 			ib.app = append(ib.app, app)
 			ib.rep = append(ib.rep, schema.Replay(c.Type, f(field), app))
 		}
+		ib.lazyNulls(texts, builders)
 		b.flat = ib
 		b.lists = []*nameList{ib.absent}
 	case schema.LayoutEvents:
@@ -508,16 +566,15 @@ func (b *buffer) appendExtras(c *change.Change) {
 
 func (ib *imageBuilder) append(t *schema.Table, img change.Image) error {
 	if !img.Present() {
+		// Its columns are NULL: they take that when they next take a
+		// value (fill) or the rows are taken (settle).
 		if ib.st != nil {
 			ib.st.appendNull()
-		} else if !ib.noStruct {
-			for _, app := range ib.app {
-				_ = app(nil)
-			}
 		}
 		if ib.absent != nil {
 			ib.absent.appendNull()
 		}
+		ib.rows++
 		return nil
 	}
 	if ib.st != nil {
@@ -554,13 +611,16 @@ func (ib *imageBuilder) append(t *schema.Table, img change.Image) error {
 		if j, ok := t.Sibling(i); ok && schema.Overflow(t.Columns[i].Type, v) {
 			// A value the typed column cannot hold lands in its text
 			// sibling; the typed column is NULL.
+			ib.fill(i)
 			_ = ib.app[i](nil)
+			ib.fill(j)
 			if err := ib.app[j](v); err != nil && first == nil {
 				first = err
 			}
 			ib.seen[j] = true
 			return
 		}
+		ib.fill(i)
 		if err := ib.app[i](v); err != nil && first == nil {
 			first = err
 		}
@@ -591,6 +651,7 @@ func (ib *imageBuilder) replay(t *schema.Table, data []byte, present bool) error
 			return err
 		}
 		ib.seen[i] = true
+		ib.fill(i)
 		if !value {
 			_ = ib.app[i](nil)
 			data = rest
@@ -604,29 +665,26 @@ func (ib *imageBuilder) replay(t *schema.Table, data []byte, present bool) error
 	return nil
 }
 
-// finish appends NULL for the columns the image did not name, and lists
-// those that are absent.
+// finish ends an image: the columns it did not name are NULL (fill and
+// settle append those), and those that are absent are listed.
 func (ib *imageBuilder) finish(t *schema.Table) {
 	// A sibling whose typed column was sent is NULL, not absent.
 	for i, seen := range ib.seen {
 		if j, ok := t.Sibling(i); ok && seen && !ib.seen[j] {
-			_ = ib.app[j](nil)
 			ib.seen[j] = true
 		}
 	}
-	gone := ib.gone[:0]
-	for i, seen := range ib.seen {
-		if !seen {
-			_ = ib.app[i](nil)
-			if ib.absent != nil {
+	if ib.absent != nil {
+		gone := ib.gone[:0]
+		for i, seen := range ib.seen {
+			if !seen {
 				gone = append(gone, ib.names[i])
 			}
 		}
-	}
-	if ib.absent != nil {
 		ib.absent.appendNames(gone)
+		ib.gone = gone
 	}
-	ib.gone = gone
+	ib.rows++
 }
 
 func (b *buffer) appendEvent(c *change.Change) error {
@@ -918,6 +976,12 @@ func (b *buffer) newRecord(last bool) arrow.RecordBatch {
 	var mem memory.Allocator = b.alloc
 	if last {
 		mem = nil
+	}
+	for _, ib := range [...]*imageBuilder{b.images[0], b.images[1], b.flat} {
+		if ib != nil {
+			ib.settle()
+			defer ib.emptied()
+		}
 	}
 	fs := b.rb.Fields()
 	cols := make([]arrow.Array, len(fs))

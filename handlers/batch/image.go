@@ -64,20 +64,14 @@ func (s *imageStruct) appendValid() {
 	s.n++
 }
 
-// appendNull appends an absent image: NULL in the struct and its fields.
+// appendNull appends an absent image: NULL in the struct. Its fields
+// take their NULLs from the image builder (imageBuilder.settle).
 func (s *imageStruct) appendNull() {
 	if s.n&7 == 0 {
 		s.valid = append(s.valid, 0)
 	}
 	s.n++
 	s.nulls++
-	for j, tc := range s.texts {
-		if tc != nil {
-			tc.AppendNull()
-		} else {
-			s.builders[j].AppendNull()
-		}
-	}
 }
 
 // reserve makes room for n more rows.

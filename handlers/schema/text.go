@@ -88,6 +88,23 @@ func (c *TextColumn) AppendNull() {
 	c.nulls++
 }
 
+// AppendNulls appends k NULLs.
+func (c *TextColumn) AppendNulls(k int) {
+	if k <= 0 {
+		return
+	}
+	for len(c.valid) < (c.n+k+7)>>3 {
+		c.valid = append(c.valid, 0)
+	}
+	c.offs = doubling(c.offs, k)
+	end := int32(len(c.data))
+	for range k {
+		c.offs = append(c.offs, end)
+	}
+	c.n += k
+	c.nulls += k
+}
+
 // Reset drops the values appended since the last NewArray, keeping the
 // slices.
 func (c *TextColumn) Reset() {

@@ -156,3 +156,41 @@ func TestTextColumnMoveArray(t *testing.T) {
 		t.Fatalf("an empty column moved %v", empty)
 	}
 }
+
+// TestTextColumnAppendNulls: a run of NULLs appended at once makes the
+// same arrays as one NULL at a time, from every position within a
+// validity byte, over slices reused after values (whose validity bits
+// must not show through).
+func TestTextColumnAppendNulls(t *testing.T) {
+	mem := memory.NewCheckedAllocator(memory.NewGoAllocator())
+	defer mem.AssertSize(t, 0)
+	runs, one := NewTextColumn(), NewTextColumn()
+	for lead := range 17 {
+		for k := range 20 {
+			// Values first, so that reused slices hold set bits.
+			for range 40 {
+				runs.AppendString("x")
+				one.AppendString("x")
+			}
+			runs.NewArray(mem).Release()
+			one.NewArray(mem).Release()
+			for i := range lead {
+				v := fmt.Sprint(i)
+				runs.AppendString(v)
+				one.AppendString(v)
+			}
+			runs.AppendNulls(k)
+			for range k {
+				one.AppendNull()
+			}
+			runs.AppendString("after")
+			one.AppendString("after")
+			got, want := runs.NewArray(mem), one.NewArray(mem)
+			if !array.Equal(got, want) || got.NullN() != want.NullN() || got.NullN() != k {
+				t.Fatalf("%d values, %d NULLs: got %v (%d NULLs), want %v (%d NULLs)", lead, k, got, got.NullN(), want, want.NullN())
+			}
+			got.Release()
+			want.Release()
+		}
+	}
+}
