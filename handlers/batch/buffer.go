@@ -221,19 +221,14 @@ func (ib *imageBuilder) nulls(i, n int) {
 	}
 }
 
-// settle appends the NULLs every column lacks: each then holds ib.rows
-// values.
+// settle appends the NULLs every column lacks, so that each holds the
+// image's rows, which are taken next; the counts start over.
 func (ib *imageBuilder) settle() {
 	for i, f := range ib.filled {
 		if n := ib.rows - f; n > 0 {
 			ib.nulls(i, n)
-			ib.filled[i] = ib.rows
 		}
 	}
-}
-
-// emptied restarts the count of rows once the columns were emptied.
-func (ib *imageBuilder) emptied() {
 	clear(ib.filled)
 	ib.rows = 0
 }
@@ -319,9 +314,9 @@ func (b *buffer) build() {
 				continue
 			}
 			builders[j] = f(field)
-			app := b.conv.Compile(c.Name, c.Type, f(field))
+			app := b.conv.Compile(c.Name, c.Type, builders[j])
 			ib.app = append(ib.app, app)
-			ib.rep = append(ib.rep, schema.Replay(c.Type, f(field), app))
+			ib.rep = append(ib.rep, schema.Replay(c.Type, builders[j], app))
 		}
 		ib.lazyNulls(texts, builders)
 		b.flat = ib
@@ -980,7 +975,6 @@ func (b *buffer) newRecord(last bool) arrow.RecordBatch {
 	for _, ib := range [...]*imageBuilder{b.images[0], b.images[1], b.flat} {
 		if ib != nil {
 			ib.settle()
-			defer ib.emptied()
 		}
 	}
 	fs := b.rb.Fields()

@@ -18,10 +18,11 @@ import (
 // TestPartialImagesLand: images that name some of the table's columns,
 // or are absent, land with NULL in the others and list them as absent,
 // however the rows reach the file: appended to builders, logged first,
-// or spilled under the memory bound. One column is left out of a long
-// run of rows (across spills), one is named only by the last rows, one
-// only by the first; every value is checked against the images
-// themselves, in both layouts that have columns.
+// written early under the memory bound, or handed to the file's encoder
+// in runs while it is open. One column is left out of a long run of rows
+// (across runs and files), one is named only by the last rows, one only
+// by the first; every value is checked against the images themselves, in
+// both layouts that have columns.
 func TestPartialImagesLand(t *testing.T) {
 	for _, layout := range []schema.Layout{schema.LayoutImages, schema.LayoutFlat} {
 		for _, c := range []struct {
@@ -137,29 +138,27 @@ func testPartialImages(t *testing.T, layout schema.Layout, limit func(int64) int
 	}
 	got := map[int64][2]string{}
 	collect := func(p sinks.Part) {
-		{
-			rec := p.Record
-			get := func(name string) arrow.Array { return rec.Column(rec.Schema().FieldIndices(name)[0]) }
-			offsets := get(schema.ColOffset).(*array.Int64)
-			for _, r := range p.Ranges {
-				for row := r[0]; row < r[1]; row++ {
-					off := offsets.Value(row)
-					if layout == schema.LayoutFlat {
-						m := map[string]any{}
-						for _, col := range tb.Columns {
-							if a := get(col.Name); a.IsValid(row) {
-								m[col.Name] = a.GetOneForMarshal(row)
-							} else {
-								m[col.Name] = nil
-							}
+		rec := p.Record
+		get := func(name string) arrow.Array { return rec.Column(rec.Schema().FieldIndices(name)[0]) }
+		offsets := get(schema.ColOffset).(*array.Int64)
+		for _, r := range p.Ranges {
+			for row := r[0]; row < r[1]; row++ {
+				off := offsets.Value(row)
+				if layout == schema.LayoutFlat {
+					m := map[string]any{}
+					for _, col := range tb.Columns {
+						if a := get(col.Name); a.IsValid(row) {
+							m[col.Name] = a.GetOneForMarshal(row)
+						} else {
+							m[col.Name] = nil
 						}
-						got[off] = [2]string{marshal(t, m), jsonish(get(schema.ColAbsent), row)}
-						continue
 					}
-					got[off] = [2]string{
-						jsonish(get(schema.ColBefore), row) + " " + jsonish(get(schema.ColAfter), row),
-						jsonish(get(schema.ColBeforeAbsent), row) + " " + jsonish(get(schema.ColAfterAbsent), row)}
+					got[off] = [2]string{marshal(t, m), jsonish(get(schema.ColAbsent), row)}
+					continue
 				}
+				got[off] = [2]string{
+					jsonish(get(schema.ColBefore), row) + " " + jsonish(get(schema.ColAfter), row),
+					jsonish(get(schema.ColBeforeAbsent), row) + " " + jsonish(get(schema.ColAfterAbsent), row)}
 			}
 		}
 	}
