@@ -61,8 +61,7 @@ func landBlocks(t *testing.T, blocks []*source.Block, opts ...pipelines.Option) 
 	return landSource(t, cfg, source.NewMemory(blocks...), opts...)
 }
 
-// rowsOf renders every row of a Parquet object as its non-null columns,
-// leaving out the ingestion time.
+// rowsOf renders every row of a Parquet object as its non-null columns.
 func rowsOf(t *testing.T, b *blob.Bucket, key string) []string {
 	t.Helper()
 	tbl := readTable(t, b, key)
@@ -75,7 +74,7 @@ func rowsOf(t *testing.T, b *blob.Bucket, key string) []string {
 		for i := range int(rec.NumRows()) {
 			var cols []string
 			for j, f := range rec.Schema().Fields() {
-				if f.Name == "_cdc_ingested_at" || rec.Column(j).IsNull(i) {
+				if rec.Column(j).IsNull(i) {
 					continue
 				}
 				cols = append(cols, f.Name+"="+rec.Column(j).ValueStr(i))

@@ -354,7 +354,7 @@ func TestMalformedCorpus(t *testing.T) {
 
 // TestReplaysAreDeterministic lands the same input (a generated stream
 // with bad lines among it) twice, with different block sizes: the same
-// objects, holding the same rows, every value equal but _cdc_ingested_at.
+// objects, byte for byte.
 func TestReplaysAreDeterministic(t *testing.T) {
 	py, cdclake, dir := generated(t, 7)
 	stream := filepath.Join(dir, "stream.ndjson")
@@ -390,7 +390,7 @@ func TestReplaysAreDeterministic(t *testing.T) {
 
 // TestSpilledFilesAreTheSame lands a stream of three tables under a memory
 // bound so small that open files give their builders back (spill) again
-// and again, and without a bound: the same objects, rows and row groups.
+// and again, and without a bound: the same objects, byte for byte.
 func TestSpilledFilesAreTheSame(t *testing.T) {
 	py := python(t)
 	cdclake := build(t, "github.com/cdclake/cdclake/cmd/cdclake")

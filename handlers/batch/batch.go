@@ -437,7 +437,7 @@ func (b *Batcher) add(ctx context.Context, p *partition, c *change.Change, t *sc
 	p.tracker.seen(at.Offset)
 	buf.used = b.appends.Add(1)
 	it := Item{C: c, T: t, At: at, Size: size}
-	if err := b.appendItem(p.checks[0], buf, &it, now.UnixMicro()); err != nil {
+	if err := b.appendItem(p.checks[0], buf, &it); err != nil {
 		return err
 	}
 	b.account(buf)

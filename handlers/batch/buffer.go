@@ -360,21 +360,21 @@ var errDuplicateKey = errors.New("duplicate column in image")
 // then the log moves to builders (thaw) and the row is appended there. A
 // row that does not convert is appended too (with NULLs where values
 // failed) and marked invalid, so builders stay aligned.
-func (b *buffer) append(c *change.Change, at sinks.Position, ingested int64, size int, chk *checks) (rowErr, err error) {
+func (b *buffer) append(c *change.Change, at sinks.Position, size int, chk *checks) (rowErr, err error) {
 	b.rows++
 	b.bytes += int64(size)
 	b.last = at.Offset
 	if b.rb == nil {
 		if int64(cap(b.log.data)) < b.logLimit {
 			b.base++ // the builders hold no row
-			return b.log.add(b.table, c, at.Offset, ingested, chk.of(b.table)), nil
+			return b.log.add(b.table, c, at.Offset, chk.of(b.table)), nil
 		}
 		if err := b.thaw(); err != nil {
 			return nil, err
 		}
 	}
 	row := b.rows - 1 - b.base
-	if rowErr = b.appendRow(c, at, ingested); rowErr != nil {
+	if rowErr = b.appendRow(c, at); rowErr != nil {
 		b.invalid = append(b.invalid, row)
 	}
 	return rowErr, nil
@@ -390,9 +390,9 @@ func (b *buffer) thaw() error {
 		return nil
 	}
 	b.reserve(n)
-	err := b.log.each(b.table, func(c *change.Change, r *loggedRow, offset, ingested int64) error {
+	err := b.log.each(b.table, func(c *change.Change, r *loggedRow, offset int64) error {
 		at := sinks.Position{Source: b.src.Source, Partition: b.src.Partition, Offset: offset}
-		if err := b.appendLogged(c, r, at, ingested); err != nil {
+		if err := b.appendLogged(c, r, at); err != nil {
 			return fmt.Errorf("the logged row at offset %d: %w", offset, err)
 		}
 		return nil
@@ -428,8 +428,8 @@ func (b *buffer) reserve(n int) {
 }
 
 // appendRow appends c to the builders and returns why it does not convert.
-func (b *buffer) appendRow(c *change.Change, at sinks.Position, ingested int64) error {
-	b.appendMeta(c, at, ingested)
+func (b *buffer) appendRow(c *change.Change, at sinks.Position) error {
+	b.appendMeta(c, at)
 	var err error
 	switch b.table.Layout {
 	case schema.LayoutImages:
@@ -450,8 +450,8 @@ func (b *buffer) appendRow(c *change.Change, at sinks.Position, ingested int64) 
 
 // appendLogged appends a logged row, c with the parts r, to the builders:
 // it converted when it was logged, so an error here means a corrupt log.
-func (b *buffer) appendLogged(c *change.Change, r *loggedRow, at sinks.Position, ingested int64) error {
-	b.appendMeta(c, at, ingested)
+func (b *buffer) appendLogged(c *change.Change, r *loggedRow, at sinks.Position) error {
+	b.appendMeta(c, at)
 	switch b.table.Layout {
 	case schema.LayoutImages:
 		return errors.Join(b.images[0].replay(b.table, r.before, r.hasBefore), b.images[1].replay(b.table, r.after, r.hasAfter))
@@ -467,7 +467,7 @@ func (b *buffer) appendLogged(c *change.Change, r *loggedRow, at sinks.Position,
 }
 
 // appendMeta appends the columns every layout has and the extras.
-func (b *buffer) appendMeta(c *change.Change, at sinks.Position, ingested int64) {
+func (b *buffer) appendMeta(c *change.Change, at sinks.Position) {
 	if c.Kind == change.KindDML {
 		b.op.AppendString(c.Op.String())
 	} else {
@@ -484,7 +484,13 @@ func (b *buffer) appendMeta(c *change.Change, at sinks.Position, ingested int64)
 	b.source.AppendString(at.Source)
 	b.part.Append(at.Partition)
 	b.offset.Append(at.Offset)
-	b.ingested.Append(arrow.Timestamp(ingested))
+	// The record's own timestamp, not the clock's: a replay lands the
+	// same value.
+	if c.RecordMicros > 0 {
+		b.ingested.Append(arrow.Timestamp(c.RecordMicros))
+	} else {
+		b.ingested.AppendNull()
+	}
 	b.appendExtras(c)
 }
 

@@ -26,7 +26,7 @@ func BenchmarkOpenBuffer(b *testing.B) {
 	b.ReportAllocs()
 	for b.Loop() {
 		buf := newBuffer(mem, bufKey{table: "db.t"}, t, "d", at(0), 0, halfOf)
-		if rowErr, err := buf.append(c, at(0), 0, 10, chk); rowErr != nil || err != nil {
+		if rowErr, err := buf.append(c, at(0), 10, chk); rowErr != nil || err != nil {
 			b.Fatal(rowErr, err)
 		}
 		buf.release()
@@ -68,7 +68,7 @@ func BenchmarkFileRows(b *testing.B) {
 			for b.Loop() {
 				buf := newBuffer(mem, bufKey{table: "db.t"}, t, "d", at(0), 0, c.limit)
 				for i, r := range rows {
-					if rowErr, err := buf.append(r, at(int64(i)), 0, 100, chk); rowErr != nil || err != nil {
+					if rowErr, err := buf.append(r, at(int64(i)), 100, chk); rowErr != nil || err != nil {
 						b.Fatal(rowErr, err)
 					}
 				}

@@ -50,7 +50,7 @@ const (
 // add appends c, at offset, converting its images with k, the checker of
 // t, and returns the error appending c to builders would return; a row
 // with one is not logged.
-func (l *rowLog) add(t *schema.Table, c *change.Change, offset, ingested int64, k *checker) error {
+func (l *rowLog) add(t *schema.Table, c *change.Change, offset int64, k *checker) error {
 	k.set.counted()
 	d := l.data
 	mark := len(d)
@@ -80,7 +80,7 @@ func (l *rowLog) add(t *schema.Table, c *change.Change, offset, ingested int64, 
 	}
 	d = append(d, byte(c.Kind), byte(c.Op), flags)
 	d = binary.AppendVarint(d, offset)
-	d = binary.AppendVarint(d, ingested)
+	d = binary.AppendVarint(d, c.RecordMicros)
 	if c.HasTS {
 		d = binary.AppendVarint(d, c.TSMicros)
 	}
@@ -172,9 +172,9 @@ type loggedRow struct {
 }
 
 // each decodes the rows in order into a Change (valid until fn returns),
-// without its images and event, which are in r, and calls fn with them,
-// the row's offset and its ingest time.
-func (l *rowLog) each(t *schema.Table, fn func(c *change.Change, r *loggedRow, offset, ingested int64) error) error {
+// without its images and event, which are in r, and calls fn with them and
+// the row's offset.
+func (l *rowLog) each(t *schema.Table, fn func(c *change.Change, r *loggedRow, offset int64) error) error {
 	r := logReader{d: l.data}
 	var c change.Change
 	var row loggedRow
@@ -182,7 +182,8 @@ func (l *rowLog) each(t *schema.Table, fn func(c *change.Change, r *loggedRow, o
 		c.Reset()
 		c.Kind, c.Op = change.Kind(r.byte()), change.Op(r.byte())
 		flags := r.byte()
-		offset, ingested := r.varint(), r.varint()
+		offset := r.varint()
+		c.RecordMicros = r.varint()
 		if flags&logHasTS != 0 {
 			c.HasTS, c.TSMicros = true, r.varint()
 		}
@@ -219,7 +220,7 @@ func (l *rowLog) each(t *schema.Table, fn func(c *change.Change, r *loggedRow, o
 		if r.err != nil {
 			return r.err
 		}
-		if err := fn(&c, &row, offset, ingested); err != nil {
+		if err := fn(&c, &row, offset); err != nil {
 			return err
 		}
 	}

@@ -96,6 +96,9 @@ func logRows(t testing.TB, n int) []*change.Change {
 		if i%7 == 3 {
 			c.Xid, c.Pos = "", ""
 		}
+		if i%5 != 0 {
+			c.RecordMicros = day.UnixMicro() + 1000*int64(i) // else NULL
+		}
 		after := fmt.Sprintf(`{"id":%d,"name":"n\u00e9 \"%d\"","price":"%d.%03d","at":"2024-01-31T12:00:00.%06d+02:00","doc":{"a":[1,2.50,null]},"raw":"AAEC","small":%d,"tags":[%d,null,7]}`,
 			i, i, i*13, i%1000, i, i%100, i%30000)
 		switch i % 11 {
@@ -324,7 +327,7 @@ func FuzzRowLog(f *testing.F) {
 	f.Add(`{"id":3,"small":1e2,"doc":"{\"a\":1}","name":null}`, `{"id":3,"id":4}`, "x", []byte(nil), int64(0), true)
 	ts := logTables()
 	f.Fuzz(func(t *testing.T, after, before, csn string, key []byte, micros int64, hasTS bool) {
-		c := &change.Change{Kind: change.KindDML, Op: change.OpUpdate, Table: "db.t", TSMicros: micros, HasTS: hasTS, Xid: csn}
+		c := &change.Change{Kind: change.KindDML, Op: change.OpUpdate, Table: "db.t", TSMicros: micros, HasTS: hasTS, Xid: csn, RecordMicros: micros}
 		for _, img := range []struct {
 			js  string
 			dst *change.Image
@@ -378,7 +381,7 @@ func landOnce(t *testing.T, tb *schema.Table, c *change.Change, limit int64) (ar
 	}()
 	var first error
 	for off := int64(7); off <= 8; off++ {
-		rowErr, err := buf.append(c, at(off), 5, 10, chk)
+		rowErr, err := buf.append(c, at(off), 10, chk)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -30,12 +30,11 @@ const boundsEvery = 64
 
 // runScratch is what AddRun reuses from segment to segment.
 type runScratch struct {
-	bufs     []*buffer // per message: its file, nil when it needs no landing
-	ingested []int64   // per message: its ingestion time, µs
-	touched  []*buffer // the files of the segment, by their first message
-	lists    [][]int   // per appender: its messages
-	load     []int     // per appender: how many messages it has
-	errs     []error   // per appender: its internal failure
+	bufs    []*buffer // per message: its file, nil when it needs no landing
+	touched []*buffer // the files of the segment, by their first message
+	lists   [][]int   // per appender: its messages
+	load    []int     // per appender: how many messages it has
+	errs    []error   // per appender: its internal failure
 }
 
 // AddRun lands a run of consecutive messages of one source partition, in
@@ -97,8 +96,8 @@ func (b *Batcher) segment(ctx context.Context, p *partition, items []Item, holde
 	// Which file each row goes to, in order: the buffers and the counters
 	// that say when a file is full are the batcher's, as for Add.
 	end, fill := len(items), -1
-	// The segment's rows are ingested at one time: the clock is read once
-	// for them (a read per row was 2% of a GoldenGate run).
+	// The clock is read once for the segment's new files (a read per row
+	// was 2% of a GoldenGate run); it dates them for max_age alone.
 	var now time.Time
 	for i := range items {
 		it := &items[i]
@@ -109,7 +108,7 @@ func (b *Batcher) segment(ctx context.Context, p *partition, items []Item, holde
 		}
 		p.tracker.seen(it.At.Offset)
 		if it.C == nil {
-			rs.bufs, rs.ingested = append(rs.bufs, nil), append(rs.ingested, 0)
+			rs.bufs = append(rs.bufs, nil)
 			continue
 		}
 		tc := b.tables(it.T.Name)
@@ -123,7 +122,7 @@ func (b *Batcher) segment(ctx context.Context, p *partition, items []Item, holde
 		}
 		buf.planned++
 		buf.plannedBytes += int64(it.Size)
-		rs.bufs, rs.ingested = append(rs.bufs, buf), append(rs.ingested, now.UnixMicro())
+		rs.bufs = append(rs.bufs, buf)
 		if buf.rows+buf.planned >= tc.MaxRows || buf.bytes+buf.plannedBytes >= tc.MaxBytes {
 			end, fill = i+1, i
 			break
@@ -159,7 +158,7 @@ func (b *Batcher) appendSegment(p *partition, items []Item) error {
 	if h <= 1 {
 		for i := range items {
 			if buf := rs.bufs[i]; buf != nil {
-				if err := b.appendItem(p.checks[0], buf, &items[i], rs.ingested[i]); err != nil {
+				if err := b.appendItem(p.checks[0], buf, &items[i]); err != nil {
 					return err
 				}
 			}
@@ -192,7 +191,7 @@ func (b *Batcher) appendSegment(p *partition, items []Item) error {
 	var wg sync.WaitGroup
 	run := func(k int) {
 		for _, i := range rs.lists[k] {
-			if err := b.appendItem(p.checks[k], rs.bufs[i], &items[i], rs.ingested[i]); err != nil {
+			if err := b.appendItem(p.checks[k], rs.bufs[i], &items[i]); err != nil {
 				rs.errs[k] = err
 				return
 			}
@@ -213,8 +212,8 @@ func (b *Batcher) appendSegment(p *partition, items []Item) error {
 
 // appendItem appends the row of it to buf, and hands full runs of rows
 // to the file's encoder.
-func (b *Batcher) appendItem(chk *checks, buf *buffer, it *Item, ingested int64) error {
-	rowErr, err := buf.append(it.C, it.At, ingested, it.Size, chk)
+func (b *Batcher) appendItem(chk *checks, buf *buffer, it *Item) error {
+	rowErr, err := buf.append(it.C, it.At, it.Size, chk)
 	if err != nil {
 		return err
 	}
@@ -249,7 +248,7 @@ func (b *Batcher) single(ctx context.Context, p *partition, it *Item, holder any
 func (rs *runScratch) reset() {
 	clear(rs.bufs)
 	clear(rs.touched)
-	rs.bufs, rs.ingested, rs.touched = rs.bufs[:0], rs.ingested[:0], rs.touched[:0]
+	rs.bufs, rs.touched = rs.bufs[:0], rs.touched[:0]
 	for k := range rs.lists {
 		rs.lists[k], rs.load[k], rs.errs[k] = rs.lists[k][:0], 0, nil
 	}

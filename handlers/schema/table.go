@@ -90,7 +90,7 @@ var (
 		{Name: ColSource, Type: arrow.BinaryTypes.String},
 		{Name: ColPartition, Type: arrow.PrimitiveTypes.Int32},
 		{Name: ColOffset, Type: arrow.PrimitiveTypes.Int64},
-		{Name: ColIngestedAt, Type: tsUTC},
+		{Name: ColIngestedAt, Type: tsUTC, Nullable: true},
 	}
 	// NumMeta is the number of leading metadata columns.
 	NumMeta = len(metaFields)

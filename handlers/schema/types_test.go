@@ -360,12 +360,12 @@ func TestNewTableLayouts(t *testing.T) {
 		if ts, ok := f("mid").Type.(*arrow.TimestampType); !ok || ts.Unit != arrow.Microsecond || ts.TimeZone != "UTC" {
 			t.Errorf("timestamp extra lands as %s", f("mid").Type)
 		}
-		for _, name := range []string{ColOp, ColTable, ColSource, ColPartition, ColOffset, ColIngestedAt} {
+		for _, name := range []string{ColOp, ColTable, ColSource, ColPartition, ColOffset} {
 			if f(name).Nullable {
 				t.Errorf("%s must not be nullable", name)
 			}
 		}
-		for _, name := range []string{ColTS, ColXid, ColPos, "zeta"} {
+		for _, name := range []string{ColTS, ColXid, ColPos, ColIngestedAt, "zeta"} {
 			if !f(name).Nullable {
 				t.Errorf("%s must be nullable", name)
 			}

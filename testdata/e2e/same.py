@@ -1,6 +1,6 @@
 """Compares two lakes landed from the same input: the same objects, each
-holding the same rows in the same order, every column equal but
-_cdc_ingested_at (the landing time), in the same row groups.
+byte for byte the same. Where a Parquet object differs, says whether its
+rows or its row groups differ too.
 
 usage: same.py LAKE_A LAKE_B
 Prints the differences and a closing line; exits 1 when there are any.
@@ -17,6 +17,20 @@ def files(lake):
                   if p.is_file() and not str(p.relative_to(root)).startswith("_cdclake/"))
 
 
+def how(con, pa, pb):
+    """Says how two Parquet objects with different bytes differ."""
+    q = "SELECT * FROM read_parquet('{}')"
+    ra, rb = con.execute(q.format(pa)).fetchall(), con.execute(q.format(pb)).fetchall()
+    if ra != rb:
+        return f"{len(ra)} rows vs {len(rb)}, or different values"
+    layout = ("SELECT DISTINCT row_group_id, row_group_num_rows FROM parquet_metadata('{}') "
+              "ORDER BY row_group_id")
+    la, lb = con.execute(layout.format(pa)).fetchall(), con.execute(layout.format(pb)).fetchall()
+    if la != lb:
+        return f"row groups {la} vs {lb}"
+    return "the same rows and row groups, different bytes"
+
+
 def main(a, b):
     fa, fb = files(a), files(b)
     diffs = [f"only in {a}: {f}" for f in sorted(set(fa) - set(fb))] + [f"only in {b}: {f}" for f in sorted(set(fb) - set(fa))]
@@ -24,23 +38,16 @@ def main(a, b):
     compared = 0
     for f in sorted(set(fa) & set(fb)):
         pa, pb = Path(a) / f, Path(b) / f
-        if not f.endswith(".parquet"):
-            if pa.read_bytes() != pb.read_bytes():
-                diffs.append(f"{f}: differs")
-            continue
-        q = "SELECT * EXCLUDE (_cdc_ingested_at) FROM read_parquet('{}')"
-        ra, rb = con.execute(q.format(pa)).fetchall(), con.execute(q.format(pb)).fetchall()
         compared += 1
-        if ra != rb:
-            diffs.append(f"{f}: {len(ra)} rows vs {len(rb)}, or different values")
-        layout = ("SELECT DISTINCT row_group_id, row_group_num_rows FROM parquet_metadata('{}') "
-                  "ORDER BY row_group_id")
-        la, lb = con.execute(layout.format(pa)).fetchall(), con.execute(layout.format(pb)).fetchall()
-        if la != lb:
-            diffs.append(f"{f}: row groups {la} vs {lb}")
+        if pa.read_bytes() == pb.read_bytes():
+            continue
+        if f.endswith(".parquet"):
+            diffs.append(f"{f}: {how(con, pa, pb)}")
+        else:
+            diffs.append(f"{f}: differs")
     for d in diffs[:20]:
         print(d)
-    print(f"{compared} Parquet files compared, {len(fa)} objects, {len(diffs)} differences")
+    print(f"{compared} objects compared, {len(fa)} and {len(fb)} objects, {len(diffs)} differences")
     return 1 if diffs else 0
 
 

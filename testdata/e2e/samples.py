@@ -44,7 +44,7 @@ check(one(f"SELECT _cdc_ts FROM {o} WHERE _cdc_op = 'UPSERT'")[0],
       dt.datetime(2026, 7, 13, 4, 5, 0, 1, tzinfo=UTC), "op_ts keeps microseconds")
 check(one(f"SELECT _cdc_pos, _cdc_xid FROM {o} WHERE _cdc_offset = 6"),
       ("G-QUJDREVGR0hJSktMTU5PUFFSU1RVVldYWVo=1001", "example-transaction-1001"), "pos and xid stored exactly")
-check(one(f"SELECT count(DISTINCT _cdc_ingested_at IS NOT NULL) FROM {o}")[0], 1, "ingestion time set")
+check(one(f"SELECT count(_cdc_ingested_at) FROM {o}")[0], 0, "no record timestamp in a file: NULL")
 
 # The same stream in CloudEvents keeps the envelope attributes.
 ce = scan("SALES_CE.ORDERS")

@@ -421,7 +421,10 @@ func (s *Source) take(p *partition) *source.Block {
 	n, size := 0, 0
 	for n < len(p.queue) && n < s.cfg.BlockRecords && (n == 0 || size+len(p.queue[n].Value) <= s.cfg.BlockBytes) {
 		r := p.queue[n]
-		rec := source.Record{Offset: r.Offset, Value: r.Value, Key: r.Key, TimeMicros: r.Timestamp.UnixMicro()}
+		rec := source.Record{Offset: r.Offset, Value: r.Value, Key: r.Key}
+		if r.Timestamp.UnixMilli() > 0 { // -1: the record has none
+			rec.TimeMicros = r.Timestamp.UnixMicro()
+		}
 		for _, h := range r.Headers {
 			rec.Headers = append(rec.Headers, source.Header{Key: h.Key, Value: h.Value})
 		}

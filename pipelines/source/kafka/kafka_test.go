@@ -157,6 +157,27 @@ func TestUntilCaughtUpAndResume(t *testing.T) {
 		t.Errorf("nothing new landed: %d rows, %d before", len(got), first)
 	}
 	kafkatest.SameOnce(t, "two runs", got, reference(t, broker, topic))
+
+	// Every row carries its Kafka record's timestamp, not the time it
+	// was read: a replay lands the same value.
+	_, ends := kafkatest.Offsets(t, broker, "g-"+topic, topic)
+	total := int64(0)
+	for _, end := range ends {
+		total += end
+	}
+	recs := consume(t, broker, topic, int(total))
+	at := map[[2]int64]int64{}
+	for _, r := range recs {
+		at[[2]int64{int64(r.Partition), r.Offset}] = r.Timestamp.UnixMicro()
+	}
+	wrong := 0
+	for k, v := range kafkatest.Times(t, dir) {
+		if v != at[k] {
+			if wrong++; wrong <= 3 {
+				t.Errorf("partition %d offset %d: _cdc_ingested_at %d, its record's timestamp %d", k[0], k[1], v, at[k])
+			}
+		}
+	}
 }
 
 // TestStopAndRestart: a long-running instance stopped mid-stream (SIGTERM)

@@ -175,6 +175,27 @@ func landed(t testing.TB, dir string) (map[[2]int64]int, map[[2]int64][]string) 
 	t.Helper()
 	out := map[[2]int64]int{}
 	where := map[[2]int64][]string{}
+	eachRow(t, dir, func(rel string, k [2]int64, _ int64) {
+		out[k]++
+		where[k] = append(where[k], rel)
+	})
+	return out, where
+}
+
+// Times returns, by (partition, offset), the _cdc_ingested_at of every
+// row of the Parquet files under dir in microseconds, -1 where it is NULL.
+func Times(t testing.TB, dir string) map[[2]int64]int64 {
+	t.Helper()
+	out := map[[2]int64]int64{}
+	eachRow(t, dir, func(_ string, k [2]int64, at int64) { out[k] = at })
+	return out
+}
+
+// eachRow calls f with every row of the Parquet files under dir: the
+// file's path relative to dir, the row's (partition, offset) and its
+// _cdc_ingested_at in microseconds, -1 where it is NULL.
+func eachRow(t testing.TB, dir string, f func(rel string, k [2]int64, at int64)) {
+	t.Helper()
 	err := eachParquet(dir, func(rel string, fr *pqarrow.FileReader) error {
 		tbl, err := fr.ReadTable(context.Background())
 		if err != nil {
@@ -182,14 +203,16 @@ func landed(t testing.TB, dir string) (map[[2]int64]int, map[[2]int64][]string) 
 		}
 		defer tbl.Release()
 		sc := tbl.Schema()
-		parts := tbl.Column(sc.FieldIndices("_cdc_partition")[0]).Data().Chunks()
-		offs := tbl.Column(sc.FieldIndices("_cdc_offset")[0]).Data().Chunks()
+		col := func(name string) []arrow.Array { return tbl.Column(sc.FieldIndices(name)[0]).Data().Chunks() }
+		parts, offs, times := col("_cdc_partition"), col("_cdc_offset"), col("_cdc_ingested_at")
 		for c := range parts {
-			p, o := parts[c].(*array.Int32), offs[c].(*array.Int64)
+			p, o, ts := parts[c].(*array.Int32), offs[c].(*array.Int64), times[c].(*array.Timestamp)
 			for i := range p.Len() {
-				k := [2]int64{int64(p.Value(i)), o.Value(i)}
-				out[k]++
-				where[k] = append(where[k], rel)
+				at := int64(-1)
+				if ts.IsValid(i) {
+					at = int64(ts.Value(i))
+				}
+				f(rel, [2]int64{int64(p.Value(i)), o.Value(i)}, at)
 			}
 		}
 		return nil
@@ -197,7 +220,6 @@ func landed(t testing.TB, dir string) (map[[2]int64]int, map[[2]int64][]string) 
 	if err != nil {
 		t.Fatal(err)
 	}
-	return out, where
 }
 
 // Duplicates counts the rows landed more than once.
