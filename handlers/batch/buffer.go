@@ -175,7 +175,11 @@ type imageBuilder struct {
 	// absent lists the image's absent columns (nil when they are not
 	// kept: the checks of logged rows).
 	absent *nameList
-	seen   []bool
+	// seen says which columns the image named; found counts them, and
+	// siblings says whether the table has text siblings at all.
+	seen     []bool
+	found    int
+	siblings bool
 	// names are the table's column names, for the absent lists; gone is
 	// the scratch list of an image's absent names.
 	names [][]byte
@@ -290,7 +294,7 @@ func (b *buffer) build() {
 		for i := range 2 {
 			at := n + len(t.Extras) + structs + i
 			ib := &imageBuilder{absent: newNameList(at, t.Arrow.Field(at).Type), seen: make([]bool, len(t.Columns)), noStruct: structs == 0,
-				names: t.ColumnNames()}
+				names: t.ColumnNames(), siblings: hasSiblings(t)}
 			if structs > 0 {
 				field := n + len(t.Extras) + i
 				ib.st, ib.app, ib.rep = newImageStruct(b.alloc, b.conv, t, field, t.Arrow.Field(field).Type.(*arrow.StructType))
@@ -302,7 +306,7 @@ func (b *buffer) build() {
 	case schema.LayoutFlat:
 		at := n + len(t.Extras) + len(t.Columns)
 		ib := &imageBuilder{absent: newNameList(at, t.Arrow.Field(at).Type), seen: make([]bool, len(t.Columns)),
-			names: t.ColumnNames()}
+			names: t.ColumnNames(), siblings: hasSiblings(t)}
 		texts, builders := make([]*schema.TextColumn, len(t.Columns)), make([]array.Builder, len(t.Columns))
 		for j, c := range t.Columns {
 			field := n + len(t.Extras) + j
@@ -581,7 +585,7 @@ func (ib *imageBuilder) append(t *schema.Table, img change.Image) error {
 	if ib.st != nil {
 		ib.st.appendValid()
 	}
-	clear(ib.seen)
+	ib.unmark()
 	var first error
 	// Images name their columns in the table's order, as a rule: the
 	// column after the last one found is tried before the index.
@@ -604,7 +608,7 @@ func (ib *imageBuilder) append(t *schema.Table, img change.Image) error {
 			}
 			return
 		}
-		ib.seen[i] = true
+		ib.mark(i)
 		if t.Declared && !t.Columns[i].Nullable && v.Type() == fastjson.TypeNull && first == nil {
 			// The source's schema says the column is never NULL.
 			first = fmt.Errorf("column %q is NULL, which its declared type (not optional) does not allow", key)
@@ -618,7 +622,7 @@ func (ib *imageBuilder) append(t *schema.Table, img change.Image) error {
 			if err := ib.app[j](v); err != nil && first == nil {
 				first = err
 			}
-			ib.seen[j] = true
+			ib.mark(j)
 			return
 		}
 		ib.fill(i)
@@ -642,7 +646,7 @@ func (ib *imageBuilder) replay(t *schema.Table, data []byte, present bool) error
 	if ib.st != nil {
 		ib.st.appendValid()
 	}
-	clear(ib.seen)
+	ib.unmark()
 	for len(data) > 0 {
 		i, value, rest, err := schema.LogEntry(data)
 		if err == nil && i >= len(ib.app) {
@@ -651,7 +655,7 @@ func (ib *imageBuilder) replay(t *schema.Table, data []byte, present bool) error
 		if err != nil {
 			return err
 		}
-		ib.seen[i] = true
+		ib.mark(i)
 		ib.fill(i)
 		if !value {
 			_ = ib.app[i](nil)
@@ -669,13 +673,19 @@ func (ib *imageBuilder) replay(t *schema.Table, data []byte, present bool) error
 // finish ends an image: the columns it did not name are NULL (fill and
 // settle append those), and those that are absent are listed.
 func (ib *imageBuilder) finish(t *schema.Table) {
-	// A sibling whose typed column was sent is NULL, not absent.
-	for i, seen := range ib.seen {
-		if j, ok := t.Sibling(i); ok && seen && !ib.seen[j] {
-			ib.seen[j] = true
+	if ib.siblings {
+		// A sibling whose typed column was sent is NULL, not absent.
+		for i, seen := range ib.seen {
+			if j, ok := t.Sibling(i); ok && seen {
+				ib.mark(j)
+			}
 		}
 	}
-	if ib.absent != nil {
+	switch {
+	case ib.absent == nil:
+	case ib.found == len(ib.seen):
+		ib.absent.appendNames(nil) // a whole image: none absent
+	default:
 		gone := ib.gone[:0]
 		for i, seen := range ib.seen {
 			if !seen {
@@ -686,6 +696,30 @@ func (ib *imageBuilder) finish(t *schema.Table) {
 		ib.gone = gone
 	}
 	ib.rows++
+}
+
+// mark notes that the image named column i.
+func (ib *imageBuilder) mark(i int) {
+	if !ib.seen[i] {
+		ib.seen[i] = true
+		ib.found++
+	}
+}
+
+// unmark starts an image: it has named no column yet.
+func (ib *imageBuilder) unmark() {
+	clear(ib.seen)
+	ib.found = 0
+}
+
+// hasSiblings reports whether a column of t has a text sibling.
+func hasSiblings(t *schema.Table) bool {
+	for i := range t.Columns {
+		if _, ok := t.Sibling(i); ok {
+			return true
+		}
+	}
+	return false
 }
 
 func (b *buffer) appendEvent(c *change.Change) error {
