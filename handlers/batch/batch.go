@@ -427,8 +427,7 @@ func (b *Batcher) add(ctx context.Context, p *partition, c *change.Change, t *sc
 		return b.settle(ctx, p, at)
 	}
 	tc := b.tables(t.Name)
-	now := b.now()
-	buf, opened := b.openBuffer(p, tc, c, t, at, now)
+	buf, opened := b.openBuffer(p, tc, c, t, at)
 	if opened && rp != nil {
 		if buf.forced = rp.forcedCut(t, buf.dir, at.Offset); buf.forced != nil {
 			rp.forced = append(rp.forced, buf)
@@ -457,13 +456,14 @@ func (b *Batcher) add(ctx context.Context, p *partition, c *change.Change, t *sc
 
 // openBuffer returns p's open buffer for the row c of table version t at
 // at, and whether it opened it; p's lock is held.
-func (b *Batcher) openBuffer(p *partition, tc *TableConfig, c *change.Change, t *schema.Table, at sinks.Position, now time.Time) (*buffer, bool) {
+func (b *Batcher) openBuffer(p *partition, tc *TableConfig, c *change.Change, t *schema.Table, at sinks.Position) (*buffer, bool) {
 	dir := tc.Path.Expand(t.Name, dirMicros(c))
 	key := bufKey{table: t.Name, fp: t.Fingerprint, dir: dir, source: at.Source, part: at.Partition}
 	if buf, ok := p.open[key]; ok {
 		return buf, false
 	}
-	buf := newBuffer(b.mem, key, t, dir, at, now.UnixNano(), b.logLimit)
+	// The clock dates the file for max_age alone; nothing landed reads it.
+	buf := newBuffer(b.mem, key, t, dir, at, b.now().UnixNano(), b.logLimit)
 	buf.maxAge = int64(tc.MaxAge)
 	p.attach(buf)
 	b.nopen.Add(1)

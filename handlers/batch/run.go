@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"sync"
-	"time"
 
 	"github.com/cdclake/cdclake/handlers/change"
 	"github.com/cdclake/cdclake/handlers/schema"
@@ -96,9 +95,6 @@ func (b *Batcher) segment(ctx context.Context, p *partition, items []Item, holde
 	// Which file each row goes to, in order: the buffers and the counters
 	// that say when a file is full are the batcher's, as for Add.
 	end, fill := len(items), -1
-	// The clock is read once for the segment's new files (a read per row
-	// was 2% of a GoldenGate run); it dates them for max_age alone.
-	var now time.Time
 	for i := range items {
 		it := &items[i]
 		it.Err = nil
@@ -112,10 +108,7 @@ func (b *Batcher) segment(ctx context.Context, p *partition, items []Item, holde
 			continue
 		}
 		tc := b.tables(it.T.Name)
-		if now.IsZero() {
-			now = b.now()
-		}
-		buf, _ := b.openBuffer(p, tc, it.C, it.T, it.At, now)
+		buf, _ := b.openBuffer(p, tc, it.C, it.T, it.At)
 		buf.used = b.appends.Add(1)
 		if buf.planned == 0 {
 			rs.touched = append(rs.touched, buf)
