@@ -105,12 +105,10 @@ def scaling(args):
     return subprocess.run(["go", "run", "./bench/scaling"], capture_output=True, text=True, check=True).stdout.strip()
 
 
-def parse_bound(rows, runs=5):
+def parse_bound(runs=5):
     """What a decoder without a parse tree could gain (bench/parsebound):
-    the tree's and a minimal scan's cost per record (medians of runs
-    runs), and the one-core rate each workload of rows would reach without
-    the tree's cost over the scan's, or without the whole tree's, as a
-    table."""
+    the tree's and a minimal scan's cost per record, medians of runs
+    runs, as a table."""
     ns = {}
     for _ in range(runs):
         out = subprocess.run(["go", "test", "-run", "^$", "-bench", ".", "-count", "1", "./bench/parsebound"],
@@ -118,17 +116,11 @@ def parse_bound(rows, runs=5):
         for m in re.finditer(r"^Benchmark(Tree|Scan)/(\S+?)(?:-\d+)?\s+\d+\s+([\d.]+) ns/op", out, re.M):
             ns.setdefault((m.group(1), m.group(2)), []).append(float(m.group(3)))
     med = {k: sorted(v)[len(v) // 2] / 1000 for k, v in ns.items()}
-    out = ["| records | tree µs | scan µs | workload | events/s, 1 core | without the tree's cost | without any parse |",
-           "|---|---|---|---|---|---|---|"]
-    for name, label in (("goldengate", "GoldenGate Data Streams"), ("debezium-payload", "Debezium, schemas enabled"),
-                        ("debezium-schemaless", "Debezium, schemas disabled")):
+    out = ["| records | tree µs | scan µs | scan / tree |", "|---|---|---|---|"]
+    for name in ("goldengate", "debezium-payload", "debezium-schemaless"):
         tree, scan = med.get(("Tree", name)), med.get(("Scan", name))
-        r = next((r for r in rows if r["workload"] == label and r["who"].endswith("=1")), None)
-        if tree is None or scan is None or r is None:
-            continue
-        per = 1e6 / r["rate"]  # µs an event
-        out.append(f"| {name} | {tree:.2f} | {scan:.2f} | {label} | {r['rate']:,.0f} | "
-                   f"{1e6 / (per - (tree - scan)):,.0f} | {1e6 / (per - tree):,.0f} |")
+        if tree and scan:
+            out.append(f"| {name} | {tree:.2f} | {scan:.2f} | {scan / tree:.2f} |")
     return "\n".join(out) if len(out) > 2 else ""
 
 
@@ -351,7 +343,7 @@ Targets (each from the figures above; one run of `make bench` on this machine):
 
     machine = scaling(args)
     print(f"machine scaling: {machine}", file=sys.stderr)
-    bound = parse_bound(rows)
+    bound = parse_bound()
     if bound:
         print(bound)
         bound = f"""
@@ -359,9 +351,10 @@ What a decoder without a parse tree could gain (`bench/parsebound`, medians of 5
 is fastjson's parse of a record and a read of every value from it, as the unwrap stage does
 (of a Connect envelope the payload alone: the schema is recognised by its bytes); "scan" is
 the least any decoder must do, every key and value token found and the structure checked, with
-no unescaping, UTF-8 check or number syntax. The last two columns are the workload's one-core rate
-in the first table with the tree's cost over the scan's removed from each event, and with the whole
-tree's removed: upper bounds, since a real decoder also unescapes and checks what it lands.
+no unescaping, UTF-8 check or number syntax. A decoder that converted values straight from a
+record's bytes would save at most the difference. These run within the caches and slow down less
+than a landing when the host is busy, so compare them with the rates above only in an hour when
+those are at their usual level (DuckDB's tell).
 
 {bound}
 """
