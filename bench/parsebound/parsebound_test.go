@@ -24,13 +24,13 @@ import (
 	"github.com/valyala/fastjson"
 )
 
-// records returns the records of a deterministic stream of format: 20,000
-// events over 24 tables, as make bench generates them. Of a Kafka Connect
+// records returns the records of a deterministic stream of format: events
+// over 24 tables, as make bench generates them. Of a Kafka Connect
 // envelope (Debezium with schemas) only the payload is kept: the unwrap
 // stage recognises the schema by its bytes and parses the payload alone.
-func records(tb testing.TB, format int) [][]byte {
+func records(tb testing.TB, format, events int) [][]byte {
 	var buf bytes.Buffer
-	if _, err := gen.GenerateFormat(&buf, 20000, 24, 1, format); err != nil {
+	if _, err := gen.GenerateFormat(&buf, events, 24, 1, format); err != nil {
 		tb.Fatal(err)
 	}
 	recs := bytes.Split(bytes.TrimSuffix(buf.Bytes(), []byte("\n")), []byte("\n"))
@@ -60,12 +60,15 @@ var formats = []struct {
 	{"debezium-schemaless", gen.DebeziumSchemaless},
 }
 
+// benchEvents is the length of the benchmarks' streams.
+const benchEvents = 20000
+
 var sink int
 
 func BenchmarkTree(b *testing.B) {
 	for _, f := range formats {
 		b.Run(f.name, func(b *testing.B) {
-			recs := records(b, f.format)
+			recs := records(b, f.format, benchEvents)
 			var p fastjson.Parser
 			b.ResetTimer()
 			for i := range b.N {
@@ -100,7 +103,7 @@ func walkTree(v *fastjson.Value) {
 func BenchmarkScan(b *testing.B) {
 	for _, f := range formats {
 		b.Run(f.name, func(b *testing.B) {
-			recs := records(b, f.format)
+			recs := records(b, f.format, benchEvents)
 			b.ResetTimer()
 			for i := range b.N {
 				if err := scan(recs[i%len(recs)]); err != nil {
@@ -115,7 +118,7 @@ func BenchmarkScan(b *testing.B) {
 // broken ones, so that BenchmarkScan measures a real walk.
 func TestScan(t *testing.T) {
 	for _, f := range formats {
-		for _, r := range records(t, f.format) {
+		for _, r := range records(t, f.format, 2000) {
 			if err := scan(r); err != nil {
 				t.Fatalf("%s: %v: %s", f.name, err, r)
 			}
