@@ -294,7 +294,7 @@ func (b *buffer) build() {
 		for i := range 2 {
 			at := n + len(t.Extras) + structs + i
 			ib := &imageBuilder{absent: newNameList(at, t.Arrow.Field(at).Type), seen: make([]bool, len(t.Columns)), noStruct: structs == 0,
-				names: t.ColumnNames(), siblings: hasSiblings(t)}
+				names: t.ColumnNames(), siblings: t.HasSiblings()}
 			if structs > 0 {
 				field := n + len(t.Extras) + i
 				ib.st, ib.app, ib.rep = newImageStruct(b.alloc, b.conv, t, field, t.Arrow.Field(field).Type.(*arrow.StructType))
@@ -306,7 +306,7 @@ func (b *buffer) build() {
 	case schema.LayoutFlat:
 		at := n + len(t.Extras) + len(t.Columns)
 		ib := &imageBuilder{absent: newNameList(at, t.Arrow.Field(at).Type), seen: make([]bool, len(t.Columns)),
-			names: t.ColumnNames(), siblings: hasSiblings(t)}
+			names: t.ColumnNames(), siblings: t.HasSiblings()}
 		texts, builders := make([]*schema.TextColumn, len(t.Columns)), make([]array.Builder, len(t.Columns))
 		for j, c := range t.Columns {
 			field := n + len(t.Extras) + j
@@ -710,16 +710,6 @@ func (ib *imageBuilder) mark(i int) {
 func (ib *imageBuilder) unmark() {
 	clear(ib.seen)
 	ib.found = 0
-}
-
-// hasSiblings reports whether a column of t has a text sibling.
-func hasSiblings(t *schema.Table) bool {
-	for i := range t.Columns {
-		if _, ok := t.Sibling(i); ok {
-			return true
-		}
-	}
-	return false
 }
 
 func (b *buffer) appendEvent(c *change.Change) error {

@@ -132,8 +132,10 @@ type Table struct {
 type ColumnSet struct {
 	cols  []Column
 	index map[string]int
-	// sibling[i] is the index of column i's text sibling, or -1.
-	sibling []int
+	// sibling[i] is the index of column i's text sibling, or -1;
+	// siblings is set when a column has one.
+	sibling  []int
+	siblings bool
 	// names are the columns' names as bytes (the absent columns' lists).
 	names [][]byte
 	st    *arrow.StructType // nil without columns
@@ -163,7 +165,7 @@ func columnSet(cols []Column) *ColumnSet {
 		s.sibling[i] = -1
 		if HasSibling(c.Type) {
 			if j, ok := s.index[TextSibling(c.Name)]; ok {
-				s.sibling[i] = j
+				s.sibling[i], s.siblings = j, true
 			}
 		}
 	}
@@ -214,6 +216,9 @@ func (t *Table) Sibling(i int) (int, bool) {
 	j := t.set.sibling[i]
 	return j, j >= 0
 }
+
+// HasSiblings reports whether a column of the version has a text sibling.
+func (t *Table) HasSiblings() bool { return t.set.siblings }
 
 // NewTable builds a table version and its Arrow schema.
 func NewTable(name string, version int, layout Layout, cols []Column, extras []ExtraColumn, declared bool, ignore func(string) bool) *Table {
