@@ -11,12 +11,18 @@ LAKE      ?= ./lake
 .DEFAULT_GOAL := all
 include Makefile.infra
 
-.PHONY: all build run test fuzz bench bench-go bench-land vet pyenv clean e2e
+.PHONY: all build run test fuzz bench bench-go bench-land vet pyenv clean e2e docs
 
 all: build
 
+# The version and commit the binary reports (cdclake version, the
+# cdclake_build_info metric).
+VERSION   ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
+COMMIT    ?= $(shell git rev-parse HEAD 2>/dev/null || echo unknown)
+LDFLAGS   := -X main.version=$(VERSION) -X main.commit=$(COMMIT)
+
 build:
-	$(GO) build -o bin/cdclake ./cmd/cdclake
+	$(GO) build -ldflags '$(LDFLAGS)' -o bin/cdclake ./cmd/cdclake
 
 # Lands the bundled sample streams into ./lake and prints the summary.
 run: build
@@ -93,6 +99,11 @@ bench-land: build pyenv
 	/usr/bin/time -f 'peak RSS %M KiB, %e s wall, %U s user' ./bin/cdclake run --source /tmp/cdclake-bench/stream.ndjson \
 		--sink /tmp/cdclake-bench/lake --config testdata/bench/config.yaml
 	$(VPY) testdata/e2e/verify.py /tmp/cdclake-bench/lake /tmp/cdclake-bench/expected.json | tail -1
+
+# docs/configuration.md from the code's key list (config.Keys); a test
+# fails when they differ.
+docs:
+	$(GO) test ./config -run TestConfigurationDoc -update
 
 clean:
 	rm -rf bin $(LAKE) $(VENV)

@@ -24,12 +24,15 @@
 package config
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
+	"log/slog"
+	"math"
+	"net"
 	"os"
 	"path"
 	"reflect"
-	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -45,6 +48,11 @@ type Config struct {
 	Defaults Route   `yaml:"defaults"`
 	Routes   []Route `yaml:"routes"`
 	Tables   Filter  `yaml:"tables"`
+	// Observability configures the metrics and probes endpoint.
+	Observability Observability `yaml:"observability"`
+	// Log configures the log lines (the --log-level and --log-format flags
+	// override it).
+	Log Log `yaml:"log"`
 	// ProgressInterval is how often a progress line is logged.
 	ProgressInterval Duration `yaml:"progress_interval"`
 	// ShutdownTimeout bounds, after a stop signal, the writing of the open
@@ -54,8 +62,12 @@ type Config struct {
 
 // Source configures decoding.
 type Source struct {
-	// URL of the source; the --source flag overrides it.
+	// URL of the source; the --source flag overrides it. A Kafka source
+	// can be given as the kafka section instead.
 	URL string `yaml:"url"`
+	// Kafka reads Kafka topics as a consumer group member: the long form
+	// of a kafka:// source URL.
+	Kafka Kafka `yaml:"kafka"`
 	// Format forces one format for every message: auto (default),
 	// goldengate, goldengate-bigdata, debezium.
 	Format string `yaml:"format"`
@@ -101,6 +113,75 @@ type SchemaRegistry struct {
 	CacheSize int `yaml:"cache_size"`
 }
 
+// Kafka is a Kafka source: the same settings as the parameters of a
+// kafka:// URL, which stays a shorthand for it.
+type Kafka struct {
+	Brokers                []string  `yaml:"brokers"`
+	Topics                 []string  `yaml:"topics"`
+	Regex                  bool      `yaml:"regex"`
+	Group                  string    `yaml:"group"`
+	InstanceID             string    `yaml:"instance_id"`
+	ClientID               string    `yaml:"client_id"`
+	Start                  string    `yaml:"start"`
+	SessionTimeout         Duration  `yaml:"session_timeout"`
+	MetadataMaxAge         Duration  `yaml:"metadata_max_age"`
+	FetchMaxWait           Duration  `yaml:"fetch_max_wait"`
+	FetchMaxBytes          Size      `yaml:"fetch_max_bytes"`
+	FetchMaxPartitionBytes Size      `yaml:"fetch_max_partition_bytes"`
+	CommitInterval         Duration  `yaml:"commit_interval"`
+	TLS                    KafkaTLS  `yaml:"tls"`
+	SASL                   KafkaSASL `yaml:"sasl"`
+}
+
+// Set reports whether the section names a source: brokers, topics or a
+// group.
+func (k *Kafka) Set() bool { return len(k.Brokers) > 0 || len(k.Topics) > 0 || k.Group != "" }
+
+// KafkaTLS encrypts the connection to the brokers. Files are PEM.
+type KafkaTLS struct {
+	Enabled    bool   `yaml:"enabled"`
+	CAFile     string `yaml:"ca_file"`
+	CertFile   string `yaml:"cert_file"`
+	KeyFile    string `yaml:"key_file"`
+	ServerName string `yaml:"server_name"`
+}
+
+// KafkaSASL authenticates to the brokers; the password is read from an
+// environment variable or a file, never from the config.
+type KafkaSASL struct {
+	Mechanism    string `yaml:"mechanism"`
+	Username     string `yaml:"username"`
+	PasswordEnv  string `yaml:"password_env"`
+	PasswordFile string `yaml:"password_file"`
+}
+
+// Observability configures the HTTP endpoint of metrics (/metrics) and
+// probes (/healthz, /readyz).
+type Observability struct {
+	// Listen is the endpoint's address (host:port). Empty: :9464 for a
+	// Kafka source, none for files; "off": none.
+	Listen string `yaml:"listen"`
+	// TableLabels bounds how many tables get a label of their own in the
+	// per-table metrics, beside the tables a route matches; the others
+	// share the label "_other".
+	TableLabels int `yaml:"table_labels"`
+	// CheckInterval is how often the readiness checks that connect (the
+	// store, the registry, the brokers) run.
+	CheckInterval Duration `yaml:"check_interval"`
+	// StuckAfter is how many flush intervals (the longest max_age) may pass
+	// without durable progress while data is pending before /readyz says
+	// the run is stuck.
+	StuckAfter int `yaml:"stuck_after"`
+}
+
+// Log configures logging.
+type Log struct {
+	// Level is debug, info, warn or error.
+	Level string `yaml:"level"`
+	// Format is text or json (one JSON object per line).
+	Format string `yaml:"format"`
+}
+
 // Sink configures storage.
 type Sink struct {
 	// URL of the lake; the --sink flag overrides it.
@@ -111,6 +192,10 @@ type Sink struct {
 	// _dead_letter/ folder, or a Kafka topic, kafka://brokers/topic?… with
 	// the source URL's connection parameters.
 	DeadLetters string `yaml:"dead_letters"`
+	// MaxDeadLetters is how many dead letters a run may write before it
+	// fails with its own exit status: a count (0: none) or a fraction of
+	// the messages read (0.01 or 1%). Unset: no limit.
+	MaxDeadLetters Limit `yaml:"max_dead_letters"`
 }
 
 // Batch bounds memory across all tables.
@@ -156,51 +241,61 @@ type Route struct {
 // Default holds every default value; nothing else in cdclake has its own.
 var Default = Config{
 	Source: Source{Format: "auto", BlockLines: 4096, BlockBytes: 16 << 20,
+		Kafka: Kafka{ClientID: "cdclake", Start: "earliest", CommitInterval: Duration(5 * time.Second),
+			FetchMaxWait: Duration(500 * time.Millisecond)},
 		SchemaRegistry: SchemaRegistry{Timeout: Duration(10 * time.Second), CacheSize: 1024}},
 	Sink:  Sink{RetryFor: Duration(10 * time.Minute)},
 	Batch: Batch{MaxBufferedBytes: 256 << 20, MaxOpenFiles: 8192},
 	Defaults: Route{Path: "{table}/date={date}", Layout: "images", MaxRows: 1_000_000, MaxBytes: 128 << 20,
 		MaxAge: Duration(5 * time.Minute), Compression: "zstd", RowGroup: 128 * 1024, Numbers: "decimal_text"},
+	Observability:    Observability{TableLabels: 100, CheckInterval: Duration(5 * time.Second), StuckAfter: 3},
+	Log:              Log{Level: "info", Format: "text"},
 	ProgressInterval: Duration(5 * time.Second),
 	ShutdownTimeout:  Duration(25 * time.Second),
 }
 
 // Load reads a YAML file (empty name: defaults only), fills defaults and
-// validates.
+// validates: Read, then Validate, with every error of both.
 func Load(file string) (*Config, error) {
-	c := Default
-	if file != "" {
-		data, err := os.ReadFile(file)
-		if err != nil {
-			return nil, err
-		}
-		var doc yaml.Node
-		if err := yaml.Unmarshal(data, &doc); err != nil {
-			return nil, fmt.Errorf("%s: %w", file, err)
-		}
-		// Every unknown key and every bad value, each with its key path; a
-		// value that cannot be decoded stops here, the others are reported
-		// with what Validate finds.
-		unknown := unknownKeys(&doc, reflect.TypeOf(Config{}), "")
-		if slices.ContainsFunc(unknown, func(err error) bool { _, ok := err.(valueError); return ok }) {
-			return nil, fmt.Errorf("%s: %w", file, errors.Join(unknown...))
-		}
-		var raw Config
-		if len(doc.Content) > 0 {
-			if err := doc.Decode(&raw); err != nil {
-				return nil, fmt.Errorf("%s: %w", file, err)
-			}
-		}
-		c = merge(c, raw)
-		if err := errors.Join(append(unknown, c.Validate())...); err != nil {
-			return nil, err
-		}
-		return &c, nil
-	}
-	if err := c.Validate(); err != nil {
+	c, err := Read(file)
+	if c == nil {
 		return nil, err
 	}
-	return &c, nil
+	if err := errors.Join(err, c.Validate()); err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+// Read reads a YAML file (empty name: defaults only) and fills defaults,
+// without Validate. Its error lists every key it could not read: unknown
+// keys, values of the wrong type and unset ${VAR}s, each with its key path.
+// Unless the file could not be read or is not YAML, the Config is returned
+// even then, with those keys at their defaults, so that a caller reports
+// in one go what Read, Validate and later checks find.
+func Read(file string) (*Config, error) {
+	c := Default
+	if file == "" {
+		return &c, nil
+	}
+	data, err := os.ReadFile(file)
+	if err != nil {
+		return nil, err
+	}
+	var doc yaml.Node
+	if err := yaml.Unmarshal(data, &doc); err != nil {
+		return nil, fmt.Errorf("%s: %w", file, err)
+	}
+	errs := interpolate(&doc, "", os.LookupEnv)
+	errs = append(errs, unknownKeys(&doc, reflect.TypeOf(Config{}), "")...)
+	var raw Config
+	if len(doc.Content) > 0 {
+		if err := doc.Decode(&raw); err != nil {
+			return nil, fmt.Errorf("%s: %w", file, err)
+		}
+	}
+	c = merge(c, raw)
+	return &c, errors.Join(errs...)
 }
 
 func merge(def, c Config) Config {
@@ -220,6 +315,17 @@ func merge(def, c Config) Config {
 	if out.Source.SchemaRegistry.CacheSize == 0 {
 		out.Source.SchemaRegistry.CacheSize = def.Source.SchemaRegistry.CacheSize
 	}
+	k, dk := &out.Source.Kafka, def.Source.Kafka
+	k.ClientID = cmp.Or(k.ClientID, dk.ClientID)
+	k.Start = cmp.Or(k.Start, dk.Start)
+	k.CommitInterval = cmp.Or(k.CommitInterval, dk.CommitInterval)
+	k.FetchMaxWait = cmp.Or(k.FetchMaxWait, dk.FetchMaxWait)
+	o, do := &out.Observability, def.Observability
+	o.TableLabels = cmp.Or(o.TableLabels, do.TableLabels)
+	o.CheckInterval = cmp.Or(o.CheckInterval, do.CheckInterval)
+	o.StuckAfter = cmp.Or(o.StuckAfter, do.StuckAfter)
+	out.Log.Level = cmp.Or(out.Log.Level, def.Log.Level)
+	out.Log.Format = cmp.Or(out.Log.Format, def.Log.Format)
 	if out.Sink.RetryFor == 0 {
 		out.Sink.RetryFor = def.Sink.RetryFor
 	}
@@ -326,6 +432,43 @@ func (c *Config) Validate() error {
 	}
 	if c.Sink.RetryFor < 0 {
 		bad("sink.retry_for", "must not be negative")
+	}
+	if k := &c.Source.Kafka; k.Set() {
+		if c.Source.URL != "" {
+			bad("source", "url and kafka both say where to read: keep one")
+		}
+		for _, d := range []struct {
+			key string
+			v   Duration
+		}{{"session_timeout", k.SessionTimeout}, {"metadata_max_age", k.MetadataMaxAge}, {"fetch_max_wait", k.FetchMaxWait},
+			{"commit_interval", k.CommitInterval}} {
+			if d.v < 0 {
+				bad("source.kafka."+d.key, "must not be negative")
+			}
+		}
+		for _, s := range []struct {
+			key string
+			v   Size
+		}{{"fetch_max_bytes", k.FetchMaxBytes}, {"fetch_max_partition_bytes", k.FetchMaxPartitionBytes}} {
+			if s.v > math.MaxInt32 {
+				bad("source.kafka."+s.key, "must be below 2GiB")
+			}
+		}
+	}
+	if o := c.Observability; o.TableLabels < 0 {
+		bad("observability.table_labels", "must not be negative")
+	}
+	if c.Observability.CheckInterval <= 0 {
+		bad("observability.check_interval", "must be positive")
+	}
+	if c.Observability.StuckAfter < 1 {
+		bad("observability.stuck_after", "must be ≥ 1")
+	}
+	if err := CheckListen("observability.listen", c.Observability.Listen); err != nil {
+		errs = append(errs, err)
+	}
+	if err := CheckLog(c.Log.Level, c.Log.Format); err != nil {
+		errs = append(errs, err)
 	}
 	checkGlobs := func(key string, globs []string) {
 		for i, g := range globs {
@@ -464,4 +607,101 @@ func (d *Duration) UnmarshalYAML(n *yaml.Node) error {
 	}
 	*d = Duration(v)
 	return nil
+}
+
+// CheckListen checks the address of the metrics endpoint: host:port, "" or
+// "off".
+func CheckListen(key, addr string) error {
+	if addr == "" || addr == "off" {
+		return nil
+	}
+	_, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return fmt.Errorf("%s: %q is not host:port or off", key, addr)
+	}
+	if n, err := strconv.Atoi(port); err != nil || n < 0 || n > 65535 {
+		return fmt.Errorf("%s: %q: bad port", key, addr)
+	}
+	return nil
+}
+
+// CheckLog checks a log level and format, with errors naming log.level and
+// log.format.
+func CheckLog(level, format string) error {
+	var errs []error
+	var l slog.Level
+	if err := l.UnmarshalText([]byte(level)); err != nil {
+		errs = append(errs, fmt.Errorf("log.level: %q, want debug, info, warn or error", level))
+	}
+	if format != "text" && format != "json" {
+		errs = append(errs, fmt.Errorf("log.format: %q, want text or json", format))
+	}
+	return errors.Join(errs...)
+}
+
+// Limit is a bound on a count, given as a count ("100") or as a fraction of
+// a total ("0.01", "1%"). The zero Limit is no bound.
+type Limit struct {
+	// Set is false for no bound.
+	Set bool
+	// Count is the bound when Fraction is 0.
+	Count int64
+	// Fraction, in (0, 1), bounds the count relative to a total.
+	Fraction float64
+}
+
+// UnmarshalYAML parses a limit.
+func (l *Limit) UnmarshalYAML(n *yaml.Node) error {
+	v, err := ParseLimit(n.Value)
+	if err != nil {
+		return fmt.Errorf("line %d: %w", n.Line, err)
+	}
+	*l = v
+	return nil
+}
+
+// ParseLimit parses a count (an integer ≥ 0) or a fraction (a number
+// between 0 and 1 exclusive, or a percentage below 100%); "" is no limit.
+func ParseLimit(s string) (Limit, error) {
+	s = strings.TrimSpace(s)
+	if s == "" {
+		return Limit{}, nil
+	}
+	if n, err := strconv.ParseInt(s, 10, 64); err == nil {
+		if n < 0 {
+			return Limit{}, fmt.Errorf("bad limit %q: a count must not be negative", s)
+		}
+		return Limit{Set: true, Count: n}, nil
+	}
+	num, scale := s, 1.0
+	if strings.HasSuffix(s, "%") {
+		num, scale = strings.TrimSpace(strings.TrimSuffix(s, "%")), 100
+	}
+	f, err := strconv.ParseFloat(num, 64)
+	if err != nil || math.IsNaN(f) || f/scale <= 0 || f/scale >= 1 {
+		return Limit{}, fmt.Errorf("bad limit %q (a count such as 100, or a fraction such as 0.01 or 1%%)", s)
+	}
+	return Limit{Set: true, Fraction: f / scale}, nil
+}
+
+// Exceeded reports whether n of total exceeds the limit.
+func (l Limit) Exceeded(n, total int64) bool {
+	switch {
+	case !l.Set:
+		return false
+	case l.Fraction > 0:
+		return total > 0 && float64(n) > l.Fraction*float64(total)
+	}
+	return n > l.Count
+}
+
+// String returns the limit as it is written in the config.
+func (l Limit) String() string {
+	switch {
+	case !l.Set:
+		return ""
+	case l.Fraction > 0:
+		return strconv.FormatFloat(l.Fraction, 'g', -1, 64)
+	}
+	return strconv.FormatInt(l.Count, 10)
 }

@@ -198,3 +198,94 @@ routes:
 		}
 	}
 }
+
+func TestInterpolation(t *testing.T) {
+	t.Setenv("LAKE_BUCKET", "s3://lake?region=eu-west-1")
+	t.Setenv("ROWS", "500")
+	t.Setenv("EMPTY", "")
+	c, err := load(t, `
+sink:
+  url: ${LAKE_BUCKET}&prefix=${PREFIX:-cdc/}
+defaults:
+  max_rows: ${ROWS}
+  path: "{table}/${EMPTY:-x}/$${literal}"
+routes:
+  - match: "${MATCH:-A.*}"
+`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Sink.URL != "s3://lake?region=eu-west-1&prefix=cdc/" || c.Defaults.MaxRows != 500 ||
+		c.Defaults.Path != "{table}/x/${literal}" || c.Routes[0].Match != "A.*" {
+		t.Errorf("interpolated: sink %q, max_rows %d, path %q, match %q", c.Sink.URL, c.Defaults.MaxRows, c.Defaults.Path, c.Routes[0].Match)
+	}
+	_, err = load(t, "sink:\n  url: ${NOT_SET_ANYWHERE}\ndefaults:\n  max_rows: \"${ROWS}\"\n  path: ${bad name}\n")
+	for _, want := range []string{
+		"sink.url: ${NOT_SET_ANYWHERE}: the environment variable NOT_SET_ANYWHERE is not set",
+		`defaults.max_rows: "500" is not an integer`, // quoted: stays text
+		"defaults.path: ${bad name}: not a variable name",
+	} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("missing %q in:\n%v", want, err)
+		}
+	}
+}
+
+func TestLimit(t *testing.T) {
+	for in, want := range map[string]Limit{
+		"": {}, "0": {Set: true}, "100": {Set: true, Count: 100},
+		"0.01": {Set: true, Fraction: 0.01}, "2.5%": {Set: true, Fraction: 0.025},
+	} {
+		if got, err := ParseLimit(in); err != nil || got != want {
+			t.Errorf("ParseLimit(%q) = %+v, %v; want %+v", in, got, err, want)
+		}
+	}
+	for _, in := range []string{"-1", "1.5", "100%", "0%", "x", "NaN"} {
+		if _, err := ParseLimit(in); err == nil {
+			t.Errorf("ParseLimit(%q) accepted", in)
+		}
+	}
+	for _, c := range []struct {
+		l        string
+		n, total int64
+		want     bool
+	}{{"", 1 << 40, 1, false}, {"0", 1, 10, true}, {"0", 0, 10, false}, {"5", 5, 10, false}, {"5", 6, 10, true},
+		{"10%", 10, 100, false}, {"10%", 11, 100, true}, {"0.5", 0, 0, false}} {
+		l, _ := ParseLimit(c.l)
+		if got := l.Exceeded(c.n, c.total); got != c.want {
+			t.Errorf("limit %q: Exceeded(%d, %d) = %v", c.l, c.n, c.total, got)
+		}
+	}
+}
+
+// TestReadReportsEveryPhase: a bad value is cleared and the rest of the
+// file still read, so Validate's findings come in the same report.
+func TestReadReportsEveryPhase(t *testing.T) {
+	_, err := load(t, "sink:\n  max_dead_letters: many\ndefaults:\n  max_rows: lots\n  max_age: -1s\nlog:\n  format: xml\n")
+	for _, want := range []string{
+		`sink.max_dead_letters: line 2: bad limit "many"`,
+		`defaults.max_rows: "lots" is not an integer (line 4)`,
+		"defaults.max_age: must not be negative",
+		`log.format: "xml", want text or json`,
+	} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("missing %q in:\n%v", want, err)
+		}
+	}
+}
+
+func TestKafkaSection(t *testing.T) {
+	c, err := load(t, "source:\n  kafka:\n    brokers: [a:9092]\n    topics: [t]\n    group: g\n")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if k := c.Source.Kafka; !k.Set() || k.ClientID != "cdclake" || k.Start != "earliest" || time.Duration(k.CommitInterval) != 5*time.Second {
+		t.Errorf("kafka section = %+v", k)
+	}
+	_, err = load(t, "source:\n  url: kafka://a:9092/t?group=g\n  kafka:\n    topics: [t]\n    fetch_max_bytes: 3GiB\n")
+	for _, want := range []string{"source: url and kafka both say where to read", "source.kafka.fetch_max_bytes: must be below 2GiB"} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("missing %q in:\n%v", want, err)
+		}
+	}
+}

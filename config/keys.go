@@ -10,7 +10,8 @@ import (
 )
 
 // unknownKeys reports every key of a YAML document that no field of t
-// declares, with its full key path and line.
+// declares, with its full key path and line, and every value that does not
+// decode into its field's type (leafError).
 func unknownKeys(n *yaml.Node, t reflect.Type, path string) []error {
 	if n.Kind == yaml.DocumentNode {
 		if len(n.Content) == 0 {
@@ -24,8 +25,11 @@ func unknownKeys(n *yaml.Node, t reflect.Type, path string) []error {
 	var errs []error
 	switch t.Kind() {
 	case reflect.Struct:
+		if _, custom := reflect.New(t).Interface().(yaml.Unmarshaler); custom {
+			return leafError(n, t, path)
+		}
 		if n.Kind != yaml.MappingNode {
-			return nil // the decoder reports the type error
+			return leafError(n, t, path)
 		}
 		fields := map[string]reflect.Type{}
 		for i := 0; i < t.NumField(); i++ {
@@ -35,9 +39,6 @@ func unknownKeys(n *yaml.Node, t reflect.Type, path string) []error {
 				continue
 			}
 			fields[name] = f.Type
-		}
-		if _, custom := reflect.New(t).Interface().(yaml.Unmarshaler); custom {
-			return leafError(n, t, path)
 		}
 		for i := 0; i+1 < len(n.Content); i += 2 {
 			k, v := n.Content[i], n.Content[i+1]
@@ -72,12 +73,21 @@ func unknownKeys(n *yaml.Node, t reflect.Type, path string) []error {
 // leafError decodes a value alone into its type, so that every bad value
 // is reported with its key path, not only the first one the decoder meets.
 // A number with a fraction is not an integer (the decoder would truncate
-// max_rows: 1.5 to 1).
+// max_rows: 1.5 to 1). A bad value is then cleared: its key keeps its
+// default, and the rest of the document still decodes.
 func leafError(n *yaml.Node, t reflect.Type, path string) []error {
+	errs := badLeaf(n, t, path)
+	if len(errs) > 0 {
+		*n = yaml.Node{Kind: yaml.ScalarNode, Tag: "!!null", Line: n.Line, Column: n.Column}
+	}
+	return errs
+}
+
+func badLeaf(n *yaml.Node, t reflect.Type, path string) []error {
 	switch t.Kind() {
 	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64:
 		if _, custom := reflect.New(t).Interface().(yaml.Unmarshaler); !custom && n.Kind == yaml.ScalarNode && n.ShortTag() != "!!int" {
-			return []error{valueError{fmt.Errorf("%s: %q is not an integer (line %d)", path, n.Value, n.Line)}}
+			return []error{fmt.Errorf("%s: %q is not an integer (line %d)", path, n.Value, n.Line)}
 		}
 	}
 	if err := n.Decode(reflect.New(t).Interface()); err != nil {
@@ -86,15 +96,10 @@ func leafError(n *yaml.Node, t reflect.Type, path string) []error {
 		if errors.As(err, &te) && len(te.Errors) > 0 {
 			msg = strings.Join(te.Errors, "; ")
 		}
-		return []error{valueError{fmt.Errorf("%s: %s", path, msg)}}
+		return []error{fmt.Errorf("%s: %s", path, msg)}
 	}
 	return nil
 }
-
-// valueError is a value that cannot be decoded into its key's type.
-type valueError struct{ error }
-
-func (e valueError) Unwrap() error { return e.error }
 
 func join(path, key string) string {
 	if path == "" {
