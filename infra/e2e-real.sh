@@ -214,7 +214,7 @@ fi
 # below with the one landed from the capture.
 KAFKA_LAKE=$DATA_DIR/s3/scratch/kafka-shop
 kafka_source=(env AWS_ACCESS_KEY_ID="$S3_ACCESS_KEY" AWS_SECRET_ACCESS_KEY="$S3_SECRET_KEY" AWS_REGION=us-east-1
-  "$CDCLAKE_BIN" run --source "kafka://$KAFKA_BOOTSTRAP/shop\..*?regex=true&group=e2e-shop&instance_id=e2e-0&commit_interval=1s&metadata_max_age=2s"
+  "$CDCLAKE_BIN" run --metrics-addr 127.0.0.1:0 --source "kafka://$KAFKA_BOOTSTRAP/shop\..*?regex=true&group=e2e-shop&instance_id=e2e-0&commit_interval=1s&metadata_max_age=2s"
   --sink "$(s3_sink scratch)&prefix=kafka-shop/" --config "$E2E_DIR/kafka.yaml")
 rm -rf "$KAFKA_LAKE"
 # Small files and short ages, so that the kill falls between files written
@@ -260,7 +260,7 @@ land_avro_from_kafka() {
   printf 'progress_interval: 0s\nsource:\n  schema_registry:\n    url: %s/apis/ccompat/v7\n' "$REGISTRY_URL" >"$E2E_DIR/avro.yaml"
   rm -rf "$AVRO_KAFKA_LAKE"
   AWS_ACCESS_KEY_ID=$S3_ACCESS_KEY AWS_SECRET_ACCESS_KEY=$S3_SECRET_KEY AWS_REGION=us-east-1 \
-    "$CDCLAKE_BIN" run --source "kafka://$KAFKA_BOOTSTRAP/shopavro\..*?regex=true&group=e2e-avro" \
+    "$CDCLAKE_BIN" run --metrics-addr 127.0.0.1:0 --source "kafka://$KAFKA_BOOTSTRAP/shopavro\..*?regex=true&group=e2e-avro" \
     --sink "$(s3_sink scratch)&prefix=kafka-avro/" --config "$E2E_DIR/avro.yaml" --until-caught-up \
     >"$E2E_DIR/cdclake-kafka-avro.log" 2>&1 || {
     tail -n 30 "$E2E_DIR/cdclake-kafka-avro.log" >&2

@@ -67,9 +67,7 @@ func Compile(cfg *config.Config) (*Plan, error) {
 	p := &Plan{cfg: cfg}
 	if u := cfg.Sink.DeadLetters; u != "" {
 		dl, err := kafka.ParseTopicURL(u)
-		if err != nil {
-			errs = append(errs, fmt.Errorf("sink.dead_letters: %w", err))
-		}
+		errs = append(errs, prefixed("sink.dead_letters", err)...)
 		p.deadLetters = &dl
 	}
 	codec, err := compileRegistry(cfg.Source.SchemaRegistry)
@@ -183,6 +181,21 @@ func (p *Plan) route(table string) *tableRoute {
 	bc.Path = tmpl
 	v, _ := p.tables.LoadOrStore(table, &tableRoute{resolve: r.resolve, batch: &bc})
 	return v.(*tableRoute)
+}
+
+// FlushInterval is the longest max_age of the routes and the defaults:
+// an open file is written at least that often.
+func (p *Plan) FlushInterval() time.Duration {
+	var d time.Duration
+	for _, r := range p.routes {
+		d = max(d, r.batch.MaxAge)
+	}
+	return d
+}
+
+// Routed reports whether a route (not the defaults) matches table.
+func (p *Plan) Routed(table string) bool {
+	return p.route(table).resolve != p.routes[len(p.routes)-1].resolve
 }
 
 // TableOptions returns the resolve settings of a table's route.

@@ -75,11 +75,13 @@ import (
 	"github.com/cdclake/cdclake/handlers/resolve"
 	"github.com/cdclake/cdclake/handlers/schema"
 	"github.com/cdclake/cdclake/pipelines/source"
+	"github.com/cdclake/cdclake/pipelines/source/kafka"
 	"github.com/cdclake/cdclake/sinks/deadletter"
 	"github.com/cdclake/cdclake/sinks/deadletter/topic"
 	"github.com/cdclake/cdclake/sinks/lake"
 	"github.com/cdclake/cdclake/sinks/parquet"
 	"github.com/cdclake/cdclake/sinks/state"
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/valyala/fastjson"
 	"gocloud.dev/blob"
 	"gocloud.dev/gcerrors"
@@ -116,7 +118,44 @@ type Pipeline struct {
 	fatal   error
 	fatalMu sync.Mutex
 
+	// dead counts the dead letters and stops the run (halt) past
+	// sink.max_dead_letters.
+	deadCount *deadLetters
+	halt      chan struct{}
+	halts     sync.Once
+
+	bucket *blob.Bucket
+	// metrics, nil without WithMetrics.
+	metrics *metrics
+	// beat is when the expire loop last turned (Unix nanoseconds);
+	// durable watches what becomes durable.
+	beat    atomic.Int64
+	durable progress
+
 	batchFault func()
+}
+
+// progress remembers when what the batcher holds as durable last moved.
+type progress struct {
+	mu   sync.Mutex
+	last int64
+	when time.Time
+}
+
+// watch samples the batcher's durable total at now.
+func (g *progress) watch(total int64, now time.Time) {
+	g.mu.Lock()
+	if total != g.last || g.when.IsZero() {
+		g.last, g.when = total, now
+	}
+	g.mu.Unlock()
+}
+
+// at returns when the durable total last moved.
+func (g *progress) at() time.Time {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.when
 }
 
 type partKey struct {
@@ -136,6 +175,12 @@ type Stats struct {
 	Filtered    atomic.Int64 // excluded tables
 	DeadLetters atomic.Int64
 	Bytes       atomic.Int64
+	// Kinds counts the messages of each change.Kind: tombstones when
+	// unwrapped, the others when decoded.
+	Kinds [change.NumKinds]atomic.Int64
+	// RegistryWait is the time, in nanoseconds, partitions waited for
+	// the schema registry.
+	RegistryWait atomic.Int64
 }
 
 // flushTimeout bounds the final flush and commit after the source ended
@@ -149,6 +194,7 @@ type Option func(*options)
 type options struct {
 	workers int
 	lanes   int
+	metrics prometheus.Registerer
 	// batchFault, when set, runs before the batch stage takes a window:
 	// tests make it panic.
 	batchFault func()
@@ -157,6 +203,10 @@ type options struct {
 // WithWorkers sets the number of workers, the most blocks handled at once
 // (default GOMAXPROCS). One worker handles every block in turn.
 func WithWorkers(n int) Option { return func(o *options) { o.workers = n } }
+
+// WithMetrics registers the pipeline's metrics in reg (docs/operations.md
+// lists them).
+func WithMetrics(reg prometheus.Registerer) Option { return func(o *options) { o.metrics = reg } }
 
 // WithLanes sets the number of goroutines that decode one block's records
 // at once (default GOMAXPROCS, at most 4).
@@ -175,12 +225,31 @@ func New(plan *Plan, src source.Source, bucket *blob.Bucket, log *slog.Logger, o
 	mem := memory.NewGoAllocator()
 	landCtx, landCancel := context.WithCancel(context.Background())
 	p := &Pipeline{plan: plan, log: log, source: src, landCtx: landCtx, landCancel: landCancel, batchFault: o.batchFault,
-		sink: lake.New(bucket, mem).Retrying(lake.Retry{For: time.Duration(cfg.Sink.RetryFor), Log: log.With("component", "store")})}
+		sink:   lake.New(bucket, mem).Retrying(lake.Retry{For: time.Duration(cfg.Sink.RetryFor), Log: log.With("component", "store")}),
+		bucket: bucket, halt: make(chan struct{})}
+	p.beat.Store(time.Now().UnixNano())
+	p.durable.watch(0, time.Now())
+	// Past a count of dead letters, a run that would not end by itself
+	// stops; one that does lands all of its input first.
+	over := func() {}
+	if u, ok := src.(interface{ Unbounded() bool }); ok && u.Unbounded() {
+		over = func() { p.halts.Do(func() { close(p.halt) }) }
+	}
+	p.deadCount = newDeadLetters(log, cfg.Sink.MaxDeadLetters, over)
 	p.resolver = resolve.New(plan.TableOptions, log)
 	// Files are encoded and stored beside the appends, one writer per core:
 	// on one core that still overlaps a store's latency with the work.
-	b, err := batch.New(batch.Config{MaxBufferedBytes: int64(cfg.Batch.MaxBufferedBytes), MaxOpenFiles: cfg.Batch.MaxOpenFiles,
-		Writers: runtime.GOMAXPROCS(0), Appenders: runtime.GOMAXPROCS(0)}, plan.BatchConfig, p.sink, mem, log)
+	bcfg := batch.Config{MaxBufferedBytes: int64(cfg.Batch.MaxBufferedBytes), MaxOpenFiles: cfg.Batch.MaxOpenFiles,
+		Writers: runtime.GOMAXPROCS(0), Appenders: runtime.GOMAXPROCS(0)}
+	if o.metrics != nil {
+		p.metrics = newMetrics(o.metrics, newTableLabels(cfg.Observability.TableLabels, plan.Routed))
+		bcfg.Written = p.metrics.fileWritten
+		p.deadCount.metric = func(stage, class string) { p.metrics.deadLetters.WithLabelValues(stage, class).Inc() }
+		for _, stage := range deadStages {
+			p.metrics.deadLetters.WithLabelValues(stage, reasonClass(stage, nil))
+		}
+	}
+	b, err := batch.New(bcfg, plan.BatchConfig, p.sink, mem, log)
 	if err != nil {
 		return nil, err
 	}
@@ -201,6 +270,9 @@ func New(plan *Plan, src source.Source, bucket *blob.Bucket, log *slog.Logger, o
 		// Sources whose partitions move between instances keep each
 		// partition's state in the lake (package state).
 		store := state.NewStore(bucket, p.sink)
+		if p.metrics != nil {
+			store.Appended = p.metrics.stateAppended
+		}
 		journal := state.NewJournal(store, instanceName())
 		p.journal = journal
 		b.SetJournal(journal)
@@ -237,6 +309,9 @@ func New(plan *Plan, src source.Source, bucket *blob.Bucket, log *slog.Logger, o
 			return nil, err
 		}
 		p.idle <- w
+	}
+	if o.metrics != nil {
+		o.metrics.MustRegister(collector{p})
 	}
 	return p, nil
 }
@@ -278,6 +353,7 @@ func (p *Pipeline) Run(ctx context.Context) error {
 		select {
 		case <-runCtx.Done():
 		case <-p.source.Drained():
+		case <-p.halt:
 		case <-stop:
 			return
 		}
@@ -318,8 +394,16 @@ func (p *Pipeline) Run(ctx context.Context) error {
 	}
 	p.batcher.Close()
 	p.closeDead()
-	return errors.Join(errs...)
+	if err := errors.Join(errs...); err != nil {
+		return err
+	}
+	// Everything read landed: the dead letters may still be too many.
+	return p.deadCount.exceeded(p.stats.Messages.Load())
 }
+
+// DeadLetters returns the run's dead letters by stage and reason class,
+// the most frequent first.
+func (p *Pipeline) DeadLetters() []DeadLetterCount { return p.deadCount.summary() }
 
 // restoreCatalog makes the resolver observe again the metadata records a
 // claimed partition's messages depend on.
@@ -412,7 +496,9 @@ func (p *Pipeline) fail(err error) error {
 	return err
 }
 
-// expire writes files past their max age while the source is idle.
+// expire writes files past their max age while the source is idle. Its
+// turns are the pipeline's heartbeat (Health's liveness), and it watches
+// what becomes durable (readiness: not stuck).
 func (p *Pipeline) expire(ctx context.Context, router *message.Router) {
 	t := time.NewTicker(time.Second)
 	defer t.Stop()
@@ -420,7 +506,9 @@ func (p *Pipeline) expire(ctx context.Context, router *message.Router) {
 		select {
 		case <-ctx.Done():
 			return
-		case <-t.C:
+		case now := <-t.C:
+			p.beat.Store(now.UnixNano())
+			p.durable.watch(p.batcher.DurableTotal(), now)
 			if err := p.batcher.FlushExpired(p.landCtx); err != nil && ctx.Err() == nil {
 				_ = p.fail(err)
 				_ = router.Close()
@@ -450,7 +538,11 @@ func (p *Pipeline) progress(ctx context.Context) {
 			attrs := []any{"events", n, "events_per_s", int64(rate), "tables", len(stats),
 				"open_files", p.batcher.OpenFiles(), "dead_letters", p.stats.DeadLetters.Load()}
 			if b := p.source.Backlog(); b >= 0 {
-				attrs = append(attrs, "backlog_bytes", b)
+				unit := "backlog_bytes"
+				if _, ok := p.source.(*kafka.Source); ok {
+					unit = "lag_records"
+				}
+				attrs = append(attrs, unit, b)
 			}
 			p.log.Info("progress", attrs...)
 		}

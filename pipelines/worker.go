@@ -25,6 +25,7 @@ import (
 	"github.com/cdclake/cdclake/sinks"
 	"github.com/cdclake/cdclake/sinks/deadletter"
 	"github.com/cdclake/cdclake/sinks/state"
+	"github.com/cenkalti/backoff/v5"
 	"github.com/valyala/fastjson"
 )
 
@@ -130,6 +131,7 @@ const (
 // counts are a block's counters, added to the pipeline's once per block.
 type counts struct {
 	messages, bytes, rows, events, tombstones, heartbeats, skipped, schemas, filtered, dead int64
+	kinds                                                                                   [change.NumKinds]int64
 }
 
 func (c *counts) addTo(s *Stats) {
@@ -142,6 +144,12 @@ func (c *counts) addTo(s *Stats) {
 		if *x.n != 0 {
 			x.a.Add(*x.n)
 			*x.n = 0
+		}
+	}
+	for k, n := range c.kinds {
+		if n != 0 {
+			s.Kinds[k].Add(n)
+			c.kinds[k] = 0
 		}
 	}
 }
@@ -373,6 +381,7 @@ func (p *Pipeline) unwrap(ln *lane, i int) {
 	case s.c.Kind == change.KindTombstone:
 		s.act = actSkip
 		ln.counts.tombstones++
+		ln.counts.kinds[change.KindTombstone]++
 	default:
 		s.v = v
 	}
@@ -390,31 +399,42 @@ func (p *Pipeline) unwrapHolding(ln *lane, rec *source.Record, a *unwrap.Arena, 
 
 // holding runs f until it does not fail for want of the schema registry.
 // While the registry cannot be asked for the schema of an Avro record,
-// the record, and so its partition, waits: f is tried again with backoff
-// until the registry answers or landing stops, which aborts the block
-// unlanded.
+// the record, and so its partition, waits: f is tried again with jittered
+// exponential backoff until the registry answers or landing stops, which
+// aborts the block unlanded. The time waited counts in
+// Stats.RegistryWait.
 func (p *Pipeline) holding(ln *lane, rec *source.Record, f func() error) error {
-	delay := registryBackoff
-	for {
+	var start time.Time
+	var last error // the registry's last failure
+	attempt := func() (struct{}, error) {
 		err := f()
-		if !errors.Is(err, avro.ErrUnavailable) {
-			return err
+		if errors.Is(err, avro.ErrUnavailable) {
+			if start.IsZero() {
+				start = time.Now()
+			}
+			last = err
+			return struct{}{}, err
 		}
-		if p.landCtx.Err() != nil {
-			ln.abort = fmt.Errorf("%s partition %d offset %d: %w", ln.w.block.Source, ln.w.block.Partition, rec.Offset, err)
-			return err
-		}
-		p.log.Warn("schema registry unavailable: the partition waits", "source", ln.w.block.Source,
-			"partition", ln.w.block.Partition, "offset", rec.Offset, "retry_in", delay, "err", err)
-		select {
-		case <-time.After(delay):
-		case <-p.landCtx.Done():
-		}
-		delay = min(2*delay, maxRegistryBackoff)
+		return struct{}{}, backoff.Permanent(err)
 	}
+	wait := &backoff.ExponentialBackOff{InitialInterval: registryBackoff, RandomizationFactor: 0.5, Multiplier: 2,
+		MaxInterval: maxRegistryBackoff}
+	_, err := backoff.Retry(p.landCtx, attempt, backoff.WithBackOff(wait), backoff.WithMaxElapsedTime(0),
+		backoff.WithNotify(func(err error, next time.Duration) {
+			p.log.Warn("schema registry unavailable: the partition waits", "source", ln.w.block.Source,
+				"partition", ln.w.block.Partition, "offset", rec.Offset, "retry_in", next.Round(time.Millisecond), "err", err)
+		}))
+	if !start.IsZero() {
+		p.stats.RegistryWait.Add(int64(time.Since(start)))
+	}
+	if err != nil && p.landCtx.Err() != nil && last != nil {
+		ln.abort = fmt.Errorf("%s partition %d offset %d: %w", ln.w.block.Source, ln.w.block.Partition, rec.Offset, last)
+		return last
+	}
+	return err
 }
 
-// The backoff of registry lookups.
+// The backoff of registry lookups: 250ms doubling to 30s, jittered.
 var (
 	registryBackoff    = 250 * time.Millisecond
 	maxRegistryBackoff = 30 * time.Second
@@ -431,6 +451,7 @@ func (p *Pipeline) classify(ln *lane, i int) {
 	}
 	s.dec = dec
 	c := &s.c
+	ln.counts.kinds[c.Kind]++
 	c.RecordMicros = ln.w.block.Records[ln.win.base+i].TimeMicros
 	if c.Table != "" && c.Kind != change.KindSchemaRecord && !p.plan.Allowed(c.Table) {
 		s.act = actSkip
@@ -558,7 +579,11 @@ func (p *Pipeline) batchWindow(w *worker, win *window) error {
 			}
 		case actDDL, actRow, actEvent:
 			if s.act == actDDL {
-				if err := p.batcher.CloseTable(ctx, s.c.Table); err != nil {
+				cause := batch.CauseDDL
+				if s.c.Kind == change.KindSchemaChange {
+					cause = batch.CauseSchema
+				}
+				if err := p.batcher.CloseTable(ctx, s.c.Table, cause); err != nil {
 					return p.fail(err)
 				}
 			}
@@ -624,6 +649,7 @@ func (p *Pipeline) deadLetter(w *worker, s *slot, j int) error {
 	w.bcounts.dead++
 	rec := &b.Records[j]
 	w.dead.Add(at, s.stage, s.err, rec.Key, rec.Value, deadHeaders(rec.Headers))
+	p.deadCount.add(at, s.c.Table, s.stage, s.err)
 	if err := p.batcher.Hold(p.landCtx, at, w.holder(at)); err != nil {
 		return p.fail(err)
 	}

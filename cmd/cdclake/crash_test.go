@@ -126,7 +126,8 @@ func TestCrashHarness(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		args := append([]string{"run", "--source", url(instance), "--sink", sink, "--config", cfg}, extra...)
+		// Up to three instances at once: each its own metrics port.
+		args := append([]string{"run", "--source", url(instance), "--sink", sink, "--config", cfg, "--metrics-addr", "127.0.0.1:0"}, extra...)
 		cmd := exec.Command(bin, args...)
 		cmd.Stdout, cmd.Stderr = logf, logf
 		if err := cmd.Start(); err != nil {

@@ -368,7 +368,7 @@ func TestMalformedCorpus(t *testing.T) {
 	}
 	lakeDir := filepath.Join(dir, "lake")
 	stdout, _ := runBin(t, cdclake, "run", "--source", in, "--sink", lakeDir)
-	if want := fmt.Sprintf("dead letters %d\n", dead); !strings.Contains(stdout, want) ||
+	if want := fmt.Sprintf("dead letters %d: ", dead); !strings.Contains(stdout, want) ||
 		!strings.Contains(stdout, fmt.Sprintf("messages %d ", len(cases))) || !strings.Contains(stdout, "rows 3,") {
 		t.Errorf("want %d messages, 3 rows and %d dead letters:\n%s", len(cases), dead, stdout)
 	}

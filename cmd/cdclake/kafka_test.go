@@ -54,7 +54,7 @@ func TestKafkaKill9(t *testing.T) {
 			rng := rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 9))
 			killed, worst := 0, 0
 			for range kills {
-				cmd := exec.Command(bin, "run", "--source", url, "--sink", lakeDir, "--config", cfg, "--log-level", "debug")
+				cmd := exec.Command(bin, "run", "--metrics-addr", "127.0.0.1:0", "--source", url, "--sink", lakeDir, "--config", cfg, "--log-level", "debug")
 				logf, err := os.Create(filepath.Join(dir, fmt.Sprintf("run-%d.log", killed)))
 				if err != nil {
 					t.Fatal(err)
@@ -74,14 +74,14 @@ func TestKafkaKill9(t *testing.T) {
 					worst = d
 				}
 			}
-			out, err := exec.Command(bin, "run", "--until-caught-up", "--source", url, "--sink", lakeDir, "--config", cfg, "--log-level", "debug").CombinedOutput()
+			out, err := exec.Command(bin, "run", "--metrics-addr", "127.0.0.1:0", "--until-caught-up", "--source", url, "--sink", lakeDir, "--config", cfg, "--log-level", "debug").CombinedOutput()
 			_ = os.WriteFile(filepath.Join(dir, "final.log"), out, 0o644)
 			if err != nil {
 				t.Fatalf("the last run failed: %v\n%s", err, out)
 			}
 			refDir := filepath.Join(dir, "ref")
 			refURL := fmt.Sprintf("kafka://%s/%s?group=ref-%s", broker, topic, topic)
-			if out, err := exec.Command(bin, "run", "--until-caught-up", "--source", refURL, "--sink", refDir).CombinedOutput(); err != nil {
+			if out, err := exec.Command(bin, "run", "--metrics-addr", "127.0.0.1:0", "--until-caught-up", "--source", refURL, "--sink", refDir).CombinedOutput(); err != nil {
 				t.Fatalf("the reference run failed: %v\n%s", err, out)
 			}
 			got := kafkatest.Landed(t, lakeDir)
@@ -149,7 +149,7 @@ func TestKafkaStoreOutage(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer logf.Close()
-	cmd := exec.Command(bin, "run", "--source", url, "--sink", s3URL+"&prefix="+prefix+"/", "--config", cfg)
+	cmd := exec.Command(bin, "run", "--metrics-addr", "127.0.0.1:0", "--source", url, "--sink", s3URL+"&prefix="+prefix+"/", "--config", cfg)
 	cmd.Stdout, cmd.Stderr = logf, logf
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -186,7 +186,7 @@ func TestKafkaStoreOutage(t *testing.T) {
 	}
 	refDir := filepath.Join(dir, "ref")
 	refURL := fmt.Sprintf("kafka://%s/%s?group=ref-%s", broker, topic, topic)
-	if out, err := exec.Command(bin, "run", "--until-caught-up", "--source", refURL, "--sink", refDir).CombinedOutput(); err != nil {
+	if out, err := exec.Command(bin, "run", "--metrics-addr", "127.0.0.1:0", "--until-caught-up", "--source", refURL, "--sink", refDir).CombinedOutput(); err != nil {
 		t.Fatalf("the reference run failed: %v\n%s", err, out)
 	}
 	kafkatest.SameOnce(t, "across the outage", kafkatest.Landed(t, lakeDir), kafkatest.Landed(t, refDir))

@@ -1,8 +1,6 @@
 // Command cdclake lands change-data-capture streams in a data lake as
-// Parquet.
-//
-//	cdclake run --source URL --sink URL [--config FILE]
-//	cdclake validate --config FILE
+// Parquet. "cdclake help" lists its commands; docs/operations.md says how
+// to run it.
 package main
 
 import (
@@ -14,6 +12,7 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"runtime"
 	"runtime/debug"
 	"runtime/pprof"
 	"runtime/trace"
@@ -24,21 +23,61 @@ import (
 	"time"
 
 	"github.com/cdclake/cdclake/config"
+	"github.com/cdclake/cdclake/config/secrets"
 	"github.com/cdclake/cdclake/handlers/batch"
 	"github.com/cdclake/cdclake/pipelines"
+	"github.com/cdclake/cdclake/pipelines/observe"
 	"github.com/cdclake/cdclake/pipelines/source"
 	"github.com/cdclake/cdclake/pipelines/source/kafka"
 	"github.com/cdclake/cdclake/sinks/lake"
 )
 
-const usage = `usage:
-  cdclake run --source URL --sink URL [--config FILE] [--log-level LEVEL] [--until-caught-up]
-  cdclake validate --config FILE
+// version and commit are set by the release build (-ldflags "-X
+// main.version=… -X main.commit=…"); otherwise they come from the
+// binary's build information.
+var version, commit string
 
-source URLs: file:///path/file.ndjson, a directory or glob of NDJSON files, - (stdin),
-             kafka://host:9092,host2:9092/topicA,topicB?group=NAME (see the README)
-sink URLs:   ./dir, file:///dir, mem://, s3://bucket?endpoint=…&region=…&use_path_style=true, gs://bucket, azblob://container
+// Exit statuses.
+const (
+	exitOK          = 0
+	exitFailed      = 1 // a write failed past sink.retry_for, the shutdown timed out, or the config is invalid
+	exitUsage       = 2 // a command-line error
+	exitInterrupted = 3 // a file source stopped by a signal before its end (what was read landed)
+	exitDeadLetters = 4 // more dead letters than sink.max_dead_letters (what was read landed)
+)
+
+const exitStatuses = `Exit statuses:
+  0  everything read was landed or dead-lettered
+  1  a write to storage failed for longer than sink.retry_for (nothing after it
+     was acknowledged), the landing after a signal outlasted shutdown_timeout,
+     or the config is invalid
+  2  a command-line error
+  3  a file source was stopped by a signal before the end of its input (what
+     was read landed; the summary says, per file, below which line)
+  4  the run wrote more dead letters than sink.max_dead_letters (what was read
+     landed)
 `
+
+type command struct {
+	name, purpose, usage, example string
+	run                           func(args []string, stdout, stderr io.Writer) int
+}
+
+var commands []command
+
+func init() {
+	commands = []command{
+		{"run", "land a source into a lake until the source ends, a signal, or --until-caught-up",
+			"cdclake run [--config FILE] [--source URL] [--sink URL] [flags]",
+			"cdclake run --config cdclake.yaml --source 'kafka://broker:9092/shop\\..*?regex=true&group=lake' --until-caught-up",
+			runCmd},
+		{"validate", "check a config as run would, reporting every problem with its key path",
+			"cdclake validate [--config] FILE [--check-connections] [--source URL] [--sink URL]",
+			"cdclake validate cdclake.yaml --check-connections", validateCmd},
+		{"version", "print the version, commit and Go version", "cdclake version", "cdclake version", versionCmd},
+		{"help", "describe a command", "cdclake help [COMMAND]", "cdclake help run", helpCmd},
+	}
+}
 
 func main() {
 	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
@@ -46,70 +85,374 @@ func main() {
 
 func run(args []string, stdout, stderr io.Writer) int {
 	if len(args) == 0 {
-		fmt.Fprint(stderr, usage)
-		return 2
+		fmt.Fprint(stderr, overview())
+		return exitUsage
 	}
 	switch args[0] {
-	case "run":
-		return runCmd(args[1:], stdout, stderr)
-	case "validate":
-		return validateCmd(args[1:], stdout, stderr)
-	case "-h", "--help", "help":
-		fmt.Fprint(stdout, usage)
-		return 0
+	case "-h", "--help", "-help":
+		fmt.Fprint(stdout, overview())
+		return exitOK
+	case "--version", "-version":
+		return versionCmd(nil, stdout, stderr)
 	}
-	fmt.Fprintf(stderr, "unknown command %q\n%s", args[0], usage)
-	return 2
+	for _, c := range commands {
+		if c.name == args[0] {
+			return c.run(args[1:], stdout, stderr)
+		}
+	}
+	fmt.Fprintf(stderr, "cdclake: unknown command %q\n\n%s", args[0], overview())
+	return exitUsage
+}
+
+func overview() string {
+	var b strings.Builder
+	b.WriteString("cdclake lands change-data-capture streams (GoldenGate, Debezium) in a data lake as Parquet.\n\nCommands:\n")
+	for _, c := range commands {
+		fmt.Fprintf(&b, "  %-9s %s\n", c.name, c.purpose)
+	}
+	b.WriteString("\n\"cdclake help COMMAND\" or \"cdclake COMMAND --help\" describes a command; docs/configuration.md every config key.\n")
+	return b.String()
+}
+
+// flagSet returns the flag set of a command, whose --help prints the
+// command's purpose, flags, an example and the exit statuses.
+func flagSet(name string, stdout io.Writer) *flag.FlagSet {
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+	fs.SetOutput(stdout)
+	fs.Usage = func() { printHelp(fs.Output(), name, fs) }
+	return fs
+}
+
+func printHelp(w io.Writer, name string, fs *flag.FlagSet) {
+	for _, c := range commands {
+		if c.name != name {
+			continue
+		}
+		fmt.Fprintf(w, "%s: %s\n\nUsage:\n  %s\n", c.name, c.purpose, c.usage)
+		if fs != nil {
+			fmt.Fprintln(w, "\nFlags:")
+			fs.SetOutput(w)
+			fs.PrintDefaults()
+		}
+		fmt.Fprintf(w, "\nExample:\n  %s\n", c.example)
+		if name == "run" || name == "validate" {
+			fmt.Fprint(w, "\n", exitStatuses)
+		}
+	}
+}
+
+func helpCmd(args []string, stdout, stderr io.Writer) int {
+	if len(args) == 0 {
+		fmt.Fprint(stdout, overview())
+		return exitOK
+	}
+	for _, c := range commands {
+		if c.name == args[0] {
+			return c.run([]string{"--help"}, stdout, stderr)
+		}
+	}
+	fmt.Fprintf(stderr, "cdclake help: unknown command %q\n", args[0])
+	return exitUsage
+}
+
+// parseFlags parses a command's flags: --help is answered on stdout with
+// status 0, an error on stderr with the usage error status. It returns -1
+// when the command goes on.
+func parseFlags(fs *flag.FlagSet, args []string, stderr io.Writer) int {
+	out := fs.Output()
+	fs.SetOutput(io.Discard)
+	err := fs.Parse(args)
+	fs.SetOutput(out)
+	switch {
+	case errors.Is(err, flag.ErrHelp):
+		fs.Usage()
+		return exitOK
+	case err != nil:
+		fmt.Fprintf(stderr, "cdclake %s: %v\n(cdclake %s --help lists the flags)\n", fs.Name(), err, fs.Name())
+		return exitUsage
+	}
+	return -1
+}
+
+func versionCmd(args []string, stdout, stderr io.Writer) int {
+	fs := flagSet("version", stdout)
+	if rc := parseFlags(fs, args, stderr); rc >= 0 {
+		return rc
+	}
+	v, c := buildVersion()
+	fmt.Fprintf(stdout, "cdclake %s (commit %s, %s %s/%s)\n", v, c, runtime.Version(), runtime.GOOS, runtime.GOARCH)
+	return exitOK
+}
+
+// buildVersion returns the version and commit: set at link time, else
+// the module version and VCS revision of the build information.
+func buildVersion() (string, string) {
+	v, c := version, commit
+	if bi, ok := debug.ReadBuildInfo(); ok {
+		if v == "" {
+			v = bi.Main.Version
+		}
+		for _, s := range bi.Settings {
+			if s.Key == "vcs.revision" && c == "" {
+				c = s.Value
+			}
+		}
+	}
+	if v == "" {
+		v = "(devel)"
+	}
+	if c == "" {
+		c = "unknown"
+	}
+	return v, c
+}
+
+// settings are the flags run and validate share: where the config is and
+// what the command line changes in it.
+type settings struct {
+	config        string
+	opts          pipelines.Options
+	level, format string
+}
+
+func (s *settings) register(fs *flag.FlagSet, forRun bool) {
+	fs.StringVar(&s.config, "config", "", "config file (YAML; docs/configuration.md)")
+	fs.StringVar(&s.opts.Source, "source", "", "source URL, overriding source.url: a file, directory, glob or - (stdin), or kafka://brokers/topics?group=…")
+	fs.StringVar(&s.opts.Sink, "sink", "", "lake URL, overriding sink.url: ./dir, file:///dir, s3://bucket?…, gs://bucket, azblob://container, mem://")
+	fs.StringVar(&s.opts.Listen, "metrics-addr", "", "address of /metrics, /healthz and /readyz, overriding observability.listen (default :9464 for Kafka, none for files; off: none)")
+	fs.BoolVar(&s.opts.UntilCaughtUp, "until-caught-up", false, "Kafka: land up to the end offsets seen at start, commit and exit (a CronJob)")
+	if forRun {
+		fs.StringVar(&s.level, "log-level", "", "debug, info, warn or error, overriding log.level")
+		fs.StringVar(&s.format, "log-format", "", "text or json, overriding log.format")
+	}
+}
+
+// prepare reads the config and makes the run's setup: every problem of
+// both, or nil. Validate mode turns missing secrets into warnings.
+func (s *settings) prepare(ctx context.Context, validate bool) (*config.Config, *pipelines.Setup, []string) {
+	cfg, err := config.Read(s.config)
+	if cfg == nil {
+		return nil, nil, observe.Lines(err)
+	}
+	problems := observe.Lines(err)
+	if s.level != "" {
+		cfg.Log.Level = s.level
+	}
+	if s.format != "" {
+		cfg.Log.Format = s.format
+	}
+	s.opts.Validate = validate
+	setup, err := pipelines.Prepare(ctx, cfg, s.opts)
+	problems = append(problems, observe.Lines(err)...)
+	return cfg, setup, problems
+}
+
+func printProblems(w io.Writer, what string, problems []string) {
+	fmt.Fprintf(w, "%s: %d problem%s:\n", what, len(problems), plural(len(problems)))
+	for _, p := range problems {
+		fmt.Fprintf(w, "  %s\n", p)
+	}
+}
+
+func plural(n int) string {
+	if n == 1 {
+		return ""
+	}
+	return "s"
 }
 
 func validateCmd(args []string, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("validate", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	file := fs.String("config", "", "config file")
-	if err := fs.Parse(args); err != nil {
-		return 2
+	fs := flagSet("validate", stdout)
+	var s settings
+	s.register(fs, false)
+	connect := fs.Bool("check-connections", false, "also connect to the brokers (the topics exist), the schema registry and the bucket (it takes create-once writes)")
+	// The file may come before or after the flags.
+	if len(args) > 0 && !strings.HasPrefix(args[0], "-") {
+		s.config, args = args[0], args[1:]
 	}
-	if *file == "" {
-		fmt.Fprintln(stderr, "validate: --config is required")
-		return 2
+	if rc := parseFlags(fs, args, stderr); rc >= 0 {
+		return rc
 	}
-	cfg, err := config.Load(*file)
-	if err == nil {
-		_, err = pipelines.Compile(cfg)
+	switch {
+	case fs.NArg() == 1 && s.config == "":
+		s.config = fs.Arg(0)
+	case fs.NArg() > 0:
+		fmt.Fprintf(stderr, "cdclake validate: one config file, not %q\n", fs.Args())
+		return exitUsage
+	case s.config == "":
+		fmt.Fprintln(stderr, "cdclake validate: which config? cdclake validate FILE")
+		return exitUsage
 	}
-	if err != nil {
-		fmt.Fprintf(stderr, "%s: invalid:\n%v\n", *file, err)
-		return 1
+	secrets.FromEnv()
+	ctx := context.Background()
+	_, setup, problems := s.prepare(ctx, true)
+	if setup != nil {
+		for _, w := range setup.Warnings {
+			fmt.Fprintf(stdout, "%s: warning: %s\n", s.config, secrets.Redact(w.Error()))
+		}
 	}
-	fmt.Fprintf(stdout, "%s: ok\n", *file)
-	return 0
+	if len(problems) == 0 && *connect {
+		cctx, cancel := context.WithTimeout(ctx, time.Minute)
+		problems = append(problems, observe.Lines(errors.Join(setup.CheckConnections(cctx)...))...)
+		cancel()
+	}
+	if len(problems) > 0 {
+		printProblems(stderr, s.config, problems)
+		return exitFailed
+	}
+	what := "ok"
+	if *connect {
+		what = "ok, and every connection works"
+	}
+	fmt.Fprintf(stdout, "%s: %s\n", s.config, what)
+	return exitOK
 }
 
 func runCmd(args []string, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("run", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	sourceURL := fs.String("source", "", "source URL (overrides source.url)")
-	sink := fs.String("sink", "", "sink URL (overrides sink.url)")
-	file := fs.String("config", "", "config file")
-	level := fs.String("log-level", "info", "debug, info, warn or error")
+	fs := flagSet("run", stdout)
+	var s settings
+	s.register(fs, true)
 	cpuprofile := fs.String("cpuprofile", "", "write a CPU profile to this file")
 	memprofile := fs.String("memprofile", "", "write an allocation profile (every allocation since start) to this file at exit")
 	traceFile := fs.String("trace", "", "write an execution trace (go tool trace) to this file")
-	untilCaughtUp := fs.Bool("until-caught-up", false, "Kafka: land up to the end offsets seen at start, commit and exit")
-	if err := fs.Parse(args); err != nil {
-		return 2
+	if rc := parseFlags(fs, args, stderr); rc >= 0 {
+		return rc
 	}
-	// The profiles and the trace go to files the flags name; each stops
-	// (and its file closes) when the run returns.
+	if fs.NArg() > 0 {
+		fmt.Fprintf(stderr, "cdclake run: unexpected arguments %q (cdclake run --help)\n", fs.Args())
+		return exitUsage
+	}
+	if err := config.CheckLog(or(s.level, "info"), or(s.format, "text")); err != nil {
+		fmt.Fprintf(stderr, "cdclake run: %v\n", strings.NewReplacer("log.level", "--log-level", "log.format", "--log-format").Replace(err.Error()))
+		return exitUsage
+	}
+	stopProfiles, err := startProfiles(*cpuprofile, *memprofile, *traceFile, stderr)
+	if err != nil {
+		fmt.Fprintln(stderr, err)
+		return exitUsage
+	}
+	defer stopProfiles()
+	secrets.FromEnv()
+
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	cfg, setup, problems := s.prepare(ctx, false)
+	if len(problems) > 0 {
+		printProblems(stderr, "cdclake run: the config", problems)
+		return exitFailed
+	}
+	var level slog.Level
+	_ = level.UnmarshalText([]byte(cfg.Log.Level)) // checked by prepare
+	log := observe.NewLogger(stderr, level, cfg.Log.Format)
+	tune(cfg)
+
+	src, err := openSource(setup, log)
+	if err != nil {
+		log.Error("opening source", "err", err)
+		return exitFailed
+	}
+	// A file:// lake's objects are written in a folder of its own (see
+	// lake.FileTemp), which the file driver finds as os.TempDir.
+	if tmp, err := lake.FileTemp(setup.Sink); err != nil {
+		log.Error("opening sink", "err", err)
+		return exitFailed
+	} else if tmp != "" {
+		_ = os.Setenv("TMPDIR", tmp)
+	}
+	bucket, err := lake.OpenBucket(ctx, setup.Sink)
+	if err != nil {
+		log.Error("opening sink", "err", err)
+		return exitFailed
+	}
+	defer bucket.Close()
+
+	var opts []pipelines.Option
+	reg := pipelines.NewRegistry(buildVersion())
+	if setup.Listen != "" {
+		opts = append(opts, pipelines.WithMetrics(reg))
+	}
+	p, err := pipelines.New(setup.Plan, src, bucket, log, opts...)
+	if err != nil {
+		log.Error("building pipeline", "err", err)
+		return exitFailed
+	}
+	if setup.Listen != "" {
+		health := p.Health(time.Duration(cfg.Observability.CheckInterval))
+		srv, err := observe.Listen(setup.Listen, reg, health, log)
+		if err != nil {
+			log.Error("opening the metrics endpoint", "err", err)
+			return exitFailed
+		}
+		hctx, stopHealth := context.WithCancel(context.Background())
+		done := make(chan struct{})
+		go func() { defer close(done); health.Run(hctx) }()
+		go srv.Serve()
+		defer func() {
+			srv.Close()
+			stopHealth()
+			<-done
+		}()
+		log.Info("serving /metrics, /healthz and /readyz", "addr", srv.Addr().String())
+	}
+	start := time.Now()
+	log.Info("landing", "source", or(setup.Files, kafkaText(setup.Kafka)), "sink", setup.Sink)
+	runErr := p.Run(ctx)
+	var tooMany *pipelines.DeadLetterLimitError
+	failed := runErr != nil && !errors.As(runErr, &tooMany)
+	printSummary(stdout, p, time.Since(start), ctx.Err() != nil, failed)
+	switch {
+	case failed:
+		log.Error("run failed", "err", runErr)
+		return exitFailed
+	case tooMany != nil:
+		log.Error("too many dead letters", "err", runErr)
+		fmt.Fprintf(stdout, "%s: exit status %d\n", tooMany, exitDeadLetters)
+		return exitDeadLetters
+	}
+	if errors.Is(ctx.Err(), context.Canceled) {
+		log.Info("stopped by signal after flushing")
+		if files, ok := src.(*source.Files); ok && !drained(files) {
+			// A file source has an end: stopping before it is not success.
+			printResume(stdout, files, p.Batcher())
+			return exitInterrupted
+		}
+	}
+	return exitOK
+}
+
+func or(s, def string) string {
+	if s != "" {
+		return s
+	}
+	return def
+}
+
+// kafkaText describes a Kafka source for the log.
+func kafkaText(k *kafka.Config) string {
+	if k == nil {
+		return ""
+	}
+	return fmt.Sprintf("kafka://%s/%s (group %s)", strings.Join(k.Brokers, ","), strings.Join(k.Topics, ","), k.Group)
+}
+
+// startProfiles starts the profiles and the trace the flags name, each to
+// its file; the function returned stops them and closes the files.
+func startProfiles(cpu, mem, tr string, stderr io.Writer) (func(), error) {
 	profiles := []struct {
 		flag, path string
 		start      func(*os.File) error
 		stop       func(*os.File) error
 	}{
-		{"--cpuprofile", *cpuprofile, func(f *os.File) error { return pprof.StartCPUProfile(f) }, func(*os.File) error { pprof.StopCPUProfile(); return nil }},
-		{"--memprofile", *memprofile, func(*os.File) error { return nil },
+		{"--cpuprofile", cpu, func(f *os.File) error { return pprof.StartCPUProfile(f) }, func(*os.File) error { pprof.StopCPUProfile(); return nil }},
+		{"--memprofile", mem, func(*os.File) error { return nil },
 			func(f *os.File) error { return pprof.Lookup("allocs").WriteTo(f, 0) }},
-		{"--trace", *traceFile, func(f *os.File) error { return trace.Start(f) }, func(*os.File) error { trace.Stop(); return nil }},
+		{"--trace", tr, func(f *os.File) error { return trace.Start(f) }, func(*os.File) error { trace.Stop(); return nil }},
+	}
+	var stops []func()
+	stopAll := func() {
+		for i := len(stops) - 1; i >= 0; i-- {
+			stops[i]()
+		}
 	}
 	for _, pr := range profiles {
 		if pr.path == "" {
@@ -122,32 +465,22 @@ func runCmd(args []string, stdout, stderr io.Writer) int {
 			}
 		}
 		if err != nil {
-			fmt.Fprintf(stderr, "%s: %v\n", pr.flag, err)
-			return 2
+			stopAll()
+			return nil, fmt.Errorf("%s: %v", pr.flag, err)
 		}
-		defer func() {
+		stops = append(stops, func() {
 			if err := pr.stop(f); err != nil {
 				fmt.Fprintf(stderr, "%s: %v\n", pr.flag, err)
 			}
 			f.Close()
-		}()
+		})
 	}
-	var lvl slog.Level
-	if err := lvl.UnmarshalText([]byte(*level)); err != nil {
-		fmt.Fprintf(stderr, "--log-level: %v\n", err)
-		return 2
-	}
-	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: lvl}))
-	cfg, err := config.Load(*file)
-	if err != nil {
-		fmt.Fprintf(stderr, "config: %v\n", err)
-		return 1
-	}
-	plan, err := pipelines.Compile(cfg)
-	if err != nil {
-		fmt.Fprintf(stderr, "config: %v\n", err)
-		return 1
-	}
+	return stopAll, nil
+}
+
+// tune sets the Go runtime's memory limit and collector pace for the
+// batcher's bound, unless GOMEMLIMIT and GOGC say otherwise.
+func tune(cfg *config.Config) {
 	// The batcher bounds what open files hold; the Go runtime would let the
 	// heap grow to twice what is live before collecting. A soft limit of
 	// one and a half times the bound plus 64 MiB (for decoding, encoding
@@ -169,65 +502,7 @@ func runCmd(args []string, stdout, stderr io.Writer) int {
 	if os.Getenv("CDCLAKE_POISON_RECYCLED") != "" {
 		source.PoisonRecycled(true)
 	}
-	if *sourceURL != "" {
-		cfg.Source.URL = *sourceURL
-	}
-	if *sink != "" {
-		cfg.Sink.URL = *sink
-	}
-	if cfg.Source.URL == "" || cfg.Sink.URL == "" {
-		fmt.Fprintln(stderr, "run: a source and a sink are required (--source, --sink or the config)")
-		return 2
-	}
-
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	src, err := openSource(cfg, *untilCaughtUp, log)
-	if err != nil {
-		log.Error("opening source", "err", err)
-		return 1
-	}
-	// A file:// lake's objects are written in a folder of its own (see
-	// lake.FileTemp), which the file driver finds as os.TempDir.
-	if tmp, err := lake.FileTemp(cfg.Sink.URL); err != nil {
-		log.Error("opening sink", "err", err)
-		return 1
-	} else if tmp != "" {
-		_ = os.Setenv("TMPDIR", tmp)
-	}
-	bucket, err := lake.OpenBucket(ctx, cfg.Sink.URL)
-	if err != nil {
-		log.Error("opening sink", "err", err)
-		return 1
-	}
-	defer bucket.Close()
-	p, err := pipelines.New(plan, src, bucket, log)
-	if err != nil {
-		log.Error("building pipeline", "err", err)
-		return 1
-	}
-	start := time.Now()
-	log.Info("landing", "source", cfg.Source.URL, "sink", cfg.Sink.URL)
-	runErr := p.Run(ctx)
-	printSummary(stdout, p, time.Since(start), ctx.Err() != nil, runErr != nil)
-	if runErr != nil {
-		log.Error("run failed", "err", runErr)
-		return 1
-	}
-	if errors.Is(ctx.Err(), context.Canceled) {
-		log.Info("stopped by signal after flushing")
-		if files, ok := src.(*source.Files); ok && !drained(files) {
-			// A file source has an end: stopping before it is not success.
-			printResume(stdout, files, p.Batcher())
-			return exitInterrupted
-		}
-	}
-	return 0
 }
-
-// exitInterrupted is the status of a run of a file source stopped by a
-// signal before the end of its input (what was read is landed).
-const exitInterrupted = 3
 
 func drained(s source.Source) bool {
 	select {
@@ -251,21 +526,13 @@ func printResume(w io.Writer, files *source.Files, b *batch.Batcher) {
 	}
 }
 
-// openSource opens the source a URL names: kafka://… or files.
-func openSource(cfg *config.Config, untilCaughtUp bool, log *slog.Logger) (source.Source, error) {
-	if strings.HasPrefix(cfg.Source.URL, "kafka://") {
-		kc, err := kafka.ParseURL(cfg.Source.URL)
-		if err != nil {
-			return nil, err
-		}
-		kc.BlockRecords, kc.BlockBytes = cfg.Source.BlockLines, int(cfg.Source.BlockBytes)
-		kc.UntilCaughtUp = untilCaughtUp
-		return kafka.New(kc, log)
+// openSource opens the source of a setup: Kafka or files.
+func openSource(setup *pipelines.Setup, log *slog.Logger) (source.Source, error) {
+	if setup.Kafka != nil {
+		return kafka.New(*setup.Kafka, log)
 	}
-	if untilCaughtUp {
-		return nil, errors.New("--until-caught-up is for Kafka sources; a file source always ends at the end of its input")
-	}
-	return source.OpenFiles(cfg.Source.URL, cfg.Source.BlockLines, int(cfg.Source.BlockBytes))
+	cfg := setup.Plan.Config()
+	return source.OpenFiles(setup.Files, cfg.Source.BlockLines, int(cfg.Source.BlockBytes))
 }
 
 // printSummary prints what landed (the table: rows in written files only)
@@ -294,7 +561,11 @@ func printSummary(w io.Writer, p *pipelines.Pipeline, elapsed time.Duration, int
 	fmt.Fprintf(w, "messages %d (%.1f MiB): rows %d, events %d, tombstones %d, heartbeats %d, skipped %d, schema records %d, filtered %d\n",
 		n, float64(st.Bytes.Load())/(1<<20), st.Rows.Load(), st.Events.Load(), st.Tombstones.Load(), st.Heartbeats.Load(),
 		st.Skipped.Load(), st.Schemas.Load(), st.Filtered.Load())
-	fmt.Fprintf(w, "dead letters %d\n", st.DeadLetters.Load())
+	if dl := p.DeadLetters(); len(dl) > 0 {
+		fmt.Fprintf(w, "dead letters %d: %s\n", st.DeadLetters.Load(), pipelines.DeadLetterSummary(dl))
+	} else {
+		fmt.Fprintf(w, "dead letters %d\n", st.DeadLetters.Load())
+	}
 	fmt.Fprintf(w, "elapsed %s, %.0f messages/s\n", elapsed.Round(time.Millisecond), rate)
 	switch {
 	case failed:

@@ -41,6 +41,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 )
 
 // Magic is the first byte of a Confluent-framed record.
@@ -93,7 +94,26 @@ type Codec struct {
 	// byID holds compiled schemas, and the permanent errors of ids that
 	// cannot be used, by id.
 	byID map[int]cached
+
+	hits, found, missing, failed atomic.Int64
 }
+
+// CodecStats counts a Codec's lookups.
+type CodecStats struct {
+	// Hits counts the lookups the cache answered.
+	Hits int64
+	// Found, Missing and Failed count the registry's answers: a schema, no
+	// such id (ErrUnknownSchema), and no answer (ErrUnavailable).
+	Found, Missing, Failed int64
+}
+
+// Stats returns the codec's counters.
+func (c *Codec) Stats() CodecStats {
+	return CodecStats{Hits: c.hits.Load(), Found: c.found.Load(), Missing: c.missing.Load(), Failed: c.failed.Load()}
+}
+
+// Registry returns the registry the codec asks.
+func (c *Codec) Registry() Registry { return c.reg }
 
 type cached struct {
 	s   *Schema
@@ -135,18 +155,22 @@ func (c *Codec) Schema(ctx context.Context, id int) (*Schema, error) {
 	e, ok := c.byID[id]
 	c.mu.Unlock()
 	if ok {
+		c.hits.Add(1)
 		return e.s, e.err
 	}
 	text, err := c.reg.Schema(ctx, id)
 	switch {
 	case errors.Is(err, ErrUnknownSchema):
+		c.missing.Add(1)
 		e.err = fmt.Errorf("schema id %d: %w", id, err)
 	case err != nil:
+		c.failed.Add(1)
 		if !errors.Is(err, ErrUnavailable) {
 			err = fmt.Errorf("%w: %w", ErrUnavailable, err)
 		}
 		return nil, fmt.Errorf("schema id %d: %w", id, err)
 	default:
+		c.found.Add(1)
 		e.s, e.err = Compile(id, text)
 	}
 	c.mu.Lock()

@@ -77,6 +77,21 @@ func (r *HTTPRegistry) Schema(ctx context.Context, id int) (string, error) {
 	return checkAvro(s)
 }
 
+// Ping reports whether the registry answers with its API: a network
+// failure, a server error or refused credentials are errors; any other
+// answer, even one that the endpoint does not exist, is not.
+func (r *HTTPRegistry) Ping(ctx context.Context) error {
+	_, err := r.cl.SupportedTypes(ctx)
+	var re *sr.ResponseError
+	if errors.As(err, &re) {
+		if re.StatusCode >= 500 || re.StatusCode == http.StatusUnauthorized || re.StatusCode == http.StatusForbidden {
+			return fmt.Errorf("HTTP %d from %s: %s", re.StatusCode, re.URL, re.Message)
+		}
+		return nil
+	}
+	return err
+}
+
 func checkAvro(s sr.Schema) (string, error) {
 	if s.Type != sr.TypeAvro {
 		return "", fmt.Errorf("%w: a %s schema, not Avro", ErrUnknownSchema, s.Type)

@@ -104,6 +104,50 @@ type Config struct {
 	// run (AddRun), each taking whole files; 0 or 1 converts them on the
 	// caller's.
 	Appenders int
+	// Written, when set, is told of every file stored. It is called on
+	// the goroutines that write files, concurrently, after the file is
+	// durable and before its rows count as durable.
+	Written func(WrittenFile)
+}
+
+// WrittenFile is a stored file, as Config.Written is told of it.
+type WrittenFile struct {
+	Table string
+	// Cause is why the file was closed.
+	Cause Cause
+	Rows  int
+	Bytes int64
+	// Took is how long storing it took.
+	Took time.Duration
+}
+
+// Cause is why a file was closed.
+type Cause string
+
+// The causes of closing a file.
+const (
+	CauseRows      Cause = "rows"       // it reached its route's max_rows
+	CauseBytes     Cause = "bytes"      // it reached its route's max_bytes
+	CauseAge       Cause = "age"        // it reached its route's max_age
+	CauseDDL       Cause = "ddl"        // a DDL event of its table
+	CauseSchema    Cause = "schema"     // a schema change event of its table
+	CauseMemory    Cause = "memory"     // the memory bound (max_buffered_bytes)
+	CauseOpenFiles Cause = "open_files" // the bound on open files (max_open_files)
+	CauseHandover  Cause = "handover"   // its partition moved to another consumer
+	CauseReplay    Cause = "replay"     // it repeats a cut a previous owner recorded
+	CauseShutdown  Cause = "shutdown"   // the end of the input, or a stop
+)
+
+// Causes lists every Cause.
+var Causes = []Cause{CauseRows, CauseBytes, CauseAge, CauseDDL, CauseSchema, CauseMemory, CauseOpenFiles,
+	CauseHandover, CauseReplay, CauseShutdown}
+
+// limitCause is why a file that reached a limit of tc closes.
+func limitCause(buf *buffer, tc *TableConfig) Cause {
+	if buf.rows >= tc.MaxRows {
+		return CauseRows
+	}
+	return CauseBytes
 }
 
 // TableConfig is a table's route settings for batching and writing.
@@ -213,9 +257,15 @@ type Batcher struct {
 	now    func() time.Time
 	// parts holds a *partition per source partition seen (partKey).
 	parts sync.Map
-	// held is what open buffers hold (their footprints); nopen counts them.
-	held  atomic.Int64
-	nopen atomic.Int64
+	// held is what open buffers hold (their footprints), spilledHeld the
+	// part of it that is spilled rows; nopen counts them.
+	held        atomic.Int64
+	spilledHeld atomic.Int64
+	nopen       atomic.Int64
+	// written counts the files stored, fenced the partitions given up to
+	// another instance.
+	written atomic.Int64
+	fenced  atomic.Int64
 	// encoding is sink, when it encodes files while they are open.
 	encoding sinks.Encoding
 	// logLimit is how large a file's log grows before its rows move to
@@ -372,7 +422,7 @@ func (b *Batcher) settle(ctx context.Context, p *partition, at sinks.Position) e
 		if buf.last != buf.forced.Last {
 			b.log.Warn("a recorded cut ended differently on replay", "key", buf.forced.Key, "last", buf.forced.Last, "replayed_last", buf.last)
 		}
-		if err := b.flush(ctx, p, buf); err != nil {
+		if err := b.flush(ctx, p, buf, CauseReplay); err != nil {
 			return err
 		}
 		if p.replay != rp {
@@ -444,7 +494,7 @@ func (b *Batcher) add(ctx context.Context, p *partition, c *change.Change, t *sc
 		p.tracker.open(at.Offset, holder)
 	}
 	if buf.forced == nil && (buf.rows >= tc.MaxRows || buf.bytes >= tc.MaxBytes) {
-		if ferr := b.flush(ctx, p, buf); ferr != nil {
+		if ferr := b.flush(ctx, p, buf, limitCause(buf, tc)); ferr != nil {
 			return ferr
 		}
 	}
@@ -479,6 +529,17 @@ func (b *Batcher) account(buf *buffer) {
 	mem := buf.footprint()
 	b.held.Add(mem - buf.held)
 	buf.held = mem
+	if d := buf.spilledBytes - buf.heldSpilled; d != 0 {
+		b.spilledHeld.Add(d)
+		buf.heldSpilled = buf.spilledBytes
+	}
+}
+
+// unaccount takes buf, no longer open, out of the memory bound.
+func (b *Batcher) unaccount(buf *buffer) {
+	b.held.Add(-buf.held)
+	b.spilledHeld.Add(-buf.heldSpilled)
+	buf.heldSpilled = 0
 }
 
 // Skip records that a message needed no landing (tombstones, heartbeats,
@@ -519,10 +580,10 @@ func (b *Batcher) Release(source string, part int32, holder any) {
 	p.mu.Unlock()
 }
 
-// CloseTable writes every open file of a table (on DDL or schema change),
-// whatever its source partition.
-func (b *Batcher) CloseTable(ctx context.Context, table string) error {
-	return b.flushWhere(ctx, func(p *partition) []*buffer {
+// CloseTable writes every open file of a table (on DDL or schema change,
+// the cause), whatever its source partition.
+func (b *Batcher) CloseTable(ctx context.Context, table string, cause Cause) error {
+	return b.flushWhere(ctx, cause, func(p *partition) []*buffer {
 		bufs := slices.Clone(p.byTable[table])
 		sortBuffers(bufs)
 		return bufs
@@ -532,13 +593,13 @@ func (b *Batcher) CloseTable(ctx context.Context, table string) error {
 // flushWhere writes the open files pick returns, a partition after
 // another, each partition's oldest first; pick runs under the
 // partition's lock.
-func (b *Batcher) flushWhere(ctx context.Context, pick func(*partition) []*buffer) error {
+func (b *Batcher) flushWhere(ctx context.Context, cause Cause, pick func(*partition) []*buffer) error {
 	for _, p := range b.partitions() {
 		err := func() error {
 			p.mu.Lock()
 			defer p.mu.Unlock()
 			for _, buf := range pick(p) {
-				if err := b.flush(ctx, p, buf); err != nil {
+				if err := b.flush(ctx, p, buf, cause); err != nil {
 					return err
 				}
 			}
@@ -564,7 +625,7 @@ func (b *Batcher) FlushPartition(ctx context.Context, source string, part int32)
 				bufs = append(bufs, buf)
 			}
 		}
-		return b.writeAll(ctx, p, bufs)
+		return b.writeAll(ctx, p, bufs, CauseHandover)
 	}()
 	return cmp.Or(err, b.waitWrites())
 }
@@ -590,7 +651,7 @@ func (b *Batcher) DropPartition(source string, part int32) {
 // drop releases p's buffers and forgets its positions; p's lock is held.
 func (b *Batcher) drop(p *partition) {
 	for k, buf := range p.open {
-		b.held.Add(-buf.held)
+		b.unaccount(buf)
 		b.nopen.Add(-1)
 		buf.release()
 		delete(p.open, k)
@@ -604,7 +665,7 @@ func (b *Batcher) drop(p *partition) {
 // FlushExpired writes files older than their table's max age.
 func (b *Batcher) FlushExpired(ctx context.Context) error {
 	now := b.now().UnixNano()
-	return b.flushWhere(ctx, func(p *partition) []*buffer {
+	return b.flushWhere(ctx, CauseAge, func(p *partition) []*buffer {
 		if p.aging == 0 {
 			return nil
 		}
@@ -630,7 +691,7 @@ func (b *Batcher) FlushAll(ctx context.Context) error {
 				}
 				bufs = append(bufs, buf)
 			}
-			return b.writeAll(ctx, p, bufs)
+			return b.writeAll(ctx, p, bufs, CauseShutdown)
 		}()
 		if err != nil {
 			return err
@@ -640,11 +701,11 @@ func (b *Batcher) FlushAll(ctx context.Context) error {
 }
 
 // writeAll writes bufs of p, in order; p's lock is held.
-func (b *Batcher) writeAll(ctx context.Context, p *partition, bufs []*buffer) error {
+func (b *Batcher) writeAll(ctx context.Context, p *partition, bufs []*buffer, cause Cause) error {
 	b.finishEncoders(bufs)
 	for i, buf := range bufs {
 		bufs[i] = nil // written: its memory is free to go
-		if err := b.flush(ctx, p, buf); err != nil {
+		if err := b.flush(ctx, p, buf, cause); err != nil {
 			return err
 		}
 	}
@@ -710,6 +771,42 @@ func (b *Batcher) Stats() map[string]TableStats {
 
 // OpenFiles returns the number of open buffers.
 func (b *Batcher) OpenFiles() int { return int(b.nopen.Load()) }
+
+// Memory is what the batcher holds against Config.MaxBufferedBytes.
+type Memory struct {
+	// Buffered is what open files and files being written hold; Spilled
+	// the part of it that open files keep as compressed rows.
+	Buffered, Spilled int64
+	// Bound is Config.MaxBufferedBytes.
+	Bound int64
+}
+
+// Memory returns what the batcher holds now.
+func (b *Batcher) Memory() Memory {
+	return Memory{Buffered: b.held.Load() + b.inflight.Load(), Spilled: b.spilledHeld.Load(), Bound: b.bound.Load()}
+}
+
+// Written returns the number of files stored.
+func (b *Batcher) Written() int64 { return b.written.Load() }
+
+// Fenced returns how often a partition was given up because another
+// instance took it over.
+func (b *Batcher) Fenced() int64 { return b.fenced.Load() }
+
+// DurableTotal returns the sum of every partition's durable offset: it
+// grows whenever anything becomes durable (a file written, a message that
+// needed no landing settled), which is how a watcher tells a run that makes
+// progress from one that is stuck. Its value means nothing else.
+func (b *Batcher) DurableTotal() int64 {
+	var sum int64
+	for _, p := range b.partitions() {
+		p.mu.Lock()
+		d, _ := p.tracker.durable()
+		p.mu.Unlock()
+		sum += d
+	}
+	return sum
+}
 
 // Close releases buffers that were never written (after a failure), once
 // the files being written are done.
@@ -852,7 +949,7 @@ func (b *Batcher) enforceBounds(ctx context.Context) error {
 			if o.forced {
 				continue
 			}
-			if err := b.flushOpen(ctx, o.p, o.buf); err != nil {
+			if err := b.flushOpen(ctx, o.p, o.buf, CauseMemory); err != nil {
 				return err
 			}
 		}
@@ -870,7 +967,7 @@ func (b *Batcher) enforceBounds(ctx context.Context) error {
 		if idle == nil {
 			return nil
 		}
-		if err := b.flushOpen(ctx, p, idle); err != nil {
+		if err := b.flushOpen(ctx, p, idle, CauseOpenFiles); err != nil {
 			return err
 		}
 	}
@@ -919,13 +1016,13 @@ func (b *Batcher) spill(p *partition, buf *buffer) error {
 
 // flushOpen writes buf, an open buffer of p, unless it was written
 // meanwhile.
-func (b *Batcher) flushOpen(ctx context.Context, p *partition, buf *buffer) error {
+func (b *Batcher) flushOpen(ctx context.Context, p *partition, buf *buffer, cause Cause) error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.open[buf.key] != buf {
 		return nil
 	}
-	return b.flush(ctx, p, buf)
+	return b.flush(ctx, p, buf, cause)
 }
 
 // fence gives up a partition another instance took over: its open files
@@ -935,12 +1032,13 @@ func (b *Batcher) fence(p *partition, at sinks.Position, key string) {
 		"source", at.Source, "partition", at.Partition, "key", key)
 	b.drop(p)
 	p.fenced = true
+	b.fenced.Add(1)
 }
 
-// flush writes buf, a buffer of p, and forgets it; p's lock is held. On
-// failure buf is kept open (its rows are not durable) and the error
-// returned.
-func (b *Batcher) flush(ctx context.Context, p *partition, buf *buffer) error {
+// flush writes buf, a buffer of p closed for cause, and forgets it; p's
+// lock is held. On failure buf is kept open (its rows are not durable) and
+// the error returned.
+func (b *Batcher) flush(ctx context.Context, p *partition, buf *buffer, cause Cause) error {
 	if err := b.failure(); err != nil {
 		return err
 	}
@@ -1008,19 +1106,22 @@ func (b *Batcher) flush(ctx context.Context, p *partition, buf *buffer) error {
 		p.detach(buf)
 		b.nopen.Add(-1)
 		owned = false
-		b.writeBeside(ctx, p, buf, f, spilled)
+		b.writeBeside(ctx, p, buf, f, spilled, cause)
 		return nil
 	}
+	var took time.Duration
 	if valid > 0 {
 		var err error
+		start := time.Now()
 		n, err = b.write(ctx, buf, f)
 		if err != nil {
 			return fmt.Errorf("writing %s (%d rows): %w", f.Key, valid, err)
 		}
+		took = time.Since(start)
 	}
 	p.detach(buf)
 	b.nopen.Add(-1)
-	b.held.Add(-buf.held)
+	b.unaccount(buf)
 	p.tracker.close(buf)
 	buf.release()
 	if journaled {
@@ -1036,7 +1137,7 @@ func (b *Batcher) flush(ctx context.Context, p *partition, buf *buffer) error {
 			return fmt.Errorf("recording %s as written: %w", f.Key, err)
 		}
 	}
-	b.count(buf, f, n)
+	b.count(buf, f, n, cause, took)
 	return nil
 }
 
@@ -1074,14 +1175,16 @@ func (p *partition) detach(buf *buffer) {
 // at most Config.Writers at once, and releases the decoded spilled parts.
 // Its rows stay pending in p's tracker, and its bytes in the memory bound,
 // until f is stored.
-func (b *Batcher) writeBeside(ctx context.Context, p *partition, buf *buffer, f *sinks.File, spilled []sinks.Part) {
-	b.held.Add(-buf.held)
+func (b *Batcher) writeBeside(ctx context.Context, p *partition, buf *buffer, f *sinks.File, spilled []sinks.Part, cause Cause) {
+	b.unaccount(buf)
 	b.inflight.Add(buf.held)
 	b.slots <- struct{}{} // a writer's token is returned before it takes p's lock
 	b.writes.Add(1)
 	go func() {
 		defer b.writes.Done()
+		start := time.Now()
 		n, err := b.write(ctx, buf, f)
+		took := time.Since(start)
 		releaseParts(spilled)
 		// The detached buffer is this goroutine's: its memory goes
 		// before the partition's lock is taken, which FlushAll holds
@@ -1097,15 +1200,24 @@ func (b *Batcher) writeBeside(ctx context.Context, p *partition, buf *buffer, f 
 			b.fail(fmt.Errorf("writing %s (%d rows): %w", f.Key, f.Rows, err))
 			return
 		}
+		// Told before the rows count as durable: whoever reads the
+		// counters after an offset commit sees the file.
+		b.count(buf, f, n, cause, took)
 		p.mu.Lock()
 		p.tracker.close(buf)
 		p.mu.Unlock()
-		b.count(buf, f, n)
 	}()
 }
 
-// count adds a written file to its table's counters.
-func (b *Batcher) count(buf *buffer, f *sinks.File, n int64) {
+// count adds a written file to its table's counters and tells
+// Config.Written.
+func (b *Batcher) count(buf *buffer, f *sinks.File, n int64, cause Cause, took time.Duration) {
+	if f.Rows > 0 {
+		b.written.Add(1)
+		if b.cfg.Written != nil {
+			b.cfg.Written(WrittenFile{Table: buf.key.table, Cause: cause, Rows: f.Rows, Bytes: n, Took: took})
+		}
+	}
 	b.statsMu.Lock()
 	defer b.statsMu.Unlock()
 	st := b.stats[buf.key.table]

@@ -328,7 +328,7 @@ func TestBatcherCloseTable(t *testing.T) {
 	h.add(insert(t, "db.a", `{"id":1}`), a1, at(1), 1)
 	h.add(insert(t, "db.a", `{"id":2}`), a2, at(2), 1)
 	h.add(insert(t, "db.b", `{"id":3}`), b1, at(3), 1)
-	if err := h.b.CloseTable(context.Background(), "db.a"); err != nil {
+	if err := h.b.CloseTable(context.Background(), "db.a", CauseDDL); err != nil {
 		t.Fatal(err)
 	}
 	if got, want := h.keys(), []string{key("db.a/date=2024-01-31", 1), key("db.a/date=2024-01-31", 2)}; !slices.Equal(got, want) {
@@ -340,10 +340,10 @@ func TestBatcherCloseTable(t *testing.T) {
 	if d := h.durable(); d != 0 {
 		t.Errorf("durable %d: db.b's file from offset 0 is still open", d)
 	}
-	if err := h.b.CloseTable(context.Background(), "db.none"); err != nil || len(h.sink.files) != 2 {
+	if err := h.b.CloseTable(context.Background(), "db.none", CauseDDL); err != nil || len(h.sink.files) != 2 {
 		t.Errorf("CloseTable of an unknown table: %v, %d files", err, len(h.sink.files))
 	}
-	if err := h.b.CloseTable(context.Background(), "db.b"); err != nil {
+	if err := h.b.CloseTable(context.Background(), "db.b", CauseDDL); err != nil {
 		t.Fatal(err)
 	}
 	if f := h.sink.files[2]; f.Table != "db.b" || !slices.Equal(f.Offsets, []int64{0, 3}) {

@@ -51,7 +51,10 @@ type buffer struct {
 	// the memory bound (spill), in order; spilledBytes their size.
 	spilled      []spilled
 	spilledBytes int64
-	mem          memory.Allocator
+	// heldSpilled is the part of held that the batcher counts as spilled
+	// (Batcher.account).
+	heldSpilled int64
+	mem         memory.Allocator
 	// forced is the recorded cut the buffer repeats (Batcher.Restore).
 	forced *state.Cut
 

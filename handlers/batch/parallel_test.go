@@ -137,7 +137,7 @@ func TestBatcherPartitionsInParallel(t *testing.T) {
 				}
 				switch {
 				case part == 0 && off%97 == 0:
-					if err := b.CloseTable(ctx, tables[off%5].Name); err != nil {
+					if err := b.CloseTable(ctx, tables[off%5].Name, CauseDDL); err != nil {
 						t.Errorf("CloseTable: %v", err)
 						return
 					}

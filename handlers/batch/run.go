@@ -135,7 +135,7 @@ func (b *Batcher) segment(ctx context.Context, p *partition, items []Item, holde
 		}
 	}
 	if fill >= 0 {
-		if err := b.flush(ctx, p, rs.bufs[fill]); err != nil {
+		if err := b.flush(ctx, p, rs.bufs[fill], limitCause(rs.bufs[fill], b.tables(rs.bufs[fill].key.table))); err != nil {
 			return end, err
 		}
 	}

@@ -41,6 +41,9 @@ const (
 	KindMessage
 )
 
+// NumKinds is the number of kinds: every Kind is below it.
+const NumKinds = int(KindMessage) + 1
+
 var kindNames = [...]string{"unknown", "dml", "ddl", "schema_record", "stream_metadata",
 	"object_metadata", "schema_change", "transaction", "heartbeat", "tombstone", "message"}
 

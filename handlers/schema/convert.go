@@ -40,6 +40,12 @@ func (e *ConvertError) Error() string {
 	return fmt.Sprintf("column %q (%s): value %s: %s", e.Column, e.Type, v, e.Reason)
 }
 
+// ReasonInvalidUTF8 is the Reason of a ConvertError for text that is not
+// UTF-8.
+const ReasonInvalidUTF8 = "invalid UTF-8"
+
+var errInvalidUTF8 = errors.New(ReasonInvalidUTF8)
+
 func convErr(col string, t Type, v *fastjson.Value, reason string) error {
 	return &ConvertError{Column: col, Type: t, Value: string(v.MarshalTo(nil)), Reason: reason}
 }
@@ -680,14 +686,14 @@ func textValue(dst []byte, num *[]byte, t Type, v *fastjson.Value) ([]byte, erro
 		if v.Type() == fastjson.TypeString {
 			s, _ := v.StringBytes()
 			if !utf8.Valid(s) {
-				return dst, errors.New("invalid UTF-8")
+				return dst, errInvalidUTF8
 			}
 			return append(dst, s...), nil
 		}
 		n := len(dst)
 		dst = v.MarshalTo(dst)
 		if !utf8.Valid(dst[n:]) {
-			return dst[:n], errors.New("invalid UTF-8")
+			return dst[:n], errInvalidUTF8
 		}
 		return dst, nil
 	}
@@ -696,7 +702,7 @@ func textValue(dst []byte, num *[]byte, t Type, v *fastjson.Value) ([]byte, erro
 		return dst, errors.New("not a string")
 	}
 	if !utf8.Valid(s) {
-		return dst, errors.New("invalid UTF-8")
+		return dst, errInvalidUTF8
 	}
 	return append(dst, s...), nil
 }

@@ -29,11 +29,13 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/apache/arrow-go/v18/arrow/memory"
 	"github.com/cdclake/cdclake/sinks"
 	"github.com/cdclake/cdclake/sinks/parquet"
+	"github.com/cenkalti/backoff/v5"
 	"gocloud.dev/blob"
 	_ "gocloud.dev/blob/azureblob" // azblob://
 	_ "gocloud.dev/blob/fileblob"  // file://
@@ -106,6 +108,46 @@ func FileTemp(raw string) (string, error) {
 	return dir, nil
 }
 
+// CheckURL checks a sink URL as far as it can without touching the store:
+// its syntax, a scheme that is linked in, no credentials in it. The
+// parameters of s3://, file:// and mem:// URLs are checked by their
+// openers, which connect to nothing (a file:// URL's on the temporary
+// folder: CheckURL creates nothing). gs:// and azblob:// need credentials
+// to open a bucket at all: their parameters are checked when the run
+// opens it.
+func CheckURL(ctx context.Context, raw string) error {
+	norm, err := NormalizeURL(raw)
+	if err != nil {
+		return err
+	}
+	u, err := url.Parse(norm)
+	if err != nil {
+		return err
+	}
+	if u.User != nil {
+		return errors.New("credentials do not belong in the URL: the store's SDK reads them from its environment (AWS_ACCESS_KEY_ID, …)")
+	}
+	mux := blob.DefaultURLMux()
+	if !mux.ValidBucketScheme(u.Scheme) {
+		return fmt.Errorf("scheme %q is not one of %s", u.Scheme, strings.Join(mux.BucketSchemes(), ", "))
+	}
+	switch u.Scheme {
+	case "file":
+		q := u.Query()
+		q.Del("create_dir")
+		u.Path, u.RawQuery = filepath.ToSlash(os.TempDir()), q.Encode()
+	case "s3", "mem":
+	default:
+		return nil
+	}
+	b, err := mux.OpenBucketURL(ctx, u)
+	if err != nil {
+		// Without the URL the opener saw: the file:// one is not the user's.
+		return errors.New(strings.TrimPrefix(err.Error(), "open bucket "+u.String()+": "))
+	}
+	return b.Close()
+}
+
 // OpenBucket opens the bucket of a sink URL.
 func OpenBucket(ctx context.Context, raw string) (*blob.Bucket, error) {
 	norm, err := NormalizeURL(raw)
@@ -125,10 +167,13 @@ func OpenBucket(ctx context.Context, raw string) (*blob.Bucket, error) {
 // # Retries
 //
 // With Retry set, a write the store fails (an outage, a restart, a network
-// error) is tried again with backoff, up to Retry.For; the outage is logged
-// when it starts and when it ends, not at every attempt. Errors in the data
-// (a file that cannot be encoded) and ErrExists are not retried, nor is a
-// write whose context ends.
+// error) is tried again with exponential backoff, from 100ms up to 10s
+// between attempts, each wait drawn at random between half and one and a
+// half times its step so that many instances do not retry a recovered
+// store in step, up to Retry.For; the outage is logged when it starts and
+// when it ends, not at every attempt. Errors in the data (a file that
+// cannot be encoded) and ErrExists are not retried, nor is a write whose
+// context ends. Stats counts failures, retries and outages.
 type Sink struct {
 	bucket *blob.Bucket
 	mem    memory.Allocator
@@ -137,6 +182,11 @@ type Sink struct {
 	mu      sync.Mutex
 	failing time.Time // when the current outage began; zero when none
 	tries   int
+
+	errs    [numOps]atomic.Int64
+	retries atomic.Int64
+	// outage is the time spent in outages that ended, in nanoseconds.
+	outage atomic.Int64
 }
 
 // Retry says how long writes are retried while the store fails.
@@ -145,6 +195,32 @@ type Retry struct {
 	For time.Duration
 	// Log receives the outage's start and end.
 	Log *slog.Logger
+}
+
+// Op is a kind of store write.
+type Op int
+
+// The store writes Stats counts failures of.
+const (
+	OpData   Op = iota // a data file (Write)
+	OpCreate           // a create-once object: partition states, claims (CreateObject)
+	OpObject           // a small object: dead letters, catalog entries (WriteObject)
+	numOps
+)
+
+// String names the op in metrics: data, create, object.
+func (o Op) String() string { return [...]string{"data", "create", "object"}[o] }
+
+// Stats counts what the store did to the sink's writes.
+type Stats struct {
+	// Errors counts the failed attempts by Op (each retry that fails too).
+	Errors [numOps]int64
+	// Retries counts the attempts that were retries.
+	Retries int64
+	// Outage is the time spent in outages, the current one included;
+	// Failing is when the current one began (zero: none).
+	Outage  time.Duration
+	Failing time.Time
 }
 
 // New returns a Sink writing into bucket, without retries.
@@ -156,6 +232,23 @@ func New(bucket *blob.Bucket, mem memory.Allocator) *Sink {
 func (s *Sink) Retrying(r Retry) *Sink {
 	s.retry = r
 	return s
+}
+
+// Stats returns the sink's counters.
+func (s *Sink) Stats() Stats {
+	var st Stats
+	for i := range s.errs {
+		st.Errors[i] = s.errs[i].Load()
+	}
+	st.Retries = s.retries.Load()
+	st.Outage = time.Duration(s.outage.Load())
+	s.mu.Lock()
+	st.Failing = s.failing
+	s.mu.Unlock()
+	if !st.Failing.IsZero() {
+		st.Outage += time.Since(st.Failing)
+	}
+	return st
 }
 
 // storageError marks an error of the store, which a retry may cure.
@@ -170,7 +263,7 @@ func (s *Sink) Write(ctx context.Context, f *sinks.File) (int64, error) {
 		return s.writeEncoded(ctx, f)
 	}
 	var n int64
-	err := s.do(ctx, f.Key, func() error {
+	err := s.do(ctx, OpData, f.Key, func() error {
 		var err error
 		n, err = s.put(ctx, f.Key, func(w io.Writer) error {
 			return parquet.WriteParts(w, f.Parts, parquetOptions(f.Options), s.mem)
@@ -208,7 +301,7 @@ func (s *Sink) put(ctx context.Context, key string, fill func(io.Writer) error) 
 // CreateObject stores a small object whole unless key already holds one;
 // then it returns an error wrapping sinks.ErrExists.
 func (s *Sink) CreateObject(ctx context.Context, key string, data []byte, contentType string) error {
-	return s.do(ctx, key, func() error {
+	return s.do(ctx, OpCreate, key, func() error {
 		err := s.bucket.WriteAll(ctx, key, data, &blob.WriterOptions{ContentType: contentType, IfNotExist: true})
 		if gcerrors.Code(err) == gcerrors.FailedPrecondition {
 			return fmt.Errorf("%s: %w", key, sinks.ErrExists)
@@ -222,7 +315,7 @@ func (s *Sink) CreateObject(ctx context.Context, key string, data []byte, conten
 
 // WriteObject stores a small object whole (dead letters, catalog entries).
 func (s *Sink) WriteObject(ctx context.Context, key string, data []byte, contentType string) error {
-	return s.do(ctx, key, func() error {
+	return s.do(ctx, OpObject, key, func() error {
 		if err := s.bucket.WriteAll(ctx, key, data, &blob.WriterOptions{ContentType: contentType}); err != nil {
 			return storageError{err}
 		}
@@ -230,37 +323,45 @@ func (s *Sink) WriteObject(ctx context.Context, key string, data []byte, content
 	})
 }
 
+// retryBackoff is the schedule of retries: 100ms doubling to 10s, each
+// wait drawn between half and one and a half times its step.
+func retryBackoff() *backoff.ExponentialBackOff {
+	return &backoff.ExponentialBackOff{InitialInterval: 100 * time.Millisecond, RandomizationFactor: 0.5,
+		Multiplier: 2, MaxInterval: 10 * time.Second}
+}
+
 // do runs a write, retrying storage errors with backoff within s.retry.
-func (s *Sink) do(ctx context.Context, key string, write func() error) error {
-	var deadline time.Time
-	wait := 100 * time.Millisecond
-	for {
+func (s *Sink) do(ctx context.Context, op Op, key string, write func() error) error {
+	var last error // the store's last error
+	attempt := func() (struct{}, error) {
 		err := write()
 		var se storageError
-		if err == nil || !errors.As(err, &se) || ctx.Err() != nil || s.retry.For <= 0 {
-			if err == nil {
-				s.recovered()
-			}
-			if errors.As(err, &se) {
-				return se.error
-			}
-			return err
+		switch {
+		case err == nil:
+			s.recovered()
+			return struct{}{}, nil
+		case !errors.As(err, &se):
+			return struct{}{}, backoff.Permanent(err)
 		}
-		now := time.Now()
-		if deadline.IsZero() {
-			deadline = now.Add(s.retry.For)
-		}
-		if now.After(deadline) {
-			return fmt.Errorf("%w (retried for %s)", se.error, s.retry.For)
+		s.errs[op].Add(1)
+		last = se.error
+		if s.retry.For <= 0 || ctx.Err() != nil {
+			return struct{}{}, backoff.Permanent(se.error)
 		}
 		s.failed(key, se.error)
-		select {
-		case <-ctx.Done():
-			return se.error
-		case <-time.After(wait):
-		}
-		wait = min(2*wait, 10*time.Second)
+		return struct{}{}, se.error
 	}
+	_, err := backoff.Retry(ctx, attempt, backoff.WithBackOff(retryBackoff()), backoff.WithMaxElapsedTime(s.retry.For),
+		backoff.WithNotify(func(error, time.Duration) { s.retries.Add(1) }))
+	switch {
+	case err == nil || last == nil:
+		return err
+	case ctx.Err() != nil:
+		return last // the write was given up: say why it failed
+	case errors.Is(err, last) && s.retry.For > 0:
+		return fmt.Errorf("%w (retried for %s)", last, s.retry.For)
+	}
+	return err
 }
 
 func (s *Sink) failed(key string, err error) {
@@ -279,8 +380,10 @@ func (s *Sink) recovered() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if !s.failing.IsZero() {
+		took := time.Since(s.failing)
+		s.outage.Add(int64(took))
 		if s.retry.Log != nil {
-			s.retry.Log.Info("the store works again", "after", time.Since(s.failing).Round(time.Millisecond), "retries", s.tries)
+			s.retry.Log.Info("the store works again", "after", took.Round(time.Millisecond), "retries", s.tries)
 		}
 		s.failing, s.tries = time.Time{}, 0
 	}

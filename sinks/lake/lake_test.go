@@ -145,6 +145,13 @@ func TestRetriesAcrossAnOutage(t *testing.T) {
 	if n := strings.Count(logs.String(), "the store fails"); n != 1 || !strings.Contains(logs.String(), "the store works again") {
 		t.Errorf("want one outage start and one end logged:\n%s", logs.String())
 	}
+	// 0.7 s of backoff from 100 ms doubling: 3 or more failed attempts,
+	// each but the last retried; the outage counted once it ended.
+	st := s.Stats()
+	if st.Errors[lake.OpData] < 3 || st.Retries != st.Errors[lake.OpData] || st.Errors[lake.OpCreate] != 0 ||
+		st.Outage < 500*time.Millisecond || !st.Failing.IsZero() {
+		t.Errorf("stats after the outage: %+v", st)
+	}
 
 	// A store that stays down: the write fails once the budget is spent.
 	ctl.SetFaults(sinktest.Faults{OnOpen: true})
@@ -152,6 +159,9 @@ func TestRetriesAcrossAnOutage(t *testing.T) {
 	if err := short.WriteObject(context.Background(), "x", []byte("y"), "text/plain"); !errors.Is(err, sinktest.ErrInjected) ||
 		!strings.Contains(err.Error(), "retried for 300ms") {
 		t.Errorf("after the budget: %v", err)
+	}
+	if st := short.Stats(); st.Errors[lake.OpObject] < 2 || st.Failing.IsZero() || st.Outage <= 0 {
+		t.Errorf("stats of a store still down: %+v", st)
 	}
 	// A data error is not retried.
 	ctl.SetFaults(sinktest.Faults{})

@@ -36,6 +36,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/cdclake/cdclake/sinks"
 	"gocloud.dev/blob"
@@ -86,6 +87,10 @@ type Partition struct {
 type Store struct {
 	bucket  *blob.Bucket
 	creator sinks.ObjectCreator
+	// Appended, when set, is told of every Append: how long it took and
+	// its error (nil, one wrapping ErrFenced, or another). It may be
+	// called concurrently. Set it before the first Append.
+	Appended func(took time.Duration, err error)
 }
 
 // NewStore returns a store reading bucket and creating objects with c
@@ -144,13 +149,18 @@ func (s *Store) Append(ctx context.Context, st *Partition) error {
 		return err
 	}
 	key := Key(st.Source, st.Partition, st.Seq)
-	if err := s.creator.CreateObject(ctx, key, data, "application/json"); err != nil {
-		if errors.Is(err, sinks.ErrExists) {
-			return fmt.Errorf("%s partition %d state %d: %w", st.Source, st.Partition, st.Seq, ErrFenced)
-		}
-		return fmt.Errorf("writing %s: %w", key, err)
+	start := time.Now()
+	err = s.creator.CreateObject(ctx, key, data, "application/json")
+	switch {
+	case errors.Is(err, sinks.ErrExists):
+		err = fmt.Errorf("%s partition %d state %d: %w", st.Source, st.Partition, st.Seq, ErrFenced)
+	case err != nil:
+		err = fmt.Errorf("writing %s: %w", key, err)
 	}
-	return nil
+	if s.Appended != nil {
+		s.Appended(time.Since(start), err)
+	}
+	return err
 }
 
 // KeepClaims is the number of a partition's newest claims Prune keeps.

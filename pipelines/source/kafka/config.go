@@ -6,11 +6,12 @@ import (
 	"errors"
 	"fmt"
 	"net/url"
-	"os"
+	"regexp"
 	"strconv"
 	"strings"
 	"time"
 
+	"github.com/cdclake/cdclake/config/secrets"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/sasl"
 	"github.com/twmb/franz-go/pkg/sasl/plain"
@@ -61,6 +62,20 @@ type Config struct {
 	UntilCaughtUp bool
 	TLS           TLS
 	SASL          SASL
+	// Keys names the config keys of the settings in errors, by URL
+	// parameter (sasl_password_env → source.kafka.sasl.password_env) when
+	// they came from elsewhere than a URL; unset, errors name the URL's
+	// parameters.
+	Keys map[string]string
+}
+
+// key returns the name of a setting in errors: its URL parameter or what
+// Keys says.
+func (c *Config) key(param string) string {
+	if k, ok := c.Keys[param]; ok {
+		return k
+	}
+	return param
 }
 
 // TLS configures encryption. Files are PEM.
@@ -76,7 +91,8 @@ type TLS struct {
 }
 
 // SASL configures authentication. The password is read from an environment
-// variable or a file, never from the URL, and never logged.
+// variable or a file, never from the URL, and never logged (package
+// secrets).
 type SASL struct {
 	// Mechanism is PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512; empty disables
 	// SASL.
@@ -223,33 +239,53 @@ func parse(raw string, producer bool) (Config, error) {
 		}
 	}
 	if !producer {
-		errs = append(errs, cfg.check())
+		errs = append(errs, cfg.Check())
 	} else {
 		errs = append(errs, cfg.checkConn())
 	}
-	if err := errors.Join(errs...); err != nil {
-		return Config{}, fmt.Errorf("%s: %w", what, err)
+	// Each problem on its own, with what it is about.
+	var out []error
+	for _, err := range errs {
+		for _, e := range unjoin(err) {
+			out = append(out, fmt.Errorf("%s: %w", what, e))
+		}
+	}
+	if len(out) > 0 {
+		return Config{}, errors.Join(out...)
 	}
 	return cfg, nil
 }
 
+// unjoin returns the errors errors.Join put together in err.
+func unjoin(err error) []error {
+	if err == nil {
+		return nil
+	}
+	if j, ok := err.(interface{ Unwrap() []error }); ok {
+		var out []error
+		for _, e := range j.Unwrap() {
+			out = append(out, unjoin(e)...)
+		}
+		return out
+	}
+	return []error{err}
+}
+
 // ClientOptions returns the options connecting a franz-go client as cfg
-// says: brokers, client id, TLS and SASL.
+// says: brokers, client id, TLS and SASL. It reads the TLS files and the
+// SASL password; one that is not there is a *secrets.MissingError.
 func (c Config) ClientOptions() ([]kgo.Opt, error) {
 	opts := []kgo.Opt{kgo.SeedBrokers(c.Brokers...), kgo.ClientID(c.ClientID)}
-	tlsCfg, err := c.TLS.tlsConfig()
-	if err != nil {
-		return nil, err
-	}
+	tlsCfg, tlsErr := c.tlsConfig()
 	if tlsCfg != nil {
 		opts = append(opts, kgo.DialTLSConfig(tlsCfg))
 	}
-	mech, err := c.SASL.mechanism()
-	if err != nil {
-		return nil, err
-	}
+	mech, saslErr := c.mechanism()
 	if mech != nil {
 		opts = append(opts, kgo.SASL(mech))
+	}
+	if err := errors.Join(tlsErr, saslErr); err != nil {
+		return nil, err
 	}
 	return opts, nil
 }
@@ -263,13 +299,28 @@ func redact(err error) error {
 	return err
 }
 
-func (c *Config) check() error {
+// Check checks the settings of a source (not of a topic written to): the
+// group, where to start, and the connection.
+func (c *Config) Check() error {
 	var errs []error
+	if len(c.Brokers) == 0 {
+		errs = append(errs, fmt.Errorf("%s: no brokers", c.key("brokers")))
+	}
+	if len(c.Topics) == 0 {
+		errs = append(errs, fmt.Errorf("%s: no topics", c.key("topics")))
+	}
 	if c.Group == "" {
-		errs = append(errs, errors.New("group is required (?group=name)"))
+		errs = append(errs, fmt.Errorf("%s: required (?group=name)", c.key("group")))
 	}
 	if c.Start != "earliest" && c.Start != "latest" {
-		errs = append(errs, fmt.Errorf("start: %q, want earliest or latest", c.Start))
+		errs = append(errs, fmt.Errorf("%s: %q, want earliest or latest", c.key("start"), c.Start))
+	}
+	if c.Regex {
+		for _, expr := range c.Topics {
+			if _, err := regexp.Compile(expr); err != nil {
+				errs = append(errs, fmt.Errorf("%s: %q is not a regular expression: %w", c.key("topics"), expr, err))
+			}
+		}
 	}
 	return errors.Join(append(errs, c.checkConn())...)
 }
@@ -278,69 +329,68 @@ func (c *Config) check() error {
 func (c *Config) checkConn() error {
 	var errs []error
 	if (c.TLS.CertFile == "") != (c.TLS.KeyFile == "") {
-		errs = append(errs, errors.New("tls_cert and tls_key go together"))
+		errs = append(errs, fmt.Errorf("%s: goes with %s", c.key("tls_cert"), c.key("tls_key")))
 	}
 	switch c.SASL.Mechanism {
 	case "":
 	case "PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512":
 		if c.SASL.User == "" {
-			errs = append(errs, errors.New("sasl_user is required with sasl"))
+			errs = append(errs, fmt.Errorf("%s: required with %s", c.key("sasl_user"), c.key("sasl")))
 		}
 		if (c.SASL.PasswordEnv == "") == (c.SASL.PasswordFile == "") {
-			errs = append(errs, errors.New("give exactly one of sasl_password_env and sasl_password_file"))
+			errs = append(errs, fmt.Errorf("%s: give it or %s, not both or neither", c.key("sasl_password_env"), c.key("sasl_password_file")))
 		}
 	default:
-		errs = append(errs, fmt.Errorf("sasl: %q, want PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512", c.SASL.Mechanism))
+		errs = append(errs, fmt.Errorf("%s: %q, want PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512", c.key("sasl"), c.SASL.Mechanism))
 	}
 	return errors.Join(errs...)
 }
 
 // tlsConfig builds the TLS configuration, nil when TLS is off.
-func (t TLS) tlsConfig() (*tls.Config, error) {
+func (c *Config) tlsConfig() (*tls.Config, error) {
+	t := c.TLS
 	if !t.Enabled && t.CAFile == "" && t.CertFile == "" {
 		return nil, nil
 	}
 	cfg := &tls.Config{MinVersion: tls.VersionTLS12, ServerName: t.ServerName}
+	var errs []error
 	if t.CAFile != "" {
-		pem, err := os.ReadFile(t.CAFile)
+		pem, err := secrets.ReadFile(c.key("tls_ca"), t.CAFile)
 		if err != nil {
-			return nil, fmt.Errorf("tls_ca: %w", err)
+			errs = append(errs, err)
+		} else if pool := x509.NewCertPool(); !pool.AppendCertsFromPEM(pem) {
+			errs = append(errs, fmt.Errorf("%s: %s holds no PEM certificate", c.key("tls_ca"), t.CAFile))
+		} else {
+			cfg.RootCAs = pool
 		}
-		pool := x509.NewCertPool()
-		if !pool.AppendCertsFromPEM(pem) {
-			return nil, fmt.Errorf("tls_ca: %s holds no PEM certificate", t.CAFile)
-		}
-		cfg.RootCAs = pool
 	}
 	if t.CertFile != "" {
-		cert, err := tls.LoadX509KeyPair(t.CertFile, t.KeyFile)
-		if err != nil {
-			return nil, fmt.Errorf("tls_cert/tls_key: %w", err)
+		certPEM, err1 := secrets.ReadFile(c.key("tls_cert"), t.CertFile)
+		keyPEM, err2 := secrets.ReadFile(c.key("tls_key"), t.KeyFile)
+		if err := errors.Join(err1, err2); err != nil {
+			errs = append(errs, err)
+		} else if cert, err := tls.X509KeyPair(certPEM, keyPEM); err != nil {
+			errs = append(errs, fmt.Errorf("%s, %s: %w", c.key("tls_cert"), c.key("tls_key"), err))
+		} else {
+			cfg.Certificates = []tls.Certificate{cert}
 		}
-		cfg.Certificates = []tls.Certificate{cert}
+	}
+	if err := errors.Join(errs...); err != nil {
+		return nil, err
 	}
 	return cfg, nil
 }
 
 // mechanism builds the SASL mechanism, nil when SASL is off. The password
 // is read now, from the environment or a file.
-func (s SASL) mechanism() (sasl.Mechanism, error) {
+func (c *Config) mechanism() (sasl.Mechanism, error) {
+	s := c.SASL
 	if s.Mechanism == "" {
 		return nil, nil
 	}
-	var pass string
-	if s.PasswordEnv != "" {
-		v, ok := os.LookupEnv(s.PasswordEnv)
-		if !ok {
-			return nil, fmt.Errorf("sasl_password_env: the variable %s is not set", s.PasswordEnv)
-		}
-		pass = v
-	} else {
-		b, err := os.ReadFile(s.PasswordFile)
-		if err != nil {
-			return nil, fmt.Errorf("sasl_password_file: %w", err)
-		}
-		pass = strings.TrimRight(string(b), "\r\n")
+	pass, err := secrets.Read(c.key("sasl_password_env"), s.PasswordEnv, c.key("sasl_password_file"), s.PasswordFile)
+	if err != nil {
+		return nil, err
 	}
 	switch s.Mechanism {
 	case "PLAIN":

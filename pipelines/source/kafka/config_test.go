@@ -29,15 +29,15 @@ func TestParseURL(t *testing.T) {
 		t.Errorf("defaults %+v, %v", def, err)
 	}
 	for url, want := range map[string]string{
-		"kafka://h:1/t":                           "group is required",
+		"kafka://h:1/t":                           "group: required",
 		"kafka:///t?group=g":                      "no brokers",
 		"kafka://h:1/?group=g":                    "no topics",
 		"kafka://u:secret@h:1/t?group=g":          "credentials do not belong in the URL",
 		"kafka://h:1/t?group=g&sasl_password=x":   "a secret does not belong in the URL",
 		"kafka://h:1/t?group=g&start=middle":      `start: "middle"`,
 		"kafka://h:1/t?group=g&sasl=GSSAPI":       `sasl: "GSSAPI"`,
-		"kafka://h:1/t?group=g&sasl=PLAIN":        "sasl_user is required",
-		"kafka://h:1/t?group=g&tls_cert=c.pem":    "tls_cert and tls_key go together",
+		"kafka://h:1/t?group=g&sasl=PLAIN":        "sasl_user: required",
+		"kafka://h:1/t?group=g&tls_cert=c.pem":    "tls_cert: goes with tls_key",
 		"kafka://h:1/t?group=g&fetch_max_bytes=0": "fetch_max_bytes",
 		"kafka://h:1/t?group=g&colour=blue":       `unknown parameter "colour"`,
 		"file:///x":                               "want kafka://",
@@ -54,10 +54,10 @@ func TestParseURL(t *testing.T) {
 
 func TestSASLPasswordSources(t *testing.T) {
 	t.Setenv("CDCLAKE_TEST_KPASS", "from-env")
-	if m, err := (SASL{Mechanism: "PLAIN", User: "u", PasswordEnv: "CDCLAKE_TEST_KPASS"}).mechanism(); err != nil || m.Name() != "PLAIN" {
+	if m, err := (&Config{SASL: SASL{Mechanism: "PLAIN", User: "u", PasswordEnv: "CDCLAKE_TEST_KPASS"}}).mechanism(); err != nil || m.Name() != "PLAIN" {
 		t.Errorf("env: %v %v", m, err)
 	}
-	if _, err := (SASL{Mechanism: "PLAIN", User: "u", PasswordEnv: "CDCLAKE_TEST_UNSET_VAR"}).mechanism(); err == nil ||
+	if _, err := (&Config{SASL: SASL{Mechanism: "PLAIN", User: "u", PasswordEnv: "CDCLAKE_TEST_UNSET_VAR"}}).mechanism(); err == nil ||
 		!strings.Contains(err.Error(), "CDCLAKE_TEST_UNSET_VAR is not set") {
 		t.Errorf("unset variable: %v", err)
 	}
@@ -65,10 +65,10 @@ func TestSASLPasswordSources(t *testing.T) {
 	if err := os.WriteFile(f, []byte("from-file\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	if m, err := (SASL{Mechanism: "SCRAM-SHA-256", User: "u", PasswordFile: f}).mechanism(); err != nil || m.Name() != "SCRAM-SHA-256" {
+	if m, err := (&Config{SASL: SASL{Mechanism: "SCRAM-SHA-256", User: "u", PasswordFile: f}}).mechanism(); err != nil || m.Name() != "SCRAM-SHA-256" {
 		t.Errorf("file: %v %v", m, err)
 	}
-	if cfg, err := (TLS{Enabled: true, CAFile: f}).tlsConfig(); err == nil {
+	if cfg, err := (&Config{TLS: TLS{Enabled: true, CAFile: f}}).tlsConfig(); err == nil {
 		t.Errorf("a CA file without a certificate was accepted: %v", cfg)
 	}
 }

@@ -42,6 +42,7 @@ import (
 
 	"github.com/ThreeDotsLabs/watermill/message"
 	"github.com/cdclake/cdclake/pipelines/source"
+	"github.com/cenkalti/backoff/v5"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -68,6 +69,10 @@ type Source struct {
 	mu        sync.Mutex
 	parts     map[tp]*partition
 	committed map[tp]int64
+	// commitAt is when committed last moved, per partition.
+	commitAt map[tp]time.Time
+	// counts are the group's events (Counters).
+	counts Counters
 	// targets are the end offsets at start (UntilCaughtUp), starts the
 	// offsets consumption begins at.
 	targets map[tp]int64
@@ -122,7 +127,7 @@ var (
 
 // New returns a source for cfg; it connects when the pipeline subscribes.
 func New(cfg Config, log *slog.Logger) (*Source, error) {
-	if err := cfg.check(); err != nil {
+	if err := cfg.Check(); err != nil {
 		return nil, fmt.Errorf("kafka source: %w", err)
 	}
 	if cfg.BlockRecords < 1 {
@@ -135,7 +140,7 @@ func New(cfg Config, log *slog.Logger) (*Source, error) {
 		cfg.CommitInterval = 5 * time.Second
 	}
 	return &Source{cfg: cfg, log: log.With("component", "kafka"), parts: map[tp]*partition{},
-		committed: map[tp]int64{}, targets: map[tp]int64{}, starts: map[tp]int64{}, groupDone: map[tp]bool{}, resume: map[tp]int64{},
+		committed: map[tp]int64{}, commitAt: map[tp]time.Time{}, targets: map[tp]int64{}, starts: map[tp]int64{}, groupDone: map[tp]bool{}, resume: map[tp]int64{},
 		claimed: map[tp]bool{},
 		drained: make(chan struct{}), stopped: make(chan struct{})}, nil
 }
@@ -552,20 +557,18 @@ func (s *Source) checkCaughtUp() {
 const retryFor = 30 * time.Second
 
 // retrying calls f until it succeeds, fails with an error that is not
-// retriable, or retryFor has passed.
+// retriable, or retryFor has passed, waiting 250ms growing to 2s between
+// attempts, jittered.
 func retrying(ctx context.Context, f func() error) error {
-	deadline := time.Now().Add(retryFor)
-	for {
+	_, err := backoff.Retry(ctx, func() (struct{}, error) {
 		err := f()
-		if err == nil || !kerr.IsRetriable(err) || time.Now().After(deadline) {
-			return err
+		if err != nil && !kerr.IsRetriable(err) {
+			return struct{}{}, backoff.Permanent(err)
 		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(250 * time.Millisecond):
-		}
-	}
+		return struct{}{}, err
+	}, backoff.WithBackOff(&backoff.ExponentialBackOff{InitialInterval: 250 * time.Millisecond, RandomizationFactor: 0.5,
+		Multiplier: 1.5, MaxInterval: 2 * time.Second}), backoff.WithMaxElapsedTime(retryFor))
+	return err
 }
 
 // refreshGroupDone reads the group's committed offsets into groupDone.
@@ -606,6 +609,8 @@ func (s *Source) onAssigned(_ context.Context, _ *kgo.Client, assigned map[strin
 		}
 	}
 	s.assigned = true
+	s.counts.Rebalances++
+	s.counts.Assigned += int64(len(names))
 	s.mu.Unlock()
 	sort.Strings(names)
 	s.log.Info("partitions assigned", "partitions", names)
@@ -625,6 +630,7 @@ func (s *Source) adjustOffsets(ctx context.Context, offsets map[string]map[int32
 			}
 			s.mu.Lock()
 			s.claimed[tp{topic, part}] = true
+			s.counts.Claimed++
 			s.mu.Unlock()
 			if ok {
 				parts[part] = kgo.NewOffset().At(off)
@@ -691,6 +697,10 @@ func (s *Source) onRevoked(ctx context.Context, _ *kgo.Client, revoked map[strin
 	if len(gone) == 0 {
 		return
 	}
+	s.mu.Lock()
+	s.counts.Rebalances++
+	s.counts.Revoked += int64(len(gone))
+	s.mu.Unlock()
 	fctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
 	defer cancel()
 	for _, k := range gone {
@@ -713,6 +723,12 @@ func (s *Source) onRevoked(ctx context.Context, _ *kgo.Client, revoked map[strin
 // is written or committed by this member any more.
 func (s *Source) onLost(_ context.Context, _ *kgo.Client, lost map[string][]int32) {
 	gone := s.release(lost)
+	if len(gone) > 0 {
+		s.mu.Lock()
+		s.counts.Rebalances++
+		s.counts.Lost += int64(len(gone))
+		s.mu.Unlock()
+	}
 	for _, k := range gone {
 		s.hooks.Drop(k.topic, k.part)
 	}
@@ -753,10 +769,20 @@ func (s *Source) commit(ctx context.Context, only []tp) error {
 		}
 		s.mu.Unlock()
 	}
+	// Durable waits for the partition's lock, which a write waiting out a
+	// store outage holds: it is asked without s.mu, which the metrics and
+	// probes need meanwhile.
+	durable := make([]struct {
+		off int64
+		ok  bool
+	}, len(only))
+	for i, k := range only {
+		durable[i].off, durable[i].ok = s.hooks.Durable(k.topic, k.part)
+	}
 	offsets := map[string]map[int32]kgo.EpochOffset{}
 	s.mu.Lock()
-	for _, k := range only {
-		off, ok := s.hooks.Durable(k.topic, k.part)
+	for i, k := range only {
+		off, ok := durable[i].off, durable[i].ok
 		if r, claimed := s.resume[k]; claimed && (!ok || r > off) {
 			off, ok = r, true
 		}
@@ -789,10 +815,12 @@ func (s *Source) commit(ctx context.Context, only []tp) error {
 	if cerr != nil {
 		return cerr
 	}
+	now := time.Now()
 	s.mu.Lock()
 	for topic, ps := range offsets {
 		for part, o := range ps {
 			s.committed[tp{topic, part}] = o.Offset
+			s.commitAt[tp{topic, part}] = now
 		}
 	}
 	s.mu.Unlock()
@@ -824,6 +852,88 @@ func (s *Source) Backlog() int64 {
 	}
 	return n
 }
+
+// Counters count the group's events as this member saw them.
+type Counters struct {
+	// Rebalances counts the changes of this member's assignment.
+	Rebalances int64
+	// Assigned, Revoked and Lost count partitions given to this member,
+	// handed over by it, and taken from it without a handover; Claimed
+	// counts the partitions whose state in the lake it took over.
+	Assigned, Revoked, Lost, Claimed int64
+}
+
+// Counters returns the group's events so far.
+func (s *Source) Counters() Counters {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.counts
+}
+
+// PartitionStatus is an assigned partition's progress.
+type PartitionStatus struct {
+	Topic     string
+	Partition int32
+	// End is the partition's end offset (high watermark) at the last
+	// fetch, -1 before one.
+	End int64
+	// Committed is the offset committed for the group, or where the lake's
+	// state resumes the partition before a commit; -1 when neither is
+	// known. CommittedAt is when this member last committed it.
+	Committed   int64
+	CommittedAt time.Time
+}
+
+// Lag returns the records between the end offset and the committed one,
+// -1 when either is unknown.
+func (p PartitionStatus) Lag() int64 {
+	if p.End < 0 || p.Committed < 0 {
+		return -1
+	}
+	return max(p.End-p.Committed, 0)
+}
+
+// Partitions returns the progress of every assigned partition, in topic
+// and partition order.
+func (s *Source) Partitions() []PartitionStatus {
+	s.mu.Lock()
+	out := make([]PartitionStatus, 0, len(s.parts))
+	for k, p := range s.parts {
+		st := PartitionStatus{Topic: k.topic, Partition: k.part, End: -1, Committed: -1, CommittedAt: s.commitAt[k]}
+		if p.hwm > 0 || p.next >= 0 {
+			st.End = max(p.hwm, p.next)
+		}
+		if c, ok := s.committed[k]; ok {
+			st.Committed = c
+		} else if r, ok := s.resume[k]; ok {
+			st.Committed = r
+		}
+		out = append(out, st)
+	}
+	s.mu.Unlock()
+	sort.Slice(out, func(i, j int) bool {
+		if out[i].Topic != out[j].Topic {
+			return out[i].Topic < out[j].Topic
+		}
+		return out[i].Partition < out[j].Partition
+	})
+	return out
+}
+
+// Ping reports whether a broker answers (a metadata request).
+func (s *Source) Ping(ctx context.Context) error {
+	s.mu.Lock()
+	cl := s.cl
+	s.mu.Unlock()
+	if cl == nil {
+		return errors.New("not connected")
+	}
+	return cl.Ping(ctx)
+}
+
+// Unbounded reports whether the source follows its topics with no end
+// (without UntilCaughtUp).
+func (s *Source) Unbounded() bool { return !s.cfg.UntilCaughtUp }
 
 // Err returns the error that stopped the source early.
 func (s *Source) Err() error {
