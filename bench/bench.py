@@ -179,6 +179,60 @@ def many_tables(args, work, single_rate, got):
     return "\n".join(lines)
 
 
+def free_port():
+    import socket
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def metrics_overhead(args, streams, runs=3):
+    """Lands each stream on one core with the metrics endpoint off and on
+    (--metrics-addr, with /metrics scraped every half second, thirty times
+    as often as a usual Prometheus), alternating, best of runs each: a
+    table of the rates and of on/off."""
+    import threading
+    import urllib.request
+
+    lines = ["| workload | events/s, metrics off | events/s, metrics on, scraped every 0.5 s | on / off | scrapes |",
+             "|---|---|---|---|---|"]
+    worst = 1.0
+    for label, stream, messages in streams:
+        best = {}
+        scrapes = 0
+        for _ in range(runs):
+            for on in (False, True):
+                lake = fresh(args, "metrics")
+                cmd = [args.cdclake, "run", "--source", str(stream), "--sink", str(lake)]
+                stop = threading.Event()
+                scraper = None
+                if on:
+                    port = free_port()
+                    cmd += ["--metrics-addr", f"127.0.0.1:{port}"]
+
+                    def scrape(port=port):
+                        nonlocal scrapes
+                        while not stop.wait(0.5):
+                            try:
+                                with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=2) as r:
+                                    if b"cdclake_messages_read_total" in r.read():
+                                        scrapes += 1
+                            except OSError:
+                                pass
+                    scraper = threading.Thread(target=scrape)
+                    scraper.start()
+                wall, _, _ = measured(cmd, dict(os.environ, GOMAXPROCS="1"))
+                stop.set()
+                if scraper:
+                    scraper.join()
+                shutil.rmtree(lake, ignore_errors=True)
+                best[on] = min(best.get(on, wall), wall)
+        off, on = messages / best[False], messages / best[True]
+        worst = min(worst, on / off)
+        lines.append(f"| {label} | {off:,.0f} | {on:,.0f} | {on / off:.3f} | {scrapes} |")
+    return "\n".join(lines), worst
+
+
 def kafka_ratio(broker, got):
     """With a broker: the Kafka benchmarks of pipelines/source/kafka (a
     6-partition topic of generated mixed messages landed into mem:// with
@@ -256,11 +310,13 @@ def main():
     work.mkdir(parents=True, exist_ok=True)
     args.lakes = Path(args.lakes) if args.lakes else lakes_root(work)
     rows = []
+    streams = []
     for fmt, label in WORKLOADS:
         if args.only and fmt not in args.only.split(","):
             continue
         d, stream = generated(args.cdcgen, work, fmt, args.events, args.tables, fmt)
         messages = sum(1 for line in open(stream, "rb") if line.strip())
+        streams.append((label, stream, messages))
         size = stream.stat().st_size
         best = {}
         for _ in range(args.runs):
@@ -307,6 +363,18 @@ def main():
                      f"{r['rss']:.0f} | {r['bpe']:.0f} | {r['files']} |")
     table = "\n".join(lines)
     print(table)
+
+    metrics = ""
+    if streams:
+        mt, worst = metrics_overhead(args, streams, max(args.runs, 3))
+        print(mt)
+        metrics = f"""
+The metrics' cost: each stream landed on one core with the metrics endpoint off and on
+(`--metrics-addr`, `/metrics` scraped every 0.5 s), alternating, best of {max(args.runs, 3)} runs each.
+Worst on/off: {worst:.3f}.
+
+{mt}
+"""
 
     got = {}
     many = ""
@@ -386,7 +454,7 @@ The lakes and DuckDB's file are written to {args.lakes}{tmpfs}.
 How this machine scales from one busy core to two, by kind of work (`go run ./bench/scaling`: two
 goroutines' throughput over one's, 2.00 is linear; compute in the first-level cache, reads and
 writes within the second-level cache, and beyond every cache): {machine}.
-{bound}{many}{kafka}{goals}""", encoding="utf-8")
+{metrics}{bound}{many}{kafka}{goals}""", encoding="utf-8")
     print(f"written {args.results}", file=sys.stderr)
 
 

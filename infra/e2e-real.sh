@@ -135,15 +135,19 @@ step "sink conformance (S3)" sink_conformance
 # restart, a second member joining mid-stream, kill -9 at random moments,
 # the S3 server stopped for 10 s; every row once, never a row twice between;
 # Avro records while the schema registry is unreachable (they wait), and
-# through an HTTPS gateway with basic auth.
+# through an HTTPS gateway with basic auth. The operability tests: /metrics
+# of a landing of the real capture through SASL_SSL (counters, lag, files
+# by cause), /readyz across an S3 outage, no secret in any log line or
+# answer; exit status 4 past sink.max_dead_letters; validate
+# --check-connections.
 kafka_tests_once() {
   cd "$REPO_DIR" && CDCLAKE_TEST_KAFKA_BROKERS=$KAFKA_BOOTSTRAP \
     CDCLAKE_TEST_S3_URL="$(s3_sink scratch)" CDCLAKE_TEST_S3_DIR="$DATA_DIR/s3/scratch" CDCLAKE_TEST_INFRA="$INFRA_DIR" \
     CDCLAKE_TEST_KAFKA_SASL_SSL=$HOST:$KAFKA_SASL_SSL_PORT CDCLAKE_TEST_KAFKA_CA=$KAFKA_TLS_DIR/ca.pem \
     AWS_ACCESS_KEY_ID=$S3_ACCESS_KEY AWS_SECRET_ACCESS_KEY=$S3_SECRET_KEY AWS_REGION=us-east-1 \
-    CDCLAKE_TEST_REGISTRY_URL=$REGISTRY_URL/apis/ccompat/v7 \
+    CDCLAKE_TEST_REGISTRY_URL=$REGISTRY_URL/apis/ccompat/v7 CDCLAKE_TEST_PYTHON="$VPY" \
     go test -count=1 -timeout 15m -v ./pipelines/source/kafka/ ./cmd/cdclake/ ./pipelines/ \
-    -run 'Test(UntilCaughtUp|StopAndRestart|Rebalance|FencedInstance|DeadLetterTopic|StateWinsOverGroupOffsets|AssignedBeforeTargets|KafkaStoreOutage|ParseURL|SASL|Registry)' 2>&1
+    -run 'Test(UntilCaughtUp|StopAndRestart|Rebalance|FencedInstance|DeadLetterTopic|StateWinsOverGroupOffsets|AssignedBeforeTargets|KafkaStoreOutage|ParseURL|SASL|Registry|KafkaOperability|KafkaDeadLetterStatus|ValidateCheckConnections)' 2>&1
 }
 kafka_source_tests() {
   local out
@@ -159,7 +163,7 @@ kafka_source_tests() {
     log "WARNING: the Kafka source tests passed on the second run"
   }
   local t
-  for t in TestUntilCaughtUpAndResume TestStopAndRestart TestRebalance TestFencedInstance TestDeadLetterTopic TestStateWinsOverGroupOffsets TestAssignedBeforeTargets TestSASLSSL TestKafkaStoreOutage TestRegistryOutage TestRegistryTLSAndAuth; do
+  for t in TestUntilCaughtUpAndResume TestStopAndRestart TestRebalance TestFencedInstance TestDeadLetterTopic TestStateWinsOverGroupOffsets TestAssignedBeforeTargets TestSASLSSL TestKafkaStoreOutage TestRegistryOutage TestRegistryTLSAndAuth TestKafkaOperability TestKafkaDeadLetterStatus TestValidateCheckConnections; do
     grep -q -- "--- PASS: $t " <<<"$out" || die "the Kafka source test $t did not run"
   done
   log "kafka source: $(grep -c -- '--- PASS' <<<"$out") tests passed against $KAFKA_BOOTSTRAP"
@@ -316,7 +320,20 @@ verify_avro() {
       2> >(grep -v -E '^(WARNING|Using Spark|Setting default log level|To adjust logging)' >&2) || return 1
   done
 }
+# No secret this run configured is in any log of it.
+no_secrets() {
+  local f found=0
+  for f in "$E2E_DIR"/*.log; do
+    if grep -qF -- "$S3_SECRET_KEY" "$f"; then
+      log "the S3 secret key is in $f"
+      found=1
+    fi
+  done
+  ((found == 0)) || return 1
+  log "no secret in $(ls "$E2E_DIR"/*.log | wc -l) logs of cdclake"
+}
 rc=0
+step "no secrets in the logs" no_secrets || rc=$?
 step "verify (DuckDB, Spark)" verify || rc=$?
 step "verify Avro = JSON (DuckDB, Spark)" verify_avro || rc=$?
 step "verify MariaDB (DuckDB, Spark)" verify_maria || rc=$?

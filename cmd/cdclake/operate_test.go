@@ -12,6 +12,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -472,5 +473,43 @@ func TestKafkaDeadLetterStatus(t *testing.T) {
 				t.Errorf("%d dead letters in the lake, want %d", len(dead), len(bad))
 			}
 		})
+	}
+}
+
+// TestValidateCheckConnections: validate --check-connections reaches the
+// broker, the registry and the bucket, where a second create of its probe
+// is refused; a topic that does not exist, a registry that does not
+// answer and a bucket that does not exist are each a problem.
+func TestValidateCheckConnections(t *testing.T) {
+	o := needOperations(t)
+	topic := kafkatest.Empty(t, o.broker, 1)
+	dir := t.TempDir()
+	write := func(name, yaml string) string {
+		f := filepath.Join(dir, name)
+		if err := os.WriteFile(f, []byte(yaml), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return f
+	}
+	good := write("good.yaml", fmt.Sprintf("source:\n  url: kafka://%s/%s?group=g\n  schema_registry:\n    url: %s\nsink:\n  url: \"%s&prefix=validate/\"\n",
+		o.broker, topic, o.registry, o.s3URL))
+	if rc, out, errs := inProcess("validate", good, "--check-connections"); rc != exitOK || !strings.Contains(out, "every connection works") {
+		t.Errorf("validate --check-connections: %d\n%s%s", rc, out, errs)
+	}
+	probes, _ := filepath.Glob(filepath.Join(o.s3Dir, "validate", "_cdclake", "probe", "*"))
+	if len(probes) != 0 {
+		t.Errorf("probe objects left behind: %v", probes)
+	}
+	bad := write("bad.yaml", fmt.Sprintf("source:\n  url: kafka://%s/%s-missing?group=g\n  schema_registry:\n    url: http://127.0.0.1:1/\n"+
+		"sink:\n  url: \"%s\"\n", o.broker, topic, strings.Replace(o.s3URL, "s3://scratch?", "s3://no-such-bucket?", 1)))
+	rc, out, errs := inProcess("validate", bad, "--check-connections")
+	if rc != exitFailed {
+		t.Fatalf("validate --check-connections of unreachable things: %d\n%s%s", rc, out, errs)
+	}
+	p := problems(errs)
+	for _, want := range []string{`source: topic "` + topic + `-missing" does not exist`, "source.schema_registry: ", "sink: "} {
+		if !slices.ContainsFunc(p, func(s string) bool { return strings.HasPrefix(s, want) }) {
+			t.Errorf("no problem starting %q in:\n%s", want, errs)
+		}
 	}
 }
