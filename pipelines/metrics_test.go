@@ -1,6 +1,7 @@
 package pipelines_test
 
 import (
+	"bytes"
 	"errors"
 	"log/slog"
 	"os"
@@ -13,6 +14,7 @@ import (
 	"github.com/cdclake/cdclake/pipelines/source"
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
+	"github.com/prometheus/common/expfmt"
 )
 
 // scrape returns every sample of reg as "name{label=value,…}" → value.
@@ -195,4 +197,45 @@ func TestDeadLetterLimit(t *testing.T) {
 			t.Errorf("follow %v: read %d messages, every line below %d landed", follow, read, durable)
 		}
 	}
+}
+
+// BenchmarkScrape is the cost of one scrape of /metrics: a landed
+// pipeline's registry (the Go and process collectors, its own metrics with
+// every table labelled) gathered and encoded as Prometheus text.
+func BenchmarkScrape(b *testing.B) {
+	samples, _ := filepath.Glob(filepath.Join("..", "testdata", "samples", "*.ndjson"))
+	var all []byte
+	for _, f := range samples {
+		data, err := os.ReadFile(f)
+		if err != nil {
+			b.Fatal(err)
+		}
+		all = append(all, data...)
+	}
+	cfg, err := config.Load("")
+	if err != nil {
+		b.Fatal(err)
+	}
+	cfg.ProgressInterval = 0
+	reg := pipelines.NewRegistry("v", "c")
+	p, _ := newPipeline(b, cfg, source.NewReader("in", bytes.NewReader(all), 64, 1<<20), slog.New(slog.DiscardHandler),
+		pipelines.WithMetrics(reg))
+	if err := p.Run(b.Context()); err != nil {
+		b.Fatal(err)
+	}
+	var buf bytes.Buffer
+	for b.Loop() {
+		families, err := reg.Gather()
+		if err != nil {
+			b.Fatal(err)
+		}
+		buf.Reset()
+		enc := expfmt.NewEncoder(&buf, expfmt.NewFormat(expfmt.TypeTextPlain))
+		for _, f := range families {
+			if err := enc.Encode(f); err != nil {
+				b.Fatal(err)
+			}
+		}
+	}
+	b.ReportMetric(float64(buf.Len()), "bytes/scrape")
 }

@@ -69,12 +69,14 @@ func Prepare(ctx context.Context, cfg *config.Config, o Options) (*Setup, error)
 		srcKey, srcURL = "--source", o.Source
 	}
 	switch {
-	case srcURL != "" && cfg.Source.Kafka.Set() && o.Source == "":
-		// config.Validate says so.
-	case srcURL == "" && cfg.Source.Kafka.Set(), o.Source == "" && cfg.Source.Kafka.Set():
-		kc := kafkaSection(cfg.Source.Kafka)
-		s.Kafka = &kc
-		errs = append(errs, kc.Check())
+	case o.Source == "" && cfg.Source.Kafka.Set():
+		// --source replaces the section; source.url beside it is an error
+		// config.Validate reports.
+		if srcURL == "" {
+			kc := kafkaSection(cfg.Source.Kafka)
+			s.Kafka = &kc
+			errs = append(errs, kc.Check())
+		}
 	case strings.HasPrefix(srcURL, "kafka://"):
 		kc, err := kafka.ParseURL(srcURL)
 		if err != nil {

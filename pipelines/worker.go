@@ -404,14 +404,26 @@ func (p *Pipeline) unwrapHolding(ln *lane, rec *source.Record, a *unwrap.Arena, 
 // aborts the block unlanded. The time waited counts in
 // Stats.RegistryWait.
 func (p *Pipeline) holding(ln *lane, rec *source.Record, f func() error) error {
-	var start time.Time
-	var last error // the registry's last failure
+	// Every record comes through here: the one that needs no registry,
+	// or finds it answering, costs one call.
+	err := f()
+	if !errors.Is(err, avro.ErrUnavailable) {
+		return err
+	}
+	return p.waitRegistry(ln, rec, f, err)
+}
+
+// waitRegistry is holding once the registry failed to answer (first).
+func (p *Pipeline) waitRegistry(ln *lane, rec *source.Record, f func() error, first error) error {
+	start, last := time.Now(), first // the registry's last failure
+	tried := false
 	attempt := func() (struct{}, error) {
+		if !tried { // the first attempt was holding's
+			tried = true
+			return struct{}{}, first
+		}
 		err := f()
 		if errors.Is(err, avro.ErrUnavailable) {
-			if start.IsZero() {
-				start = time.Now()
-			}
 			last = err
 			return struct{}{}, err
 		}
@@ -424,10 +436,8 @@ func (p *Pipeline) holding(ln *lane, rec *source.Record, f func() error) error {
 			p.log.Warn("schema registry unavailable: the partition waits", "source", ln.w.block.Source,
 				"partition", ln.w.block.Partition, "offset", rec.Offset, "retry_in", next.Round(time.Millisecond), "err", err)
 		}))
-	if !start.IsZero() {
-		p.stats.RegistryWait.Add(int64(time.Since(start)))
-	}
-	if err != nil && p.landCtx.Err() != nil && last != nil {
+	p.stats.RegistryWait.Add(int64(time.Since(start)))
+	if err != nil && p.landCtx.Err() != nil {
 		ln.abort = fmt.Errorf("%s partition %d offset %d: %w", ln.w.block.Source, ln.w.block.Partition, rec.Offset, last)
 		return last
 	}

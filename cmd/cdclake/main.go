@@ -30,6 +30,7 @@ import (
 	"github.com/cdclake/cdclake/pipelines/source"
 	"github.com/cdclake/cdclake/pipelines/source/kafka"
 	"github.com/cdclake/cdclake/sinks/lake"
+	"github.com/prometheus/client_golang/prometheus"
 )
 
 // version and commit are set by the release build (-ldflags "-X
@@ -367,8 +368,9 @@ func runCmd(args []string, stdout, stderr io.Writer) int {
 	defer bucket.Close()
 
 	var opts []pipelines.Option
-	reg := pipelines.NewRegistry(buildVersion())
+	var reg *prometheus.Registry
 	if setup.Listen != "" {
+		reg = pipelines.NewRegistry(buildVersion())
 		opts = append(opts, pipelines.WithMetrics(reg))
 	}
 	p, err := pipelines.New(setup.Plan, src, bucket, log, opts...)
