@@ -49,6 +49,21 @@ func scrape(t *testing.T, reg *prometheus.Registry) map[string]float64 {
 	return out
 }
 
+// allSamples returns the bundled sample streams, one after the other.
+func allSamples(tb testing.TB) []byte {
+	tb.Helper()
+	files, _ := filepath.Glob(filepath.Join("..", "testdata", "samples", "*.ndjson"))
+	var all []byte
+	for _, f := range files {
+		data, err := os.ReadFile(f)
+		if err != nil {
+			tb.Fatal(err)
+		}
+		all = append(all, data...)
+	}
+	return all
+}
+
 // sum adds the samples of a metric whose name is name, over its labels.
 func sum(samples map[string]float64, name string) float64 {
 	var n float64
@@ -66,16 +81,7 @@ func sum(samples map[string]float64, name string) float64 {
 // class, memory back to zero.
 func TestMetricsFollowTheLanding(t *testing.T) {
 	dir := t.TempDir()
-	samples, _ := filepath.Glob(filepath.Join("..", "testdata", "samples", "*.ndjson"))
-	var all []byte
-	for _, f := range samples {
-		data, err := os.ReadFile(f)
-		if err != nil {
-			t.Fatal(err)
-		}
-		all = append(all, data...)
-	}
-	all = append(all, []byte("this is not JSON\n")...)
+	all := append(allSamples(t), []byte("this is not JSON\n")...)
 	in := filepath.Join(dir, "all.ndjson")
 	if err := os.WriteFile(in, all, 0o644); err != nil {
 		t.Fatal(err)
@@ -203,15 +209,7 @@ func TestDeadLetterLimit(t *testing.T) {
 // pipeline's registry (the Go and process collectors, its own metrics with
 // every table labelled) gathered and encoded as Prometheus text.
 func BenchmarkScrape(b *testing.B) {
-	samples, _ := filepath.Glob(filepath.Join("..", "testdata", "samples", "*.ndjson"))
-	var all []byte
-	for _, f := range samples {
-		data, err := os.ReadFile(f)
-		if err != nil {
-			b.Fatal(err)
-		}
-		all = append(all, data...)
-	}
+	all := allSamples(b)
 	cfg, err := config.Load("")
 	if err != nil {
 		b.Fatal(err)
