@@ -11,7 +11,8 @@ LAKE      ?= ./lake
 .DEFAULT_GOAL := all
 include Makefile.infra
 
-.PHONY: all build run test fuzz bench bench-go bench-land bench-metrics vet pyenv clean e2e docs
+.PHONY: all build run test fuzz bench bench-go bench-land bench-metrics vet pyenv clean e2e docs image image-test \
+	k8s-validate k8s-e2e k8s-down
 
 all: build
 
@@ -108,6 +109,34 @@ bench-land: build pyenv
 	/usr/bin/time -f 'peak RSS %M KiB, %e s wall, %U s user' ./bin/cdclake run --source /tmp/cdclake-bench/stream.ndjson \
 		--sink /tmp/cdclake-bench/lake --config testdata/bench/config.yaml
 	$(VPY) testdata/e2e/verify.py /tmp/cdclake-bench/lake /tmp/cdclake-bench/expected.json | tail -1
+
+# The OCI image, built without a container engine (infra/image/build.sh):
+# bin/cdclake.oci.tar, named $(IMAGE_NAME) (docker.io/cdclake/cdclake:$(VERSION)
+# unless given); the same
+# digest every time from the same commit. image-test builds it twice and
+# checks both.
+IMAGE      ?= bin/cdclake.oci.tar
+IMAGE_NAME ?= docker.io/cdclake/cdclake:$(VERSION)
+image:
+	VERSION=$(VERSION) COMMIT=$(COMMIT) infra/image/build.sh $(IMAGE) $(IMAGE_NAME)
+
+image-test:
+	infra/image/test.sh
+
+# Kubernetes (infra/k8s, docs/kubernetes.md). k8s-validate applies every
+# manifest of deploy/kubernetes to a real API server (built from the Go
+# module proxy, cached) with --dry-run=server --validate=strict, and checks
+# that the broken ones are refused; k8s-e2e runs cdclake as pods on a real
+# single-node cluster against Kafka and the S3 server of infra/. Both tear
+# down what they start; k8s-down cleans up after an interrupted run.
+k8s-validate:
+	infra/k8s/validate.sh
+
+k8s-e2e:
+	infra/k8s/e2e.sh
+
+k8s-down:
+	infra/k8s/down.sh
 
 # docs/configuration.md from the code's key list (config.Keys); a test
 # fails when they differ.

@@ -10,6 +10,8 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
+	"net/http"
 	"os"
 	"os/signal"
 	"runtime"
@@ -75,6 +77,9 @@ func init() {
 		{"validate", "check a config as run would, reporting every problem with its key path",
 			"cdclake validate [--config] FILE [--check-connections] [--source URL] [--sink URL]",
 			"cdclake validate cdclake.yaml --check-connections", validateCmd},
+		{"probe", "ask a running cdclake's /healthz or /readyz (an exec probe for images without curl)",
+			"cdclake probe [--config FILE] [--metrics-addr ADDR] healthz|readyz",
+			"cdclake probe --config /etc/cdclake/cdclake.yaml readyz", probeCmd},
 		{"version", "print the version, commit and Go version", "cdclake version", "cdclake version", versionCmd},
 		{"help", "describe a command", "cdclake help [COMMAND]", "cdclake help run", helpCmd},
 	}
@@ -173,6 +178,55 @@ func parseFlags(fs *flag.FlagSet, args []string, stderr io.Writer) int {
 		return exitUsage
 	}
 	return -1
+}
+
+// probeCmd asks the metrics endpoint of the cdclake the config (or
+// --metrics-addr) describes for /healthz or /readyz: status 0 when it
+// answers 200, 1 otherwise. An address without a host (":9464") is asked
+// on 127.0.0.1. The config's ${VAR}s are read from the environment, which
+// an exec probe shares with the container: a pod whose port comes from
+// its index is asked on its own port.
+func probeCmd(args []string, stdout, stderr io.Writer) int {
+	fs := flagSet("probe", stdout)
+	file := fs.String("config", "", "the config of the cdclake to ask (its observability.listen)")
+	addr := fs.String("metrics-addr", "", "the address to ask, overriding the config's")
+	timeout := fs.Duration("timeout", 5*time.Second, "how long to wait for the answer")
+	if rc := parseFlags(fs, args, stderr); rc >= 0 {
+		return rc
+	}
+	if fs.NArg() != 1 || (fs.Arg(0) != "healthz" && fs.Arg(0) != "readyz") {
+		fmt.Fprintln(stderr, "cdclake probe: which probe? healthz or readyz")
+		return exitUsage
+	}
+	if *addr == "" {
+		cfg, err := config.Read(*file)
+		if cfg == nil {
+			fmt.Fprintf(stderr, "cdclake probe: %v\n", err)
+			return exitUsage
+		}
+		*addr = cfg.Observability.Listen
+	}
+	host, port, err := net.SplitHostPort(*addr)
+	if err != nil || *addr == "off" {
+		fmt.Fprintf(stderr, "cdclake probe: no endpoint to ask (%q): give --metrics-addr or observability.listen\n", *addr)
+		return exitUsage
+	}
+	if host == "" || host == "0.0.0.0" || host == "::" {
+		host = "127.0.0.1"
+	}
+	cl := &http.Client{Timeout: *timeout}
+	resp, err := cl.Get("http://" + net.JoinHostPort(host, port) + "/" + fs.Arg(0))
+	if err != nil {
+		fmt.Fprintf(stderr, "cdclake probe: %v\n", err)
+		return exitFailed
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<16))
+	stdout.Write(body)
+	if resp.StatusCode != http.StatusOK {
+		return exitFailed
+	}
+	return exitOK
 }
 
 func versionCmd(args []string, stdout, stderr io.Writer) int {

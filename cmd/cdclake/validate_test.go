@@ -2,6 +2,10 @@ package main
 
 import (
 	"bytes"
+	"fmt"
+	"net"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -231,7 +235,16 @@ func TestDocumentedConfigsAreValid(t *testing.T) {
 	}
 	files, _ := filepath.Glob(filepath.Join(root, "config", "*.yaml"))
 	more, _ := filepath.Glob(filepath.Join(root, "testdata", "e2e", "*.yaml"))
-	for _, f := range append(files, more...) {
+	// The configs of the Kubernetes manifests, with what their pods'
+	// environment gives them.
+	pods, _ := filepath.Glob(filepath.Join(root, "deploy", "kubernetes", "*", "cdclake.yaml"))
+	if len(pods) < 2 {
+		t.Fatalf("found %d configs under deploy/kubernetes", len(pods))
+	}
+	t.Setenv("E2E_TOPIC", "t")
+	t.Setenv("E2E_GROUP", "g")
+	t.Setenv("E2E_SINK", "mem://")
+	for _, f := range append(append(files, more...), pods...) {
 		data, err := os.ReadFile(f)
 		if err != nil {
 			t.Fatal(err)
@@ -257,5 +270,41 @@ func TestDocumentedConfigsAreValid(t *testing.T) {
 		if rc, out, errs := inProcess(args...); rc != exitOK {
 			t.Errorf("%s: validate exited %d:\n%s%s\n%s", ex.name, rc, out, errs, ex.text)
 		}
+	}
+}
+
+// TestProbe: cdclake probe asks a running instance's endpoint, found in
+// its config (with the environment's ${VAR}s), and exits 0 only on 200.
+func TestProbe(t *testing.T) {
+	ready := true
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/readyz" && !ready {
+			http.Error(w, "sink: failed: down", http.StatusServiceUnavailable)
+			return
+		}
+		fmt.Fprintln(w, "ok "+r.URL.Path)
+	}))
+	defer srv.Close()
+	_, port, _ := net.SplitHostPort(strings.TrimPrefix(srv.URL, "http://"))
+	t.Setenv("PROBE_PORT", port)
+	file := filepath.Join(t.TempDir(), "c.yaml")
+	if err := os.WriteFile(file, []byte("observability:\n  listen: \":${PROBE_PORT}\"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if rc, out, errs := inProcess("probe", "--config", file, "readyz"); rc != exitOK || out != "ok /readyz\n" {
+		t.Errorf("ready: %d %q %q", rc, out, errs)
+	}
+	ready = false
+	if rc, out, _ := inProcess("probe", "--config", file, "readyz"); rc != exitFailed || !strings.Contains(out, "sink: failed") {
+		t.Errorf("not ready: %d %q", rc, out)
+	}
+	if rc, _, _ := inProcess("probe", "--metrics-addr", "127.0.0.1:"+port, "healthz"); rc != exitOK {
+		t.Errorf("healthz by address: %d", rc)
+	}
+	if rc, _, _ := inProcess("probe", "--metrics-addr", "127.0.0.1:1", "healthz"); rc != exitFailed {
+		t.Errorf("nothing listening: %d", rc)
+	}
+	if rc, _, _ := inProcess("probe", "livez"); rc != exitUsage {
+		t.Errorf("an unknown probe: %d", rc)
 	}
 }
