@@ -56,6 +56,7 @@ package pipelines
 
 import (
 	"context"
+	"crypto/rand"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -241,6 +242,15 @@ func New(plan *Plan, src source.Source, bucket *blob.Bucket, log *slog.Logger, o
 	// on one core that still overlaps a store's latency with the work.
 	bcfg := batch.Config{MaxBufferedBytes: int64(cfg.Batch.MaxBufferedBytes), MaxOpenFiles: cfg.Batch.MaxOpenFiles,
 		Writers: runtime.GOMAXPROCS(0), Appenders: runtime.GOMAXPROCS(0)}
+	// A partition taken over by another instance while this one held it
+	// means this one lost its place in the group (a pause longer than the
+	// session): its messages must not be acknowledged and dropped, so the
+	// run stops, and the group gives what it held to the live members.
+	bcfg.Fenced = func(src string, part int32, key string) {
+		_ = p.fail(fmt.Errorf("%s partition %d: another instance took it over while this one held it (found writing %s): "+
+			"stopping, so that the group reassigns this instance's partitions; what it read after its last commit is read again",
+			src, part, key))
+	}
 	if o.metrics != nil {
 		p.metrics = newMetrics(o.metrics, newTableLabels(cfg.Observability.TableLabels, plan.Routed))
 		bcfg.Written = p.metrics.fileWritten
@@ -325,6 +335,13 @@ func (p *Pipeline) Stats() *Stats { return &p.stats }
 // Run lands the source until it ends or ctx is cancelled, then writes every
 // open file. It returns the first fatal error.
 func (p *Pipeline) Run(ctx context.Context) error {
+	if p.journal != nil {
+		// The partitions' states are fenced by create-once writes: a store
+		// that ignores them would let two owners write on silently.
+		if err := probeCreateOnce(ctx, p.bucket, p.sink, p.log); err != nil {
+			return fmt.Errorf("the lake cannot hold partition states: %w", err)
+		}
+	}
 	// The router's own lifecycle messages are debug-level here.
 	wlog := watermill.NewSlogLoggerWithLevelMapping(p.log.With("component", "router"),
 		map[slog.Level]slog.Level{slog.LevelInfo: slog.LevelDebug})
@@ -461,10 +478,16 @@ func landedOffsets(ctx context.Context, bucket *blob.Bucket, st *state.Partition
 	return landed, cuts, nil
 }
 
-// instanceName names this process in the partition states it writes.
+// instanceName names this process in the partition states it writes: the
+// host, the process id and a random tag, since a restarted container has
+// the same host name and often the same process id. No other process
+// writes a state with the same bytes (lake.Sink.CreateObject relies on
+// it).
 func instanceName() string {
 	host, _ := os.Hostname()
-	return fmt.Sprintf("%s/%d", host, os.Getpid())
+	var tag [4]byte
+	_, _ = rand.Read(tag[:])
+	return fmt.Sprintf("%s/%d/%x", host, os.Getpid(), tag)
 }
 
 // addHandler adds the "land" handler: the stages as middleware, in order,

@@ -414,6 +414,16 @@ func runCmd(args []string, stdout, stderr io.Writer) int {
 	} else if tmp != "" {
 		_ = os.Setenv("TMPDIR", tmp)
 	}
+	if setup.Kafka != nil {
+		// Partition states are fenced by create-once writes, which a
+		// file:// lake makes atomic within one process only.
+		unlock, err := lake.Lock(setup.Sink)
+		if err != nil {
+			log.Error("opening sink", "err", err)
+			return exitFailed
+		}
+		defer unlock()
+	}
 	bucket, err := lake.OpenBucket(ctx, setup.Sink)
 	if err != nil {
 		log.Error("opening sink", "err", err)

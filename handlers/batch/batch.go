@@ -108,6 +108,11 @@ type Config struct {
 	// the goroutines that write files, concurrently, after the file is
 	// durable and before its rows count as durable.
 	Written func(WrittenFile)
+	// Fenced, when set, is told when a partition is given up because
+	// another instance took it over: key is the file whose state found
+	// it. It is called with the partition's lock held and must not call
+	// back into the batcher.
+	Fenced func(source string, part int32, key string)
 }
 
 // WrittenFile is a stored file, as Config.Written is told of it.
@@ -1033,6 +1038,9 @@ func (b *Batcher) fence(p *partition, at sinks.Position, key string) {
 	b.drop(p)
 	p.fenced = true
 	b.fenced.Add(1)
+	if b.cfg.Fenced != nil {
+		b.cfg.Fenced(at.Source, at.Partition, key)
+	}
 }
 
 // flush writes buf, a buffer of p closed for cause, and forgets it; p's

@@ -19,6 +19,7 @@
 package lake
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -300,10 +301,28 @@ func (s *Sink) put(ctx context.Context, key string, fill func(io.Writer) error) 
 
 // CreateObject stores a small object whole unless key already holds one;
 // then it returns an error wrapping sinks.ErrExists.
+//
+// A create may succeed at the store with its reply lost (a timeout, a
+// reset connection), and its retry, by this sink or by the store's SDK
+// within one attempt, then finds the object there. So an existing object
+// is read back: the same bytes are this create's own (callers write
+// content no other writer does: partition states name their owner, a
+// process of its own), and only other bytes are another writer's,
+// ErrExists.
 func (s *Sink) CreateObject(ctx context.Context, key string, data []byte, contentType string) error {
 	return s.do(ctx, OpCreate, key, func() error {
 		err := s.bucket.WriteAll(ctx, key, data, &blob.WriterOptions{ContentType: contentType, IfNotExist: true})
 		if gcerrors.Code(err) == gcerrors.FailedPrecondition {
+			got, rerr := s.bucket.ReadAll(ctx, key)
+			if rerr != nil {
+				return storageError{fmt.Errorf("reading back %s, which a create found: %w", key, rerr)}
+			}
+			if bytes.Equal(got, data) {
+				if s.retry.Log != nil {
+					s.retry.Log.Info("a create found its own object: an earlier attempt's reply was lost", "key", key)
+				}
+				return nil
+			}
 			return fmt.Errorf("%s: %w", key, sinks.ErrExists)
 		}
 		if err != nil {

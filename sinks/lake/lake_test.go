@@ -7,10 +7,12 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/apache/arrow-go/v18/arrow/memory"
+	"github.com/cdclake/cdclake/sinks"
 	"github.com/cdclake/cdclake/sinks/lake"
 	"github.com/cdclake/cdclake/sinks/parquet"
 	"github.com/cdclake/cdclake/sinks/sinktest"
@@ -230,5 +232,73 @@ func TestFileTemp(t *testing.T) {
 		if dir, err := lake.FileTemp(u); dir != "" || err != nil {
 			t.Errorf("FileTemp(%s) = %q, %v", u, dir, err)
 		}
+	}
+}
+
+// TestCreateAfterALostReply: a create that succeeded at the store but whose
+// reply was lost is retried; the retry finds the object: the same bytes
+// are this create's own, other bytes another writer's (ErrExists).
+func TestCreateAfterALostReply(t *testing.T) {
+	store := memblob.OpenBucket(nil)
+	defer store.Close()
+	lose := map[string]bool{"state/1": true, "state/2": true}
+	var mu sync.Mutex
+	faulty, _ := sinktest.Faulty(store, sinktest.Faults{LoseReply: func(key string) bool {
+		mu.Lock()
+		defer mu.Unlock()
+		lost := lose[key]
+		lose[key] = false // the reply of the first attempt alone
+		return lost
+	}})
+	defer faulty.Close()
+	s := lake.New(faulty, memory.NewGoAllocator()).Retrying(lake.Retry{For: 10 * time.Second})
+	ctx := context.Background()
+	if err := s.CreateObject(ctx, "state/1", []byte("mine"), "text/plain"); err != nil {
+		t.Fatalf("a create whose reply was lost: %v", err)
+	}
+	if got, _ := store.ReadAll(ctx, "state/1"); string(got) != "mine" {
+		t.Errorf("state/1 holds %q", got)
+	}
+	// Another writer's object under the key: ErrExists, even after a retry.
+	if err := store.WriteAll(ctx, "state/2", []byte("theirs"), nil); err != nil {
+		t.Fatal(err)
+	}
+	lose["state/2"] = false
+	if err := s.CreateObject(ctx, "state/2", []byte("mine"), "text/plain"); !errors.Is(err, sinks.ErrExists) {
+		t.Errorf("a create of a key another writer holds: %v, want ErrExists", err)
+	}
+	// The store's SDK may retry within one attempt: a create meeting its
+	// own bytes succeeds even when this sink saw no failure.
+	if err := s.CreateObject(ctx, "state/1", []byte("mine"), "text/plain"); err != nil {
+		t.Errorf("a create meeting its own bytes: %v", err)
+	}
+}
+
+// TestLock: a second lock of a file:// lake is refused while the first is
+// held, and taken once it is released; other lakes need none.
+func TestLock(t *testing.T) {
+	dir := t.TempDir()
+	unlock, err := lake.Lock(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := lake.Lock("file://" + dir); err == nil || !strings.Contains(err.Error(), "another process lands into") {
+		t.Errorf("a second lock: %v", err)
+	}
+	unlock()
+	again, err := lake.Lock(dir)
+	if err != nil {
+		t.Fatalf("the lock after it was released: %v", err)
+	}
+	defer again()
+	if other, err := lake.Lock(dir + "?prefix=other/"); err != nil {
+		t.Errorf("another prefix of the folder is another lake: %v", err)
+	} else {
+		other()
+	}
+	if unlock, err := lake.Lock("mem://"); err != nil {
+		t.Errorf("mem://: %v", err)
+	} else {
+		unlock()
 	}
 }

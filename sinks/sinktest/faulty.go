@@ -28,6 +28,13 @@ type Faults struct {
 	// byte was accepted and before the object is committed: it may block,
 	// as an upload that hangs does.
 	BeforeClose func(key string)
+	// IgnoreConditions makes create-once writes (IfNotExist) overwrite
+	// what is there, as a store that ignores If-None-Match does.
+	IgnoreConditions bool
+	// LoseReply, when set, is asked of each write about to be committed:
+	// if it says so, the object is committed and the write fails all the
+	// same, as one whose reply the network lost does.
+	LoseReply func(key string) bool
 }
 
 // Faulty returns a bucket that stores its objects in base but fails every
@@ -126,7 +133,8 @@ func (b *faultyBucket) NewTypedWriter(ctx context.Context, key, contentType stri
 	// The base write has a context of its own, so that a failure here can
 	// abort it: the object must not appear.
 	wctx, cancel := context.WithCancel(ctx)
-	w, err := b.base.NewWriter(wctx, key, &blob.WriterOptions{ContentType: contentType, Metadata: opts.Metadata, IfNotExist: opts.IfNotExist})
+	w, err := b.base.NewWriter(wctx, key, &blob.WriterOptions{ContentType: contentType, Metadata: opts.Metadata,
+		IfNotExist: opts.IfNotExist && !f.IgnoreConditions})
 	if err != nil {
 		cancel()
 		return nil, err
@@ -170,7 +178,11 @@ func (w *faultyWriter) Close() error {
 	if w.faults.BeforeClose != nil {
 		w.faults.BeforeClose(w.key)
 	}
-	return w.w.Close()
+	err := w.w.Close()
+	if err == nil && w.faults.LoseReply != nil && w.faults.LoseReply(w.key) {
+		return ErrInjected
+	}
+	return err
 }
 
 func (b *faultyBucket) Copy(ctx context.Context, dstKey, srcKey string, _ *driver.CopyOptions) error {

@@ -251,8 +251,8 @@ func TestRebalance(t *testing.T) {
 // cut although its own settings would cut elsewhere; when the old
 // instance's upload completes after all, long after, it writes the same
 // rows under the same name, its next state is refused (fenced), and it
-// drops the partition instead of writing on. Every row is in the lake
-// once.
+// stops with an error saying so instead of writing on (or acknowledging
+// and dropping what it reads). Every row is in the lake once.
 func TestFencedInstance(t *testing.T) {
 	broker := kafkatest.Brokers(t)
 	topic := kafkatest.Topic(t, broker, 1, 4000, 21)
@@ -288,9 +288,17 @@ func TestFencedInstance(t *testing.T) {
 		t.Fatalf("the new owner did not write %s, the file it took over: %v", key, err)
 	}
 	close(release) // the hanging upload completes now
-	time.Sleep(2 * time.Second)
-	a.stop()
-	a.wait(t, time.Minute)
+	// Its state then finds the partition taken: the instance stops with an
+	// error saying so, rather than acknowledge and drop what it reads.
+	select {
+	case err := <-a.done:
+		if err == nil || !strings.Contains(err.Error(), "another instance took it over") {
+			t.Errorf("the fenced instance ended with %v, want the fence's error", err)
+		}
+	case <-time.After(time.Minute):
+		a.stop()
+		t.Fatal("the fenced instance went on running")
+	}
 	kafkatest.SameOnce(t, "after a fenced instance's late upload", kafkatest.Landed(t, dir), reference(t, broker, topic))
 }
 
