@@ -15,6 +15,7 @@ var keyDocs = map[string]keyDoc{
 	"source.kafka.instance_id":               {"Static group membership (KIP-345): a restarted instance with the same id takes its partitions back at once, without a rebalance. Use the pod name of a StatefulSet.", "${POD_NAME}"},
 	"source.kafka.client_id":                 {"Client id sent to the brokers.", "cdclake-shop"},
 	"source.kafka.start":                     {"Where a partition with no committed offset (in the lake or the group) starts: `earliest` or `latest`.", "latest"},
+	"source.kafka.on_gap":                    {"What happens when the offset a partition resumes from is no longer in the log (retention deleted messages before they landed, the topic was recreated): `fail` stops the run with an error naming the partition and the gap; `skip` records the gap in the lake (`_gaps/`) and lands on from the log's first offset. The client never resets an offset on its own.", "skip"},
 	"source.kafka.session_timeout":           {"How long the group waits for a silent member before moving its partitions (empty: the client's 45s).", "10s"},
 	"source.kafka.metadata_max_age":          {"How often the topics are listed again (empty: the client's 5m).", "30s"},
 	"source.kafka.fetch_max_wait":            {"How long a broker may hold a fetch that found too little data.", "250ms"},

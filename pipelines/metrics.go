@@ -190,15 +190,18 @@ var (
 	descCommitAt = desc("kafka_last_commit_timestamp_seconds", "When this instance last committed a partition's offset, as Unix time.",
 		"topic", "partition")
 	descAssignedNow = desc("kafka_assigned_partitions", "Partitions assigned to this instance.")
-	descRebalances  = desc("kafka_rebalances_total", "Changes of this instance's assignment.")
-	descPartEvents  = desc("kafka_partitions_total", "Partitions assigned to this instance, revoked (handed over), lost "+
+	descGaps        = desc("kafka_gaps_total", "Gaps recorded in the lake (_gaps/): messages deleted from the log before they landed, "+
+		"skipped with on_gap=skip.")
+	descRebalances = desc("kafka_rebalances_total", "Changes of this instance's assignment.")
+	descPartEvents = desc("kafka_partitions_total", "Partitions assigned to this instance, revoked (handed over), lost "+
 		"(taken without a handover) and claimed (their state in the lake taken over), by event.", "event")
 )
 
 func (c collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descMessages, descReadBytes, descEvents, descSkipped, descOpenFiles, descBuffered,
 		descSpilled, descMaxBuffered, descFenced, descProgress, descStoreErrors, descStoreRetries, descStoreOutage,
-		descStoreFailing, descRegLookups, descRegWait, descLag, descCommitAt, descAssignedNow, descRebalances, descPartEvents} {
+		descStoreFailing, descRegLookups, descRegWait, descLag, descCommitAt, descAssignedNow, descRebalances, descPartEvents,
+		descGaps} {
 		ch <- d
 	}
 }
@@ -270,5 +273,6 @@ func (c collector) Collect(ch chan<- prometheus.Metric) {
 		counter(descPartEvents, float64(kc.Revoked), "revoked")
 		counter(descPartEvents, float64(kc.Lost), "lost")
 		counter(descPartEvents, float64(kc.Claimed), "claimed")
+		counter(descGaps, float64(p.gaps.Load()))
 	}
 }

@@ -77,6 +77,7 @@ import (
 	"github.com/cdclake/cdclake/handlers/schema"
 	"github.com/cdclake/cdclake/pipelines/source"
 	"github.com/cdclake/cdclake/pipelines/source/kafka"
+	"github.com/cdclake/cdclake/sinks"
 	"github.com/cdclake/cdclake/sinks/deadletter"
 	"github.com/cdclake/cdclake/sinks/deadletter/topic"
 	"github.com/cdclake/cdclake/sinks/lake"
@@ -119,6 +120,8 @@ type Pipeline struct {
 	fatal   error
 	fatalMu sync.Mutex
 
+	// gaps counts the gaps recorded (on_gap=skip).
+	gaps atomic.Int64
 	// dead counts the dead letters and stops the run (halt) past
 	// sink.max_dead_letters.
 	deadCount *deadLetters
@@ -310,6 +313,11 @@ func New(plan *Plan, src source.Source, bucket *blob.Bucket, log *slog.Logger, o
 					"committed", st.Committed, "landed", len(landed), "cuts", len(cuts))
 				return st.Committed, st.Seq > 0, nil
 			},
+			Start: journal.Start,
+			Gap: func(ctx context.Context, src string, part int32, from, to int64) error {
+				p.gaps.Add(1)
+				return p.sink.WriteObject(ctx, GapKey(src, part, from), gapRecord(src, part, from, to), "application/json")
+			},
 		})
 	}
 	p.idle = make(chan *worker, o.workers)
@@ -476,6 +484,21 @@ func landedOffsets(ctx context.Context, bucket *blob.Bucket, st *state.Partition
 		}
 	}
 	return landed, cuts, nil
+}
+
+// GapsDir is the folder of the lake that records the messages a partition
+// lost before they landed (on_gap=skip), one object per gap.
+const GapsDir = "_gaps"
+
+// GapKey is the object key of the gap of a partition that starts at from.
+func GapKey(src string, part int32, from int64) string {
+	return GapsDir + "/" + sinks.ObjectName(sinks.Position{Source: src, Partition: part, Offset: from}, ".json")
+}
+
+// gapRecord is the JSON of a gap: the partition and its lost offsets.
+func gapRecord(src string, part int32, from, to int64) []byte {
+	return fmt.Appendf(nil, `{"source":%q,"partition":%d,"from":%d,"to":%d,"reason":"deleted from the log before they landed"}`+"\n",
+		src, part, from, to)
 }
 
 // instanceName names this process in the partition states it writes: the

@@ -75,6 +75,15 @@ type Hooks struct {
 	// the lake has no state of the partition (then the source's own
 	// position stands). The source calls it before reading the partition.
 	Claim func(ctx context.Context, source string, partition int32) (int64, bool, error)
+	// Start records where a partition the lake has no state of starts
+	// (resolved by the source: the group's offset, or the log's first or
+	// end offset): a claim after a crash before its first file resumes
+	// there. The source calls it after Claim reported no state.
+	Start func(ctx context.Context, source string, partition int32, offset int64) error
+	// Gap records that the partition's messages from offset from up to to
+	// (excluded) will never land: they were deleted before they could.
+	// The source calls it before it reads on from to.
+	Gap func(ctx context.Context, source string, partition int32, from, to int64) error
 }
 
 // Record is one message of a source partition.

@@ -99,6 +99,17 @@ func (j *Journal) Intend(ctx context.Context, source string, part int32, cut Cut
 	})
 }
 
+// Start records that a partition claimed with no earlier state starts at
+// offset: every message below it is outside what this lake lands, as if
+// committed.
+func (j *Journal) Start(ctx context.Context, source string, part int32, offset int64) error {
+	return j.next(ctx, source, part, func(st *Partition) {
+		if offset > st.Committed {
+			st.Committed = offset
+		}
+	})
+}
+
 // withoutKey returns cuts without the one of key.
 func withoutKey(cuts []Cut, key string) []Cut {
 	out := make([]Cut, 0, len(cuts))

@@ -60,8 +60,15 @@ type Config struct {
 	// UntilCaughtUp ends the source once every assigned partition was
 	// read up to the end offset it had when the source started.
 	UntilCaughtUp bool
-	TLS           TLS
-	SASL          SASL
+	// OnGap says what happens when the offset a partition resumes from is
+	// no longer in the log (retention deleted messages that never landed,
+	// the topic was recreated): "fail" (default) stops the run with an
+	// error naming the partition and the gap; "skip" lands on from the
+	// log's first offset and records the gap (Hooks.Gap). The client never
+	// resets an offset on its own.
+	OnGap string
+	TLS   TLS
+	SASL  SASL
 	// Keys names the config keys of the settings in errors, by URL
 	// parameter (sasl_password_env → source.kafka.sasl.password_env) when
 	// they came from elsewhere than a URL; unset, errors name the URL's
@@ -111,6 +118,7 @@ type SASL struct {
 //	group                      consumer group (required)
 //	regex=true                 topics are regular expressions
 //	start=earliest|latest      start of a partition without a committed offset
+//	on_gap=fail|skip           an offset no longer in the log: stop (default), or land on and record the gap
 //	client_id                  client id (default cdclake)
 //	instance_id                static group membership: a restart takes its partitions back at once
 //	session_timeout            e.g. 10s: how soon a dead member's partitions move
@@ -148,7 +156,7 @@ func parse(raw string, producer bool) (Config, error) {
 	if u.User != nil {
 		return fail("credentials do not belong in the URL: use sasl_user with sasl_password_env or sasl_password_file")
 	}
-	cfg := Config{ClientID: "cdclake", Start: "earliest", CommitInterval: 5 * time.Second, FetchMaxWait: 500 * time.Millisecond}
+	cfg := Config{ClientID: "cdclake", Start: "earliest", OnGap: "fail", CommitInterval: 5 * time.Second, FetchMaxWait: 500 * time.Millisecond}
 	for _, b := range strings.Split(u.Host, ",") {
 		if b = strings.TrimSpace(b); b != "" {
 			cfg.Brokers = append(cfg.Brokers, b)
@@ -211,6 +219,7 @@ func parse(raw string, producer bool) (Config, error) {
 		str("group", &cfg.Group)
 		boolean("regex", &cfg.Regex)
 		str("start", &cfg.Start)
+		str("on_gap", &cfg.OnGap)
 		str("instance_id", &cfg.InstanceID)
 		duration("session_timeout", &cfg.SessionTimeout)
 		duration("metadata_max_age", &cfg.MetadataMaxAge)
@@ -314,6 +323,9 @@ func (c *Config) Check() error {
 	}
 	if c.Start != "earliest" && c.Start != "latest" {
 		errs = append(errs, fmt.Errorf("%s: %q, want earliest or latest", c.key("start"), c.Start))
+	}
+	if c.OnGap != "" && c.OnGap != "fail" && c.OnGap != "skip" {
+		errs = append(errs, fmt.Errorf("%s: %q, want fail or skip", c.key("on_gap"), c.OnGap))
 	}
 	if c.Regex {
 		for _, expr := range c.Topics {

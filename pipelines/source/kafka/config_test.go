@@ -12,7 +12,7 @@ import (
 func TestParseURL(t *testing.T) {
 	cfg, err := ParseURL("kafka://h1:9092,h2:9093/orders,shop\\..*?group=lake&regex=true&start=latest&client_id=c1" +
 		"&fetch_max_bytes=1048576&commit_interval=2s&tls=true&tls_ca=/ca.pem&sasl=SCRAM-SHA-512&sasl_user=u&sasl_password_env=KPASS" +
-		"&session_timeout=10s&metadata_max_age=30s&instance_id=pod-1&fetch_max_wait=250ms")
+		"&session_timeout=10s&metadata_max_age=30s&instance_id=pod-1&fetch_max_wait=250ms&on_gap=skip")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -20,11 +20,12 @@ func TestParseURL(t *testing.T) {
 		!cfg.Regex || cfg.Group != "lake" || cfg.Start != "latest" || cfg.ClientID != "c1" || cfg.FetchMaxBytes != 1<<20 ||
 		cfg.CommitInterval != 2*time.Second || cfg.SessionTimeout != 10*time.Second || cfg.MetadataMaxAge != 30*time.Second ||
 		cfg.InstanceID != "pod-1" || cfg.FetchMaxWait != 250*time.Millisecond || !cfg.TLS.Enabled || cfg.TLS.CAFile != "/ca.pem" ||
+		cfg.OnGap != "skip" ||
 		cfg.SASL != (SASL{Mechanism: "SCRAM-SHA-512", User: "u", PasswordEnv: "KPASS"}) {
 		t.Errorf("parsed %+v", cfg)
 	}
 	def, err := ParseURL("kafka://localhost:9092/t?group=g")
-	if err != nil || def.Start != "earliest" || def.ClientID != "cdclake" || def.CommitInterval != 5*time.Second || def.Regex ||
+	if err != nil || def.Start != "earliest" || def.OnGap != "fail" || def.ClientID != "cdclake" || def.CommitInterval != 5*time.Second || def.Regex ||
 		def.FetchMaxWait != 500*time.Millisecond {
 		t.Errorf("defaults %+v, %v", def, err)
 	}
@@ -35,6 +36,7 @@ func TestParseURL(t *testing.T) {
 		"kafka://u:secret@h:1/t?group=g":          "credentials do not belong in the URL",
 		"kafka://h:1/t?group=g&sasl_password=x":   "a secret does not belong in the URL",
 		"kafka://h:1/t?group=g&start=middle":      `start: "middle"`,
+		"kafka://h:1/t?group=g&on_gap=ignore":     `on_gap: "ignore", want fail or skip`,
 		"kafka://h:1/t?group=g&sasl=GSSAPI":       `sasl: "GSSAPI"`,
 		"kafka://h:1/t?group=g&sasl=PLAIN":        "sasl_user: required",
 		"kafka://h:1/t?group=g&tls_cert=c.pem":    "tls_cert: goes with tls_key",

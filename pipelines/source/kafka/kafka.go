@@ -236,10 +236,13 @@ func (s *Source) options() ([]kgo.Opt, error) {
 	if s.cfg.MetadataMaxAge > 0 {
 		opts = append(opts, kgo.MetadataMaxAge(s.cfg.MetadataMaxAge), kgo.MetadataMinAge(min(s.cfg.MetadataMaxAge, 5*time.Second)))
 	}
+	// A partition with no committed offset starts where start says; one
+	// whose offset is no longer in the log is never reset silently: the
+	// client hands the error over (poll, outOfRange).
 	if s.cfg.Start == "latest" {
-		opts = append(opts, kgo.ConsumeResetOffset(kgo.NewOffset().AtEnd()))
+		opts = append(opts, kgo.ConsumeResetOffset(kgo.NoResetOffset().AtEnd()))
 	} else {
-		opts = append(opts, kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+		opts = append(opts, kgo.ConsumeResetOffset(kgo.NoResetOffset().AtStart()))
 	}
 	if s.cfg.FetchMaxWait > 0 {
 		opts = append(opts, kgo.FetchMaxWait(s.cfg.FetchMaxWait))
@@ -361,16 +364,70 @@ func (s *Source) poll() {
 			return
 		}
 		fetches.EachError(func(topic string, part int32, err error) {
-			if errors.Is(err, context.Canceled) {
-				return
+			switch {
+			case errors.Is(err, context.Canceled):
+			case errors.Is(err, kerr.OffsetOutOfRange):
+				s.outOfRange(topic, part)
+			default:
+				s.logOnce("fetch failed; retrying", "topic", topic, "partition", part, "err", err)
 			}
-			s.logOnce("fetch failed; retrying", "topic", topic, "partition", part, "err", err)
 		})
 		fetches.EachPartition(func(fp kgo.FetchTopicPartition) {
 			s.enqueue(fp)
 		})
 		s.cl.AllowRebalance()
 	}
+}
+
+// outOfRange handles a partition whose next offset is no longer in the
+// log: its messages from there to the log's first offset were deleted
+// before they landed (retention during an outage, a recreated topic). By
+// default the run stops, naming the partition and the gap; with OnGap
+// "skip" the gap is recorded (Hooks.Gap) and the partition read on from
+// the log's first offset.
+func (s *Source) outOfRange(topic string, part int32) {
+	k := tp{topic, part}
+	s.mu.Lock()
+	from, known := s.committed[k]
+	if p := s.parts[k]; p != nil && p.next >= 0 {
+		from, known = p.next, true
+	} else if r, ok := s.resume[k]; ok {
+		from, known = r, true
+	}
+	s.mu.Unlock()
+	ctx, cancel := context.WithTimeout(s.ctx, 30*time.Second)
+	defer cancel()
+	var start, end int64 = -1, -1
+	adm := kadm.NewClient(s.cl)
+	if starts, err := adm.ListStartOffsets(ctx, topic); err == nil {
+		if o, ok := starts.Lookup(topic, part); ok && o.Err == nil {
+			start = o.Offset
+		}
+	}
+	if ends, err := adm.ListEndOffsets(ctx, topic); err == nil {
+		if o, ok := ends.Lookup(topic, part); ok && o.Err == nil {
+			end = o.Offset
+		}
+	}
+	where := "an offset"
+	if known {
+		where = fmt.Sprintf("offset %d", from)
+	}
+	if s.cfg.OnGap != "skip" || start < 0 || !known || from > end {
+		s.fail(fmt.Errorf("%s partition %d: %s is no longer in the log, which holds %d to %d: the messages between were "+
+			"deleted (retention) or the topic was recreated before they landed; nothing was skipped. To land on from %d "+
+			"and record the gap in the lake (_gaps/), set on_gap=skip (source.kafka.on_gap: skip)", topic, part, where, start, end, start))
+		return
+	}
+	if s.hooks.Gap != nil {
+		if err := s.hooks.Gap(ctx, topic, part, from, start); err != nil {
+			s.fail(fmt.Errorf("%s partition %d: recording the gap %d to %d: %w", topic, part, from, start, err))
+			return
+		}
+	}
+	s.log.Error("messages deleted before they landed: the gap is recorded in the lake and the partition lands on (on_gap=skip)",
+		"topic", topic, "partition", part, "from", from, "to", start)
+	s.cl.SetOffsets(map[string]map[int32]kgo.EpochOffset{topic: {part: {Epoch: -1, Offset: start}}})
 }
 
 // logOnce logs a failure once per distinct message, not per attempt.
@@ -628,6 +685,20 @@ func (s *Source) adjustOffsets(ctx context.Context, offsets map[string]map[int32
 				s.logOnce("claiming a partition's state failed; retrying", "topic", topic, "partition", part, "err", err)
 				return nil, err
 			}
+			if !ok && s.hooks.Start != nil {
+				// No state in the lake: where the partition starts is
+				// resolved now and recorded in its state, so that a restart
+				// before its first file resumes there, not at the end (or
+				// the log's start) of a later day.
+				if off, err = s.startOffset(ctx, topic, part, parts[part]); err == nil {
+					err = s.hooks.Start(ctx, topic, part, off)
+				}
+				if err != nil {
+					s.logOnce("recording where a partition starts failed; retrying", "topic", topic, "partition", part, "err", err)
+					return nil, err
+				}
+				ok = true
+			}
 			s.mu.Lock()
 			s.claimed[tp{topic, part}] = true
 			s.counts.Claimed++
@@ -651,6 +722,35 @@ func (s *Source) adjustOffsets(ctx context.Context, offsets map[string]map[int32
 	// read: one with nothing anywhere ends the run now.
 	go s.checkCaughtUp()
 	return offsets, nil
+}
+
+// startOffset resolves where a partition with no state in the lake
+// starts: the group's committed offset when the client found one (cur is
+// exact), else the log's first or end offset, as Config.Start says.
+func (s *Source) startOffset(ctx context.Context, topic string, part int32, cur kgo.Offset) (int64, error) {
+	if at := cur.EpochOffset().Offset; at >= 0 {
+		return at, nil
+	}
+	adm := kadm.NewClient(s.cl)
+	list := adm.ListStartOffsets
+	if s.cfg.Start == "latest" {
+		list = adm.ListEndOffsets
+	}
+	var listed kadm.ListedOffsets
+	if err := retrying(ctx, func() (err error) {
+		listed, err = list(ctx, topic)
+		if err == nil {
+			err = listed.Error()
+		}
+		return err
+	}); err != nil {
+		return 0, fmt.Errorf("%s partition %d: listing its %s offset: %w", topic, part, s.cfg.Start, err)
+	}
+	o, ok := listed.Lookup(topic, part)
+	if !ok {
+		return 0, fmt.Errorf("%s partition %d: no %s offset listed", topic, part, s.cfg.Start)
+	}
+	return o.Offset, nil
 }
 
 // release stops the deliverers of the given partitions, waits for their

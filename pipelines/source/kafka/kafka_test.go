@@ -6,6 +6,7 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"path/filepath"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -473,5 +474,101 @@ func TestSubscribeFailureEndsTheRun(t *testing.T) {
 		}
 	case <-time.After(30 * time.Second):
 		t.Fatal("the run did not end after its subscription failed")
+	}
+}
+
+// TestOffsetOutOfRange: messages deleted from the log before they landed
+// (retention during an outage) are never skipped silently. The restart
+// stops with an error naming the partition and the gap; with on_gap=skip
+// it records the gap in the lake's _gaps/ and lands on from the log's
+// first offset.
+func TestOffsetOutOfRange(t *testing.T) {
+	broker := kafkatest.Brokers(t)
+	topic := kafkatest.Topic(t, broker, 1, 300, 81)
+	dir, group := t.TempDir(), "g-"+topic
+	start(t, broker, topic, group, dir, true, 100).wait(t, 2*time.Minute)
+	cl, err := kgo.NewClient(kgo.SeedBrokers(broker))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	_, ends := kafkatest.Offsets(t, broker, group, topic)
+	landedTo := ends[0]
+	kafkatest.Produce(t, cl, topic, 300, 82)
+	// Retention deletes the first 50 messages that did not land.
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	deleted, err := kadm.NewClient(cl).DeleteRecords(ctx, kadm.Offsets{topic: {0: {Topic: topic, Partition: 0, At: landedTo + 50}}})
+	if err == nil {
+		err = deleted.Error()
+	}
+	if err != nil {
+		t.Fatalf("deleting records: %v", err)
+	}
+	m := start(t, broker, topic, group, dir, true, 100)
+	select {
+	case err := <-m.done:
+		want := fmt.Sprintf("%s partition 0: offset %d is no longer in the log, which holds %d to", topic, landedTo, landedTo+50)
+		if err == nil || !strings.Contains(err.Error(), want) || !strings.Contains(err.Error(), "on_gap=skip") {
+			t.Fatalf("the restart ended with %v, want an error saying %q and how to go on", err, want)
+		}
+	case <-time.After(2 * time.Minute):
+		m.stop()
+		t.Fatal("the restart did not stop")
+	}
+	startWith(t, broker, topic, group, dir, true, memberOptions{maxRows: 100, query: "&on_gap=skip"}).wait(t, 2*time.Minute)
+	gap, err := os.ReadFile(filepath.Join(dir, "_gaps", fmt.Sprintf("%s-p0-o%020d.json", topic, landedTo)))
+	if err != nil || !strings.Contains(string(gap), fmt.Sprintf(`"from":%d,"to":%d`, landedTo, landedTo+50)) {
+		t.Errorf("the gap's record: %s, %v", gap, err)
+	}
+	got := kafkatest.Landed(t, dir)
+	ref := reference(t, broker, topic) // the log as it is now: from landedTo+50 on
+	for k, n := range got {
+		switch {
+		case k[1] >= landedTo && k[1] < landedTo+50:
+			t.Errorf("offset %d, deleted before it landed, is in the lake", k[1])
+		case k[1] >= landedTo+50 && ref[k] != n:
+			t.Errorf("offset %d landed %d times, the reference %d", k[1], n, ref[k])
+		case n != 1:
+			t.Errorf("offset %d landed %d times", k[1], n)
+		}
+	}
+	for k := range ref {
+		if got[k] == 0 {
+			t.Errorf("offset %d, after the gap, did not land", k[1])
+		}
+	}
+}
+
+// TestStartIsRecorded: with start=latest, where a partition the lake has
+// no state of starts is recorded in its state when it is claimed. A run
+// that stops before its first file (here: nothing arrived) leaves the
+// lake saying where it began, and the next run, even of another group,
+// lands from there: every message since the first start, none before.
+func TestStartIsRecorded(t *testing.T) {
+	broker := kafkatest.Brokers(t)
+	topic := kafkatest.Topic(t, broker, 1, 100, 91)
+	dir := t.TempDir()
+	_, ends := kafkatest.Offsets(t, broker, "none-"+topic, topic)
+	began := ends[0]
+	startWith(t, broker, topic, "g1-"+topic, dir, true, memberOptions{maxRows: 100, query: "&start=latest"}).wait(t, 2*time.Minute)
+	if n := len(kafkatest.Landed(t, dir)); n != 0 {
+		t.Fatalf("the first run landed %d rows of messages from before it started", n)
+	}
+	cl, err := kgo.NewClient(kgo.SeedBrokers(broker))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	kafkatest.Produce(t, cl, topic, 50, 92)
+	startWith(t, broker, topic, "g2-"+topic, dir, true, memberOptions{maxRows: 100, query: "&start=latest"}).wait(t, 2*time.Minute)
+	got := kafkatest.Landed(t, dir)
+	if len(got) == 0 {
+		t.Fatal("the second run landed nothing: it started at the end, skipping what came after the first start")
+	}
+	for k, n := range got {
+		if k[1] < began || n != 1 {
+			t.Errorf("offset %d landed %d times; the first run began at %d", k[1], n, began)
+		}
 	}
 }
