@@ -124,6 +124,7 @@ type Kafka struct {
 	ClientID               string    `yaml:"client_id"`
 	Start                  string    `yaml:"start"`
 	OnGap                  string    `yaml:"on_gap"`
+	OnClaimError           string    `yaml:"on_claim_error"`
 	SessionTimeout         Duration  `yaml:"session_timeout"`
 	MetadataMaxAge         Duration  `yaml:"metadata_max_age"`
 	FetchMaxWait           Duration  `yaml:"fetch_max_wait"`
@@ -242,7 +243,7 @@ type Route struct {
 // Default holds every default value; nothing else in cdclake has its own.
 var Default = Config{
 	Source: Source{Format: "auto", BlockLines: 4096, BlockBytes: 16 << 20,
-		Kafka: Kafka{ClientID: "cdclake", Start: "earliest", OnGap: "fail", CommitInterval: Duration(5 * time.Second),
+		Kafka: Kafka{ClientID: "cdclake", Start: "earliest", OnGap: "fail", OnClaimError: "wait", CommitInterval: Duration(5 * time.Second),
 			FetchMaxWait: Duration(500 * time.Millisecond)},
 		SchemaRegistry: SchemaRegistry{Timeout: Duration(10 * time.Second), CacheSize: 1024}},
 	Sink:  Sink{RetryFor: Duration(10 * time.Minute)},
@@ -320,6 +321,7 @@ func merge(def, c Config) Config {
 	k.ClientID = cmp.Or(k.ClientID, dk.ClientID)
 	k.Start = cmp.Or(k.Start, dk.Start)
 	k.OnGap = cmp.Or(k.OnGap, dk.OnGap)
+	k.OnClaimError = cmp.Or(k.OnClaimError, dk.OnClaimError)
 	k.CommitInterval = cmp.Or(k.CommitInterval, dk.CommitInterval)
 	k.FetchMaxWait = cmp.Or(k.FetchMaxWait, dk.FetchMaxWait)
 	o, do := &out.Observability, def.Observability

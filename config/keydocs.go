@@ -16,6 +16,7 @@ var keyDocs = map[string]keyDoc{
 	"source.kafka.client_id":                 {"Client id sent to the brokers.", "cdclake-shop"},
 	"source.kafka.start":                     {"Where a partition with no committed offset (in the lake or the group) starts: `earliest` or `latest`.", "latest"},
 	"source.kafka.on_gap":                    {"What happens when the offset a partition resumes from is no longer in the log (retention deleted messages before they landed, the topic was recreated): `fail` stops the run with an error naming the partition and the gap; `skip` records the gap in the lake (`_gaps/`) and lands on from the log's first offset. The client never resets an offset on its own.", "skip"},
+	"source.kafka.on_claim_error":            {"What happens to an assigned partition whose state in the lake cannot be read (after 30s of retries): `wait` pauses it alone, reports it (`/readyz`, `cdclake_kafka_unclaimed_partitions`, an ERROR line) and claims it again every commit interval while the others land on, and a `--until-caught-up` run then ends with an error; `fail` stops the run.", "fail"},
 	"source.kafka.session_timeout":           {"How long the group waits for a silent member before moving its partitions (empty: the client's 45s).", "10s"},
 	"source.kafka.metadata_max_age":          {"How often the topics are listed again (empty: the client's 5m).", "30s"},
 	"source.kafka.fetch_max_wait":            {"How long a broker may hold a fetch that found too little data.", "250ms"},

@@ -20,7 +20,8 @@ const stalledAfter = 2 * time.Minute
 //
 //   - alive: the expire loop turned within the last two minutes, or the
 //     store is failing (a loop waiting out an outage is not dead);
-//   - source: a broker answers (Kafka);
+//   - source: a broker answers and every assigned partition's state was
+//     claimed (Kafka);
 //   - sink: the store takes writes (no outage in progress) and the
 //     bucket is accessible;
 //   - registry: the schema registry answers (an HTTP registry);
@@ -30,7 +31,7 @@ const stalledAfter = 2 * time.Minute
 func (p *Pipeline) Health(interval time.Duration) *observe.Health {
 	var checks []observe.Check
 	if k, ok := p.source.(*kafka.Source); ok {
-		checks = append(checks, observe.Check{Name: "source", Probe: true, Run: k.Ping})
+		checks = append(checks, observe.Check{Name: "source", Probe: true, Run: k.Ready})
 	}
 	checks = append(checks, observe.Check{Name: "sink", Probe: true, Run: p.sinkReady})
 	if codec := p.plan.avro; codec != nil {

@@ -190,7 +190,9 @@ var (
 	descCommitAt = desc("kafka_last_commit_timestamp_seconds", "When this instance last committed a partition's offset, as Unix time.",
 		"topic", "partition")
 	descAssignedNow = desc("kafka_assigned_partitions", "Partitions assigned to this instance.")
-	descGaps        = desc("kafka_gaps_total", "Gaps recorded in the lake (_gaps/): messages deleted from the log before they landed, "+
+	descUnclaimed   = desc("kafka_unclaimed_partitions", "Assigned partitions whose state in the lake could not be claimed: "+
+		"they wait, unread, and are claimed again every commit interval.")
+	descGaps = desc("kafka_gaps_total", "Gaps recorded in the lake (_gaps/): messages deleted from the log before they landed, "+
 		"skipped with on_gap=skip.")
 	descRebalances = desc("kafka_rebalances_total", "Changes of this instance's assignment.")
 	descPartEvents = desc("kafka_partitions_total", "Partitions assigned to this instance, revoked (handed over), lost "+
@@ -201,7 +203,7 @@ func (c collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descMessages, descReadBytes, descEvents, descSkipped, descOpenFiles, descBuffered,
 		descSpilled, descMaxBuffered, descFenced, descProgress, descStoreErrors, descStoreRetries, descStoreOutage,
 		descStoreFailing, descRegLookups, descRegWait, descLag, descCommitAt, descAssignedNow, descRebalances, descPartEvents,
-		descGaps} {
+		descGaps, descUnclaimed} {
 		ch <- d
 	}
 }
@@ -274,5 +276,6 @@ func (c collector) Collect(ch chan<- prometheus.Metric) {
 		counter(descPartEvents, float64(kc.Lost), "lost")
 		counter(descPartEvents, float64(kc.Claimed), "claimed")
 		counter(descGaps, float64(p.gaps.Load()))
+		gauge(descUnclaimed, float64(k.Unclaimed()))
 	}
 }

@@ -202,7 +202,7 @@ func splitMissing(errs []error) (hard, missing []error) {
 
 // kafkaSection returns the Kafka source that source.kafka describes.
 func kafkaSection(k config.Kafka) kafka.Config {
-	return kafka.Config{Brokers: k.Brokers, Topics: k.Topics, Regex: k.Regex, Group: k.Group, Start: k.Start, OnGap: k.OnGap,
+	return kafka.Config{Brokers: k.Brokers, Topics: k.Topics, Regex: k.Regex, Group: k.Group, Start: k.Start, OnGap: k.OnGap, OnClaimError: k.OnClaimError,
 		ClientID: k.ClientID, InstanceID: k.InstanceID, SessionTimeout: time.Duration(k.SessionTimeout),
 		MetadataMaxAge: time.Duration(k.MetadataMaxAge), FetchMaxWait: time.Duration(k.FetchMaxWait),
 		FetchMaxBytes: int32(k.FetchMaxBytes), FetchMaxPartitionBytes: int32(k.FetchMaxPartitionBytes),
@@ -219,7 +219,7 @@ func kafkaSection(k config.Kafka) kafka.Config {
 // stand for.
 var kafkaSectionKeys = map[string]string{
 	"brokers": "source.kafka.brokers", "topics": "source.kafka.topics", "group": "source.kafka.group",
-	"start": "source.kafka.start", "on_gap": "source.kafka.on_gap", "tls_ca": "source.kafka.tls.ca_file", "tls_cert": "source.kafka.tls.cert_file",
+	"start": "source.kafka.start", "on_gap": "source.kafka.on_gap", "on_claim_error": "source.kafka.on_claim_error", "tls_ca": "source.kafka.tls.ca_file", "tls_cert": "source.kafka.tls.cert_file",
 	"tls_key": "source.kafka.tls.key_file", "sasl": "source.kafka.sasl.mechanism", "sasl_user": "source.kafka.sasl.username",
 	"sasl_password_env": "source.kafka.sasl.password_env", "sasl_password_file": "source.kafka.sasl.password_file",
 }

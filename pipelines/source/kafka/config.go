@@ -67,8 +67,14 @@ type Config struct {
 	// log's first offset and records the gap (Hooks.Gap). The client never
 	// resets an offset on its own.
 	OnGap string
-	TLS   TLS
-	SASL  SASL
+	// OnClaimError says what happens to a partition whose state in the
+	// lake cannot be read when it is assigned (after retries): "wait"
+	// (default) pauses it, reports it (Ready, a metric, an ERROR line) and
+	// claims it again every CommitInterval while the others land on; a
+	// run with UntilCaughtUp then ends with an error. "fail" stops the run.
+	OnClaimError string
+	TLS          TLS
+	SASL         SASL
 	// Keys names the config keys of the settings in errors, by URL
 	// parameter (sasl_password_env → source.kafka.sasl.password_env) when
 	// they came from elsewhere than a URL; unset, errors name the URL's
@@ -119,6 +125,7 @@ type SASL struct {
 //	regex=true                 topics are regular expressions
 //	start=earliest|latest      start of a partition without a committed offset
 //	on_gap=fail|skip           an offset no longer in the log: stop (default), or land on and record the gap
+//	on_claim_error=wait|fail   a partition whose state cannot be read: it waits alone (default), or the run stops
 //	client_id                  client id (default cdclake)
 //	instance_id                static group membership: a restart takes its partitions back at once
 //	session_timeout            e.g. 10s: how soon a dead member's partitions move
@@ -156,7 +163,7 @@ func parse(raw string, producer bool) (Config, error) {
 	if u.User != nil {
 		return fail("credentials do not belong in the URL: use sasl_user with sasl_password_env or sasl_password_file")
 	}
-	cfg := Config{ClientID: "cdclake", Start: "earliest", OnGap: "fail", CommitInterval: 5 * time.Second, FetchMaxWait: 500 * time.Millisecond}
+	cfg := Config{ClientID: "cdclake", Start: "earliest", OnGap: "fail", OnClaimError: "wait", CommitInterval: 5 * time.Second, FetchMaxWait: 500 * time.Millisecond}
 	for _, b := range strings.Split(u.Host, ",") {
 		if b = strings.TrimSpace(b); b != "" {
 			cfg.Brokers = append(cfg.Brokers, b)
@@ -220,6 +227,7 @@ func parse(raw string, producer bool) (Config, error) {
 		boolean("regex", &cfg.Regex)
 		str("start", &cfg.Start)
 		str("on_gap", &cfg.OnGap)
+		str("on_claim_error", &cfg.OnClaimError)
 		str("instance_id", &cfg.InstanceID)
 		duration("session_timeout", &cfg.SessionTimeout)
 		duration("metadata_max_age", &cfg.MetadataMaxAge)
@@ -326,6 +334,9 @@ func (c *Config) Check() error {
 	}
 	if c.OnGap != "" && c.OnGap != "fail" && c.OnGap != "skip" {
 		errs = append(errs, fmt.Errorf("%s: %q, want fail or skip", c.key("on_gap"), c.OnGap))
+	}
+	if c.OnClaimError != "" && c.OnClaimError != "wait" && c.OnClaimError != "fail" {
+		errs = append(errs, fmt.Errorf("%s: %q, want wait or fail", c.key("on_claim_error"), c.OnClaimError))
 	}
 	if c.Regex {
 		for _, expr := range c.Topics {

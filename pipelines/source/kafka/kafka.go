@@ -90,10 +90,14 @@ type Source struct {
 	resume map[tp]int64
 	// claimed marks assigned partitions whose state in the lake was read:
 	// only then is it known where they start.
-	claimed  map[tp]bool
-	assigned bool
-	err      error
-	closed   bool
+	claimed map[tp]bool
+	// unclaimed holds the assigned partitions whose state in the lake
+	// could not be read (claimError): they are paused, and claimed again
+	// every CommitInterval, while the others land on.
+	unclaimed map[tp]error
+	assigned  bool
+	err       error
+	closed    bool
 	// stopping is set once the subscription ended: no deliverer starts
 	// after it, and out is closed once those running have returned.
 	stopping bool
@@ -141,7 +145,7 @@ func New(cfg Config, log *slog.Logger) (*Source, error) {
 	}
 	return &Source{cfg: cfg, log: log.With("component", "kafka"), parts: map[tp]*partition{},
 		committed: map[tp]int64{}, commitAt: map[tp]time.Time{}, targets: map[tp]int64{}, starts: map[tp]int64{}, groupDone: map[tp]bool{}, resume: map[tp]int64{},
-		claimed: map[tp]bool{},
+		claimed: map[tp]bool{}, unclaimed: map[tp]error{},
 		drained: make(chan struct{}), stopped: make(chan struct{})}, nil
 }
 
@@ -586,6 +590,9 @@ func (s *Source) checkCaughtUp() {
 			done = false
 			break
 		}
+		if _, waiting := s.unclaimed[k]; waiting {
+			continue // ends the run with its error, below
+		}
 		if !s.claimed[k] {
 			done = false
 			break
@@ -598,7 +605,18 @@ func (s *Source) checkCaughtUp() {
 			break
 		}
 	}
+	var unclaimed []error
+	if done {
+		for k, err := range s.unclaimed {
+			unclaimed = append(unclaimed, fmt.Errorf("%s partition %d: its state in the lake cannot be claimed, so it was not read: %w",
+				k.topic, k.part, err))
+		}
+	}
 	s.mu.Unlock()
+	if len(unclaimed) > 0 {
+		s.fail(errors.Join(unclaimed...))
+		return
+	}
 	if done {
 		s.drainOne.Do(func() {
 			s.log.Debug("caught up", "targets", fmt.Sprint(s.targets), "starts", fmt.Sprint(s.starts), "group_done", fmt.Sprint(s.groupDone))
@@ -619,7 +637,8 @@ const retryFor = 30 * time.Second
 func retrying(ctx context.Context, f func() error) error {
 	_, err := backoff.Retry(ctx, func() (struct{}, error) {
 		err := f()
-		if err != nil && !kerr.IsRetriable(err) {
+		var r retriableError
+		if err != nil && !kerr.IsRetriable(err) && !errors.As(err, &r) {
 			return struct{}{}, backoff.Permanent(err)
 		}
 		return struct{}{}, err
@@ -678,43 +697,31 @@ func (s *Source) onAssigned(_ context.Context, _ *kgo.Client, assigned map[strin
 // lake holds a partition's state, its committed offset wins over the
 // group's (they differ after a crash between the two writes).
 func (s *Source) adjustOffsets(ctx context.Context, offsets map[string]map[int32]kgo.Offset) (map[string]map[int32]kgo.Offset, error) {
+	deadline := time.Now().Add(retryFor)
 	for topic, parts := range offsets {
 		for part := range parts {
-			off, ok, err := s.hooks.Claim(ctx, topic, part)
+			k := tp{topic, part}
+			var off int64
+			var ok bool
+			// Retried within one bound for all the partitions of this
+			// assignment: the group waits for this callback.
+			rctx, cancel := context.WithDeadline(ctx, deadline)
+			var err error
+			_ = retrying(rctx, func() error {
+				off, ok, err = s.claim(rctx, topic, part, parts[part])
+				return retriable(err)
+			})
+			cancel()
 			if err != nil {
-				s.logOnce("claiming a partition's state failed; retrying", "topic", topic, "partition", part, "err", err)
-				return nil, err
+				// An error returned here would make the client give up
+				// every partition of this member and rejoin: the partition
+				// fails alone instead, paused and claimed again later.
+				s.unclaimable(k, err)
+				continue
 			}
-			if !ok && s.hooks.Start != nil {
-				// No state in the lake: where the partition starts is
-				// resolved now and recorded in its state, so that a restart
-				// before its first file resumes there, not at the end (or
-				// the log's start) of a later day.
-				if off, err = s.startOffset(ctx, topic, part, parts[part]); err == nil {
-					err = s.hooks.Start(ctx, topic, part, off)
-				}
-				if err != nil {
-					s.logOnce("recording where a partition starts failed; retrying", "topic", topic, "partition", part, "err", err)
-					return nil, err
-				}
-				ok = true
-			}
-			s.mu.Lock()
-			s.claimed[tp{topic, part}] = true
-			s.counts.Claimed++
-			s.mu.Unlock()
+			s.claimedAt(k, off, ok)
 			if ok {
 				parts[part] = kgo.NewOffset().At(off)
-				k := tp{topic, part}
-				s.mu.Lock()
-				// The group learns the lake's offset with the next commit,
-				// and reading starts there.
-				s.resume[k] = off
-				delete(s.committed, k)
-				if _, bounded := s.targets[k]; bounded {
-					s.starts[k] = off
-				}
-				s.mu.Unlock()
 			}
 		}
 	}
@@ -722,6 +729,139 @@ func (s *Source) adjustOffsets(ctx context.Context, offsets map[string]map[int32
 	// read: one with nothing anywhere ends the run now.
 	go s.checkCaughtUp()
 	return offsets, nil
+}
+
+// claim takes a newly assigned partition's state in the lake over
+// (Hooks.Claim) and, when the lake has none, records where it starts
+// (Hooks.Start): the offset to resume from, and whether there is one.
+func (s *Source) claim(ctx context.Context, topic string, part int32, cur kgo.Offset) (int64, bool, error) {
+	off, ok, err := s.hooks.Claim(ctx, topic, part)
+	if err != nil || ok || s.hooks.Start == nil {
+		return off, ok, err
+	}
+	// No state in the lake: where the partition starts is resolved now and
+	// recorded in its state, so that a restart before its first file
+	// resumes there, not at the end (or the log's start) of a later day.
+	if off, err = s.startOffset(ctx, topic, part, cur); err == nil {
+		err = s.hooks.Start(ctx, topic, part, off)
+	}
+	return off, err == nil, err
+}
+
+// retriable makes a claim's error one retrying tries again: the store's
+// reads and writes fail for a while in an outage, and a claim that another
+// instance's state beat is read again.
+func retriable(err error) error {
+	if err == nil {
+		return nil
+	}
+	return retriableError{err}
+}
+
+type retriableError struct{ error }
+
+func (e retriableError) Unwrap() error { return e.error }
+
+// claimedAt records that partition k was claimed, to resume from off when
+// ok.
+func (s *Source) claimedAt(k tp, off int64, ok bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.claimed[k] = true
+	delete(s.unclaimed, k)
+	s.counts.Claimed++
+	if ok {
+		// The group learns the lake's offset with the next commit, and
+		// reading starts there.
+		s.resume[k] = off
+		delete(s.committed, k)
+		if _, bounded := s.targets[k]; bounded {
+			s.starts[k] = off
+		}
+	}
+}
+
+// unclaimable records that partition k's state could not be claimed: it
+// is paused, counted and reported (Ready), and claimed again every
+// CommitInterval (reclaim); with OnClaimError "fail" the run stops.
+func (s *Source) unclaimable(k tp, err error) {
+	var re retriableError
+	if errors.As(err, &re) {
+		err = re.error
+	}
+	s.mu.Lock()
+	s.unclaimed[k] = err
+	s.mu.Unlock()
+	s.cl.PauseFetchPartitions(map[string][]int32{k.topic: {k.part}})
+	if s.cfg.OnClaimError == "fail" {
+		s.fail(fmt.Errorf("%s partition %d: its state in the lake cannot be claimed: %w", k.topic, k.part, err))
+		return
+	}
+	s.log.Error("a partition's state in the lake cannot be claimed: the partition waits, unread, and is tried again; the others land on",
+		"topic", k.topic, "partition", k.part, "err", err)
+}
+
+// reclaim claims the partitions unclaimable left waiting again; one that
+// succeeds is read from its offset on.
+func (s *Source) reclaim(ctx context.Context) {
+	s.mu.Lock()
+	var waiting []tp
+	for k := range s.unclaimed {
+		if _, assigned := s.parts[k]; assigned {
+			waiting = append(waiting, k)
+		} else {
+			delete(s.unclaimed, k)
+		}
+	}
+	s.mu.Unlock()
+	var group kadm.OffsetResponses
+	if len(waiting) > 0 {
+		group, _ = kadm.NewClient(s.cl).FetchOffsets(ctx, s.cfg.Group)
+	}
+	for _, k := range waiting {
+		cur := kgo.NewOffset().AtCommitted()
+		if o, found := group.Lookup(k.topic, k.part); found && o.Err == nil && o.At >= 0 {
+			cur = kgo.NewOffset().At(o.At)
+		}
+		off, ok, err := s.claim(ctx, k.topic, k.part, cur)
+		if err != nil {
+			s.mu.Lock()
+			s.unclaimed[k] = err
+			s.mu.Unlock()
+			continue
+		}
+		if !ok {
+			continue // no start resolved: tried again next time
+		}
+		s.claimedAt(k, off, ok)
+		s.cl.SetOffsets(map[string]map[int32]kgo.EpochOffset{k.topic: {k.part: {Epoch: -1, Offset: off}}})
+		s.cl.ResumeFetchPartitions(map[string][]int32{k.topic: {k.part}})
+		s.log.Info("a partition's state in the lake was claimed after all: it lands on", "topic", k.topic, "partition", k.part, "offset", off)
+	}
+	s.checkCaughtUp()
+}
+
+// Ready reports whether a broker answers and every assigned partition's
+// state was claimed.
+func (s *Source) Ready(ctx context.Context) error {
+	if err := s.Ping(ctx); err != nil {
+		return err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var errs []error
+	for k, err := range s.unclaimed {
+		errs = append(errs, fmt.Errorf("%s partition %d cannot be claimed: %w", k.topic, k.part, err))
+	}
+	return errors.Join(errs...)
+}
+
+// Unclaimed returns the number of assigned partitions waiting to be
+// claimed.
+func (s *Source) Unclaimed() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.unclaimed)
 }
 
 // startOffset resolves where a partition with no state in the lake
@@ -761,11 +901,13 @@ func (s *Source) release(parts map[string][]int32) []tp {
 	for topic, ps := range parts {
 		for _, part := range ps {
 			k := tp{topic, part}
+			_, waiting := s.unclaimed[k]
+			delete(s.unclaimed, k)
 			if p, ok := s.parts[k]; ok {
 				delete(s.parts, k)
 				close(p.stop)
 				gone = append(gone, p)
-				if p.paused {
+				if p.paused || waiting {
 					// The client keeps a pause across rebalances: a
 					// partition assigned here again must be fetched.
 					s.cl.ResumeFetchPartitions(map[string][]int32{topic: {part}})
@@ -850,6 +992,7 @@ func (s *Source) commitLoop() {
 			if err := s.commit(s.ctx, nil); err != nil && s.ctx.Err() == nil {
 				s.logOnce("committing offsets failed; retrying", "err", err)
 			}
+			s.reclaim(s.ctx)
 			if s.cfg.UntilCaughtUp {
 				if err := s.refreshGroupDone(s.ctx); err != nil && s.ctx.Err() == nil {
 					s.logOnce("reading the group's offsets failed; retrying", "err", err)

@@ -572,3 +572,59 @@ func TestStartIsRecorded(t *testing.T) {
 		}
 	}
 }
+
+// TestUnclaimablePartitionWaitsAlone: a partition whose state in the lake
+// cannot be read (here its newest state is cut short, as a power loss
+// leaves a file) fails alone: the others land, and the run, which has an
+// end, stops with an error naming it. Once the state is whole again, the
+// next run lands it; every row once.
+func TestUnclaimablePartitionWaitsAlone(t *testing.T) {
+	broker := kafkatest.Brokers(t)
+	topic := kafkatest.Topic(t, broker, 3, 600, 95)
+	dir, group := t.TempDir(), "g-"+topic
+	start(t, broker, topic, group, dir, true, 100).wait(t, 2*time.Minute)
+	first := kafkatest.Landed(t, dir)
+	cl, err := kgo.NewClient(kgo.SeedBrokers(broker))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	kafkatest.Produce(t, cl, topic, 600, 96)
+	states, _ := filepath.Glob(filepath.Join(dir, "_cdclake", "state", topic, "p1", "*.json"))
+	if len(states) == 0 {
+		t.Fatal("no state of partition 1")
+	}
+	newest := states[len(states)-1]
+	whole, err := os.ReadFile(newest)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(newest, whole[:len(whole)/2], 0o644); err != nil {
+		t.Fatal(err)
+	}
+	m := start(t, broker, topic, group, dir, true, 100)
+	select {
+	case err := <-m.done:
+		if err == nil || !strings.Contains(err.Error(), topic+" partition 1: its state in the lake cannot be claimed") {
+			t.Fatalf("the run ended with %v, want partition 1's error", err)
+		}
+	case <-time.After(3 * time.Minute):
+		m.stop()
+		t.Fatal("the run did not end")
+	}
+	ref := reference(t, broker, topic)
+	got := kafkatest.Landed(t, dir)
+	for k, n := range ref {
+		switch {
+		case k[0] != 1 && got[k] != n:
+			t.Errorf("partition %d offset %d landed %d times beside the unclaimable partition", k[0], k[1], got[k])
+		case k[0] == 1 && got[k] != first[k]:
+			t.Errorf("partition 1 offset %d landed while its state could not be read", k[1])
+		}
+	}
+	if err := os.WriteFile(newest, whole, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	start(t, broker, topic, group, dir, true, 100).wait(t, 2*time.Minute)
+	kafkatest.SameOnce(t, "once the state was whole again", kafkatest.Landed(t, dir), ref)
+}
