@@ -35,6 +35,7 @@ type metrics struct {
 	deadLetters  *prometheus.CounterVec // by stage, class
 	stateWrites  *prometheus.CounterVec // by result
 	stateSeconds prometheus.Histogram
+	unreadable   prometheus.Counter
 }
 
 const ns = "cdclake"
@@ -70,6 +71,8 @@ func newMetrics(reg prometheus.Registerer, tables *tableLabels) *metrics {
 	}
 	m.stateSeconds = f(prometheus.NewHistogram(prometheus.HistogramOpts{Namespace: ns, Name: "state_write_seconds",
 		Help: "Time to create a partition state object, retries included.", Buckets: prometheus.ExponentialBuckets(0.001, 4, 8)})).(prometheus.Histogram)
+	m.unreadable = f(prometheus.NewCounter(prometheus.CounterOpts{Namespace: ns, Name: "state_unreadable_total",
+		Help: "Partition state objects passed over at a claim because they do not hold their state (each is logged with its key)."})).(prometheus.Counter)
 	return m
 }
 

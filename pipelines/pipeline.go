@@ -283,6 +283,12 @@ func New(plan *Plan, src source.Source, bucket *blob.Bucket, log *slog.Logger, o
 		// Sources whose partitions move between instances keep each
 		// partition's state in the lake (package state).
 		store := state.NewStore(bucket, p.sink)
+		store.Unreadable = func(key string, err error) {
+			log.Warn("a partition state does not read and is passed over: the state before it is taken", "key", key, "err", err)
+			if p.metrics != nil {
+				p.metrics.unreadable.Inc()
+			}
+		}
 		if p.metrics != nil {
 			store.Appended = p.metrics.stateAppended
 		}

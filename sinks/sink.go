@@ -165,7 +165,7 @@ var ErrExists = errors.New("object already exists")
 // CreateObject stores data under key only if no object is there, and
 // returns an error wrapping ErrExists if one is. The check and the write are
 // one atomic step in object stores with conditional writes (S3, GCS, Azure,
-// mem://); a local folder (file://) is atomic only within one process.
+// mem://, and a local folder, where the object is linked into place).
 type ObjectCreator interface {
 	CreateObject(ctx context.Context, key string, data []byte, contentType string) error
 }

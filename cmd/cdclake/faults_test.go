@@ -169,8 +169,7 @@ func TestKafkaStoreIgnoringConditions(t *testing.T) {
 }
 
 // TestKafkaOneProcessPerFileLake: a second process landing from Kafka into
-// a file:// lake another one lands into is refused: a file:// lake's
-// create-once writes are atomic within one process only.
+// a file:// lake another one lands into is refused at its start.
 func TestKafkaOneProcessPerFileLake(t *testing.T) {
 	broker := kafkatest.Brokers(t)
 	bin := build(t, "github.com/cdclake/cdclake/cmd/cdclake")

@@ -415,8 +415,7 @@ func runCmd(args []string, stdout, stderr io.Writer) int {
 		_ = os.Setenv("TMPDIR", tmp)
 	}
 	if setup.Kafka != nil {
-		// Partition states are fenced by create-once writes, which a
-		// file:// lake makes atomic within one process only.
+		// One process at a time lands into a file:// lake (see lake.Lock).
 		unlock, err := lake.Lock(setup.Sink)
 		if err != nil {
 			log.Error("opening sink", "err", err)

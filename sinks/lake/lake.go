@@ -8,7 +8,8 @@
 //   - file:///abs/dir (a plain path or ./dir also works): local folder. The
 //     folder is created when missing, and no ".attrs" sidecar files are
 //     written (create_dir and metadata=skip are added unless given).
-//     Objects appear atomically (written to a temporary file, then renamed).
+//     Objects appear atomically and durably (written to a temporary file,
+//     synced, then renamed; see local).
 //   - mem://: in-memory, for tests.
 //   - s3://bucket?region=R&endpoint=http://127.0.0.1:9000&use_path_style=true&disable_https=true
 //     (S3 and S3-compatible servers; credentials from the AWS environment).
@@ -149,7 +150,8 @@ func CheckURL(ctx context.Context, raw string) error {
 	return b.Close()
 }
 
-// OpenBucket opens the bucket of a sink URL.
+// OpenBucket opens the bucket of a sink URL. A Sink writing into a file://
+// bucket opened here syncs what it writes (see local).
 func OpenBucket(ctx context.Context, raw string) (*blob.Bucket, error) {
 	norm, err := NormalizeURL(raw)
 	if err != nil {
@@ -158,6 +160,14 @@ func OpenBucket(ctx context.Context, raw string) (*blob.Bucket, error) {
 	b, err := blob.OpenBucket(ctx, norm)
 	if err != nil {
 		return nil, fmt.Errorf("opening sink %s: %w", raw, err)
+	}
+	l, err := localFor(norm)
+	if err != nil {
+		b.Close()
+		return nil, fmt.Errorf("opening sink %s: %w", raw, err)
+	}
+	if l != nil {
+		remember(b, l)
 	}
 	return b, nil
 }
@@ -177,6 +187,7 @@ func OpenBucket(ctx context.Context, raw string) (*blob.Bucket, error) {
 // context ends. Stats counts failures, retries and outages.
 type Sink struct {
 	bucket *blob.Bucket
+	local  *local // a file:// lake's durable writer, nil for other stores
 	mem    memory.Allocator
 	retry  Retry
 
@@ -226,7 +237,7 @@ type Stats struct {
 
 // New returns a Sink writing into bucket, without retries.
 func New(bucket *blob.Bucket, mem memory.Allocator) *Sink {
-	return &Sink{bucket: bucket, mem: mem}
+	return &Sink{bucket: bucket, local: localOf(bucket), mem: mem}
 }
 
 // Retrying returns the sink with retries r.
@@ -277,6 +288,9 @@ func (s *Sink) Write(ctx context.Context, f *sinks.File) (int64, error) {
 // put stores the Parquet object that fill writes under key, once: an
 // error of the store is a storageError, one of fill is returned as it is.
 func (s *Sink) put(ctx context.Context, key string, fill func(io.Writer) error) (int64, error) {
+	if path, ok := s.localPath(key); ok {
+		return s.local.put(ctx, path, false, fill)
+	}
 	wctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	w, err := s.bucket.NewWriter(wctx, key, &blob.WriterOptions{ContentType: "application/vnd.apache.parquet"})
@@ -311,8 +325,14 @@ func (s *Sink) put(ctx context.Context, key string, fill func(io.Writer) error) 
 // ErrExists.
 func (s *Sink) CreateObject(ctx context.Context, key string, data []byte, contentType string) error {
 	return s.do(ctx, OpCreate, key, func() error {
-		err := s.bucket.WriteAll(ctx, key, data, &blob.WriterOptions{ContentType: contentType, IfNotExist: true})
-		if gcerrors.Code(err) == gcerrors.FailedPrecondition {
+		var err error
+		if path, ok := s.localPath(key); ok {
+			_, err = s.local.put(ctx, path, true, writeBytes(data))
+		} else if err = s.bucket.WriteAll(ctx, key, data, &blob.WriterOptions{ContentType: contentType, IfNotExist: true}); err != nil &&
+			gcerrors.Code(err) != gcerrors.FailedPrecondition {
+			err = storageError{err}
+		}
+		if err == errExists || gcerrors.Code(err) == gcerrors.FailedPrecondition {
 			got, rerr := s.bucket.ReadAll(ctx, key)
 			if rerr != nil {
 				return storageError{fmt.Errorf("reading back %s, which a create found: %w", key, rerr)}
@@ -325,21 +345,39 @@ func (s *Sink) CreateObject(ctx context.Context, key string, data []byte, conten
 			}
 			return fmt.Errorf("%s: %w", key, sinks.ErrExists)
 		}
-		if err != nil {
-			return storageError{err}
-		}
-		return nil
+		return err
 	})
 }
 
 // WriteObject stores a small object whole (dead letters, catalog entries).
 func (s *Sink) WriteObject(ctx context.Context, key string, data []byte, contentType string) error {
 	return s.do(ctx, OpObject, key, func() error {
+		if path, ok := s.localPath(key); ok {
+			_, err := s.local.put(ctx, path, false, writeBytes(data))
+			return err
+		}
 		if err := s.bucket.WriteAll(ctx, key, data, &blob.WriterOptions{ContentType: contentType}); err != nil {
 			return storageError{err}
 		}
 		return nil
 	})
+}
+
+// writeBytes returns a fill writing data.
+func writeBytes(data []byte) func(io.Writer) error {
+	return func(w io.Writer) error {
+		_, err := w.Write(data)
+		return err
+	}
+}
+
+// localPath returns the file a file:// lake stores key in, false when the
+// sink writes through the bucket.
+func (s *Sink) localPath(key string) (string, bool) {
+	if s.local == nil {
+		return "", false
+	}
+	return s.local.path(key)
 }
 
 // retryBackoff is the schedule of retries: 100ms doubling to 10s, each

@@ -302,3 +302,74 @@ func TestLock(t *testing.T) {
 		unlock()
 	}
 }
+
+// TestFileLakeSyncs: on a file:// lake an object's bytes are synced before
+// it appears under its name, and its folder after, so that a power loss
+// leaves either nothing or the whole object (never an empty partition
+// state or Parquet file); a new folder is synced into its parent.
+func TestFileLakeSyncs(t *testing.T) {
+	dir := t.TempDir()
+	b, err := lake.OpenBucket(context.Background(), "file://"+dir+"?prefix=root/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	var synced []string
+	var current string // the object being written
+	lake.SetSync(b, func(f *os.File) error {
+		name, _ := filepath.Rel(dir, f.Name())
+		info, err := f.Stat()
+		if err != nil {
+			return err
+		}
+		final := filepath.Join(dir, "root", filepath.FromSlash(current))
+		_, statErr := os.Stat(final)
+		switch {
+		case !info.IsDir() && statErr == nil && synced != nil:
+			t.Errorf("%s: its bytes were synced after it appeared", current)
+		case !info.IsDir():
+			name = "bytes"
+		case name == filepath.Dir(filepath.Join("root", filepath.FromSlash(current))) && statErr != nil:
+			t.Errorf("%s: its folder was synced before it appeared", current)
+		}
+		synced = append(synced, filepath.ToSlash(name))
+		return f.Sync()
+	})
+	s := lake.New(b, memory.NewGoAllocator())
+	ctx := context.Background()
+	for _, c := range []struct {
+		key   string
+		write func() error
+		want  []string
+	}{
+		{"a/b/state.json", func() error { return s.CreateObject(ctx, "a/b/state.json", []byte("{}"), "application/json") },
+			[]string{"bytes", ".", "root", "root/a", "root/a/b"}},
+		{"a/b/dead.json", func() error { return s.WriteObject(ctx, "a/b/dead.json", []byte("{}"), "application/json") },
+			[]string{"bytes", "root/a/b"}},
+		{"a/c/x.parquet", func() error {
+			return s.WriteObject(ctx, "a/c/x.parquet", []byte("PAR1"), "application/vnd.apache.parquet")
+		},
+			[]string{"bytes", "root/a", "root/a/c"}},
+	} {
+		current, synced = c.key, []string{}
+		if err := c.write(); err != nil {
+			t.Fatal(err)
+		}
+		if strings.Join(synced, " ") != strings.Join(c.want, " ") {
+			t.Errorf("%s: synced %q, want %q", c.key, synced, c.want)
+		}
+	}
+	// A create-once object is linked into place: a second create of the
+	// key, from any process, finds it.
+	current, synced = "a/b/state.json", nil
+	if err := s.CreateObject(ctx, "a/b/state.json", []byte(`{"other":1}`), "application/json"); !errors.Is(err, sinks.ErrExists) {
+		t.Errorf("a second create: %v", err)
+	}
+	if got, _ := b.ReadAll(ctx, "a/b/state.json"); string(got) != "{}" {
+		t.Errorf("the state holds %q", got)
+	}
+	left, _ := os.ReadDir(filepath.Join(dir, filepath.FromSlash(lake.TempDir)))
+	if len(left) != 0 {
+		t.Errorf("%d files left in the temporary folder", len(left))
+	}
+}

@@ -17,12 +17,13 @@ const LockName = "_cdclake/lock"
 
 // Lock takes the lock of a file:// lake for this process, and returns the
 // function that releases it; other lakes need none (their stores refuse a
-// partition state's second create, which fences owners out). A file://
-// lake's create-once writes are atomic within one process only, so two
+// partition state's second create, which fences owners out). Two
 // processes landing into one folder (a rolling update on a shared volume)
-// could both write a partition's next state: the second process is
-// refused. The lock is an flock(2) on the lake's lock file, released by
-// the kernel when the process ends, however it ends.
+// are not a supported layout: the second process is refused. The lock is an flock(2) on the lake's lock file, released by
+// the kernel when the process ends, however it ends. (The Sink links
+// create-once objects into place, which no two processes can both do: the
+// lock makes a second process fail at its start rather than at its first
+// claim.)
 func Lock(raw string) (func(), error) {
 	norm, err := NormalizeURL(raw)
 	if err != nil {

@@ -40,13 +40,14 @@ func NewJournal(store *Store, owner string) *Journal {
 // Seq 0 means the partition had none.
 func (j *Journal) Claim(ctx context.Context, source string, part int32) (*Partition, error) {
 	for range 10 {
-		last, err := j.store.Latest(ctx, source, part)
+		last, top, err := j.store.latest(ctx, source, part)
 		if err != nil {
 			return nil, err
 		}
-		next := &Partition{Owner: j.owner, Source: source, Partition: part, Seq: 1}
+		// After the newest number taken, whether its state reads or not.
+		next := &Partition{Owner: j.owner, Source: source, Partition: part, Seq: top + 1}
 		if last != nil {
-			next.Seq, next.Committed, next.Catalog = last.Seq+1, last.Committed, last.Catalog
+			next.Committed, next.Catalog = last.Committed, last.Catalog
 			next.Written = slices.Clone(last.Written)
 			next.Pending = slices.Clone(last.Pending)
 		}

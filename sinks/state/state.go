@@ -91,6 +91,9 @@ type Store struct {
 	// its error (nil, one wrapping ErrFenced, or another). It may be
 	// called concurrently. Set it before the first Append.
 	Appended func(took time.Duration, err error)
+	// Unreadable, when set, is told of every state object Latest passes
+	// over because it does not hold its state, with the reason.
+	Unreadable func(key string, err error)
 }
 
 // NewStore returns a store reading bucket and creating objects with c
@@ -109,36 +112,62 @@ func Key(source string, part int32, seq int64) string {
 }
 
 // Latest returns the newest state of a partition, nil when it has none.
+//
+// A state object that does not hold its sequence number's state (it does
+// not parse: a store that lost its bytes, a hand edit) is never taken: it
+// is reported to Unreadable and the one before it is. A partition with
+// states none of which reads is an error: where it stands is unknown.
 func (s *Store) Latest(ctx context.Context, source string, part int32) (*Partition, error) {
-	var last string
-	it := s.bucket.List(&blob.ListOptions{Prefix: prefix(source, part)})
+	st, _, err := s.latest(ctx, source, part)
+	return st, err
+}
+
+// latest returns the newest state that reads, and the highest sequence
+// number taken (by it or by a newer state that does not read).
+func (s *Store) latest(ctx context.Context, source string, part int32) (*Partition, int64, error) {
+	pre := prefix(source, part)
+	var seqs []int64
+	it := s.bucket.List(&blob.ListOptions{Prefix: pre, Delimiter: "/"})
 	for {
 		obj, err := it.Next(ctx)
 		if err == io.EOF {
 			break
 		}
 		if err != nil {
-			return nil, fmt.Errorf("listing the state of %s partition %d: %w", source, part, err)
+			return nil, 0, fmt.Errorf("listing the state of %s partition %d: %w", source, part, err)
 		}
-		if strings.HasSuffix(obj.Key, ".json") && obj.Key > last {
-			last = obj.Key
+		name, ok := strings.CutSuffix(strings.TrimPrefix(obj.Key, pre), ".json")
+		if n, err := strconv.ParseInt(name, 10, 64); ok && err == nil && n > 0 {
+			seqs = append(seqs, n)
 		}
 	}
-	if last == "" {
-		return nil, nil
+	slices.Sort(seqs)
+	var top int64
+	if len(seqs) > 0 {
+		top = seqs[len(seqs)-1]
 	}
-	data, err := s.bucket.ReadAll(ctx, last)
-	if err != nil {
-		return nil, fmt.Errorf("reading %s: %w", last, err)
+	for i := len(seqs) - 1; i >= 0; i-- {
+		key := Key(source, part, seqs[i])
+		data, err := s.bucket.ReadAll(ctx, key)
+		if err != nil {
+			return nil, 0, fmt.Errorf("reading %s: %w", key, err)
+		}
+		var st Partition
+		err = json.Unmarshal(data, &st)
+		switch {
+		case err == nil && (st.Seq != seqs[i] || st.Source != source || st.Partition != part):
+			err = fmt.Errorf("it holds state %d of %s partition %d", st.Seq, st.Source, st.Partition)
+		case err == nil:
+			return &st, top, nil
+		}
+		if s.Unreadable != nil {
+			s.Unreadable(key, err)
+		}
 	}
-	var st Partition
-	if err := json.Unmarshal(data, &st); err != nil {
-		return nil, fmt.Errorf("%s: %w", last, err)
+	if top > 0 {
+		return nil, 0, fmt.Errorf("%s partition %d: none of its %d states reads", source, part, len(seqs))
 	}
-	if seq, err := strconv.ParseInt(strings.TrimSuffix(path.Base(last), ".json"), 10, 64); err != nil || seq != st.Seq {
-		return nil, fmt.Errorf("%s holds sequence number %d", last, st.Seq)
-	}
-	return &st, nil
+	return nil, 0, nil
 }
 
 // Append creates st, whose Seq must follow the newest state's. It returns

@@ -3,6 +3,7 @@ package state_test
 import (
 	"context"
 	"errors"
+	"strings"
 	"sync"
 	"testing"
 
@@ -178,5 +179,50 @@ func TestFencedAfterPruning(t *testing.T) {
 	}
 	if n > 70 {
 		t.Errorf("%d objects after 300 states: old states are not pruned", n)
+	}
+}
+
+// TestUnreadableStateIsPassedOver: a state object that does not hold its
+// state (an empty file left by a node that lost power, a hand edit) is
+// reported with its key and never taken; the claim that follows takes the
+// state before it and the number after it. A partition none of whose
+// states reads cannot be claimed.
+func TestUnreadableStateIsPassedOver(t *testing.T) {
+	ctx := context.Background()
+	b := memblob.OpenBucket(nil)
+	defer b.Close()
+	st := state.NewStore(b, lake.New(b, memory.NewGoAllocator()))
+	reported := map[string]string{}
+	st.Unreadable = func(key string, err error) { reported[key] = err.Error() }
+	for seq := int64(1); seq <= 2; seq++ {
+		if err := st.Append(ctx, &state.Partition{Seq: seq, Owner: "a", Source: "s", Partition: 0, Committed: seq * 10}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for key, data := range map[string]string{
+		state.Key("s", 0, 3): "",
+		state.Key("s", 0, 4): `{"seq":9,"source":"s","partition":0,"committed":999}`,
+	} {
+		if err := b.WriteAll(ctx, key, []byte(data), nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got, err := st.Latest(ctx, "s", 0)
+	if err != nil || got.Seq != 2 || got.Committed != 20 {
+		t.Fatalf("latest = %+v, %v; want state 2", got, err)
+	}
+	if len(reported) != 2 || !strings.Contains(reported[state.Key("s", 0, 4)], "holds state 9") ||
+		!strings.Contains(reported[state.Key("s", 0, 3)], "unexpected end of JSON") {
+		t.Errorf("reported %v", reported)
+	}
+	claimed, err := state.NewJournal(st, "b").Claim(ctx, "s", 0)
+	if err != nil || claimed.Seq != 5 || claimed.Committed != 20 {
+		t.Fatalf("claim = %+v, %v; want state 5 at committed 20", claimed, err)
+	}
+	for seq := int64(1); seq <= 5; seq++ {
+		_ = b.WriteAll(ctx, state.Key("s", 0, seq), []byte("{"), nil)
+	}
+	if _, err := state.NewJournal(st, "c").Claim(ctx, "s", 0); err == nil || !strings.Contains(err.Error(), "none of its") {
+		t.Errorf("a claim when no state reads: %v", err)
 	}
 }

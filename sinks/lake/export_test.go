@@ -1,0 +1,13 @@
+package lake
+
+import (
+	"os"
+
+	"gocloud.dev/blob"
+)
+
+// SetSync replaces how the file:// bucket b's sinks sync files and
+// folders.
+func SetSync(b *blob.Bucket, sync func(*os.File) error) {
+	localOf(b).sync = sync
+}
