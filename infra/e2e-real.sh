@@ -120,11 +120,11 @@ sink_conformance() {
   local out
   out=$(cd "$REPO_DIR" && CDCLAKE_TEST_S3_URL="$(s3_sink scratch)" AWS_ACCESS_KEY_ID=$S3_ACCESS_KEY \
     AWS_SECRET_ACCESS_KEY=$S3_SECRET_KEY AWS_REGION=us-east-1 \
-    go test -count=1 -v -run '^TestConformanceS3$' ./sinks/lake/ 2>&1) || {
+    go test -count=1 -v -run '^(TestConformanceS3|TestFencedAfterManyHandovers)$' ./sinks/lake/ ./sinks/state/ 2>&1) || {
     echo "$out" | tail -n 40 >&2
     die "the sink conformance suite failed on S3"
   }
-  grep -q -- '--- PASS: TestConformanceS3' <<<"$out" || {
+  grep -q -- '--- PASS: TestConformanceS3' <<<"$out" && grep -q -- '--- PASS: TestFencedAfterManyHandovers/s3' <<<"$out" || {
     echo "$out" | tail -n 20 >&2
     die "the sink conformance suite did not run on S3"
   }

@@ -19,8 +19,9 @@ type Journal struct {
 	store *Store
 	owner string
 
-	mu    sync.Mutex
-	parts map[partKey]*Partition
+	mu     sync.Mutex
+	parts  map[partKey]*Partition
+	claims map[partKey]int64 // the number of each partition's claim
 }
 
 type partKey struct {
@@ -31,7 +32,7 @@ type partKey struct {
 // NewJournal returns a journal writing states as owner (an instance name,
 // for people reading the states).
 func NewJournal(store *Store, owner string) *Journal {
-	return &Journal{store: store, owner: owner, parts: map[partKey]*Partition{}}
+	return &Journal{store: store, owner: owner, parts: map[partKey]*Partition{}, claims: map[partKey]int64{}}
 }
 
 // Claim takes a partition over: it reads the partition's newest state and
@@ -58,6 +59,7 @@ func (j *Journal) Claim(ctx context.Context, source string, part int32) (*Partit
 		if err == nil {
 			j.mu.Lock()
 			j.parts[partKey{source, part}] = next
+			j.claims[partKey{source, part}] = next.Seq
 			j.mu.Unlock()
 			_ = j.store.Prune(ctx, source, part, next.Seq-1)
 			resume := *next
@@ -80,6 +82,7 @@ func isFenced(err error) bool { return errors.Is(err, ErrFenced) }
 func (j *Journal) Release(source string, part int32) {
 	j.mu.Lock()
 	delete(j.parts, partKey{source, part})
+	delete(j.claims, partKey{source, part})
 	j.mu.Unlock()
 }
 
@@ -94,10 +97,31 @@ func (j *Journal) Owns(source string, part int32) bool {
 // Intend records that cut is about to be written. It returns an error
 // wrapping ErrFenced when another instance took the partition over: the
 // file must then not be written.
+//
+// Its state created, it checks that the partition's newest claim is still
+// this journal's: the state's number alone does not fence an owner that
+// slept through more than KeepClaims handovers (the claim that took its
+// next number was pruned, and the number is free again).
 func (j *Journal) Intend(ctx context.Context, source string, part int32, cut Cut) error {
-	return j.next(ctx, source, part, func(st *Partition) {
+	err := j.next(ctx, source, part, func(st *Partition) {
 		st.Pending = append(withoutKey(st.Pending, cut.Key), cut)
 	})
+	if err != nil {
+		return err
+	}
+	j.mu.Lock()
+	mine := j.claims[partKey{source, part}]
+	j.mu.Unlock()
+	newest, err := j.store.NewestClaim(ctx, source, part)
+	switch {
+	case err != nil:
+		return err
+	case newest != mine:
+		j.Release(source, part)
+		return fmt.Errorf("%s partition %d: claimed again (claim %d) since this instance claimed it (claim %d): %w",
+			source, part, newest, mine, ErrFenced)
+	}
+	return nil
 }
 
 // Start records that a partition claimed with no earlier state starts at

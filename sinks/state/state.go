@@ -23,7 +23,11 @@
 // written before the claim's state: a claim's number is the one the
 // previous owner would write next, so while it exists that owner, if it
 // still runs, is fenced at its next write. The newest KeepClaims claims
-// are kept.
+// are kept. Since a number pruned away could be created again, an owner
+// also checks, after the state of each file it is about to write, that its
+// own claim is still the newest (NewestClaim): one whose claim was pruned,
+// or followed by another, is fenced however many handovers it slept
+// through.
 package state
 
 import (
@@ -209,6 +213,26 @@ func (s *Store) MarkClaim(ctx context.Context, source string, part int32, seq in
 		return fmt.Errorf("writing %s: %w", key, err)
 	}
 	return nil
+}
+
+// NewestClaim returns the number of a partition's newest claim, 0 when it
+// has none.
+func (s *Store) NewestClaim(ctx context.Context, source string, part int32) (int64, error) {
+	pre := prefix(source, part) + "claims/"
+	var newest int64
+	it := s.bucket.List(&blob.ListOptions{Prefix: pre})
+	for {
+		obj, err := it.Next(ctx)
+		if err == io.EOF {
+			return newest, nil
+		}
+		if err != nil {
+			return 0, fmt.Errorf("listing the claims of %s partition %d: %w", source, part, err)
+		}
+		if n, err := strconv.ParseInt(strings.TrimPrefix(obj.Key, pre), 10, 64); err == nil && n > newest {
+			newest = n
+		}
+	}
 }
 
 // Prune deletes a partition's states older than seq, but the newest

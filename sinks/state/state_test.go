@@ -3,13 +3,17 @@ package state_test
 import (
 	"context"
 	"errors"
+	"fmt"
+	"os"
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/apache/arrow-go/v18/arrow/memory"
 	"github.com/cdclake/cdclake/sinks/lake"
 	"github.com/cdclake/cdclake/sinks/state"
+	"gocloud.dev/blob"
 	"gocloud.dev/blob/memblob"
 )
 
@@ -224,5 +228,81 @@ func TestUnreadableStateIsPassedOver(t *testing.T) {
 	}
 	if _, err := state.NewJournal(st, "c").Claim(ctx, "s", 0); err == nil || !strings.Contains(err.Error(), "none of its") {
 		t.Errorf("a claim when no state reads: %v", err)
+	}
+}
+
+// TestFencedAfterManyHandovers: an owner that slept through more handovers
+// than KeepClaims finds its next state's number free again (the claim that
+// took it was pruned); its next file's Intend is fenced all the same. It
+// runs on mem:// and, when CDCLAKE_TEST_S3_URL is set, on the S3 server.
+func TestFencedAfterManyHandovers(t *testing.T) {
+	for name, b := range buckets(t) {
+		t.Run(name, func(t *testing.T) { fencedAfterManyHandovers(t, b) })
+	}
+}
+
+// buckets returns an empty mem:// bucket and, when CDCLAKE_TEST_S3_URL is
+// set, a prefix of its own in that S3 bucket, removed after the test.
+func buckets(t *testing.T) map[string]*blob.Bucket {
+	out := map[string]*blob.Bucket{"mem": memblob.OpenBucket(nil)}
+	if url := os.Getenv("CDCLAKE_TEST_S3_URL"); url != "" {
+		sep := "?"
+		if strings.Contains(url, "?") {
+			sep = "&"
+		}
+		b, err := lake.OpenBucket(context.Background(), fmt.Sprintf("%s%sprefix=statetest/%s-%d/", url, sep, t.Name(), time.Now().UnixNano()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		out["s3"] = b
+		t.Cleanup(func() {
+			ctx := context.Background()
+			for it := b.List(nil); ; {
+				obj, err := it.Next(ctx)
+				if err != nil {
+					break
+				}
+				_ = b.Delete(ctx, obj.Key)
+			}
+		})
+	}
+	for _, b := range out {
+		t.Cleanup(func() { b.Close() })
+	}
+	return out
+}
+
+func fencedAfterManyHandovers(t *testing.T, b *blob.Bucket) {
+	ctx := context.Background()
+	st := state.NewStore(b, lake.New(b, memory.NewGoAllocator()))
+	cut := func(n int64) state.Cut { return state.Cut{Key: fmt.Sprintf("t/f%d", n), First: n, Last: n} }
+	zombie := state.NewJournal(st, "zombie")
+	if _, err := zombie.Claim(ctx, "s", 0); err != nil {
+		t.Fatal(err)
+	}
+	if err := zombie.Intend(ctx, "s", 0, cut(0)); err != nil {
+		t.Fatal(err)
+	}
+	for n := range int64(state.KeepClaims + 6) {
+		j := state.NewJournal(st, fmt.Sprintf("pod-%d", n))
+		if _, err := j.Claim(ctx, "s", 0); err != nil {
+			t.Fatal(err)
+		}
+		if err := j.Done(ctx, "s", 0, cut(n+1), n+2); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := b.Attributes(ctx, state.Key("s", 0, 3)); err == nil {
+		t.Fatal("the zombie's next number is still taken: the test does not reach the case")
+	}
+	if err := zombie.Intend(ctx, "s", 0, cut(100)); !errors.Is(err, state.ErrFenced) {
+		t.Fatalf("the zombie's next file: %v, want fenced", err)
+	}
+	if zombie.Owns("s", 0) {
+		t.Error("the zombie still owns the partition")
+	}
+	latest, _ := st.Latest(ctx, "s", 0)
+	if latest.Owner == "zombie" {
+		t.Errorf("the zombie's state is the latest: %+v", latest)
 	}
 }
