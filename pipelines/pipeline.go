@@ -212,6 +212,13 @@ func WithWorkers(n int) Option { return func(o *options) { o.workers = n } }
 // lists them).
 func WithMetrics(reg prometheus.Registerer) Option { return func(o *options) { o.metrics = reg } }
 
+// recreated is a claim's error that wraps source.ErrRecreated, and says
+// no more than the state's.
+type recreated struct{ error }
+
+func (e recreated) Unwrap() error        { return e.error }
+func (e recreated) Is(target error) bool { return target == source.ErrRecreated }
+
 // WithLanes sets the number of goroutines that decode one block's records
 // at once (default GOMAXPROCS, at most 4).
 func WithLanes(n int) Option { return func(o *options) { o.lanes = n } }
@@ -302,8 +309,11 @@ func New(plan *Plan, src source.Source, bucket *blob.Bucket, log *slog.Logger, o
 				b.DropPartition(src, part)
 				journal.Release(src, part)
 			},
-			Claim: func(ctx context.Context, src string, part int32) (int64, bool, error) {
-				st, err := journal.Claim(ctx, src, part)
+			Claim: func(ctx context.Context, src string, part int32, incarnation string) (int64, bool, error) {
+				st, err := journal.Claim(ctx, src, part, incarnation)
+				if errors.Is(err, state.ErrRecreated) {
+					return 0, false, recreated{err}
+				}
 				if err != nil {
 					return 0, false, err
 				}

@@ -1032,9 +1032,9 @@ func (b *Batcher) flushOpen(ctx context.Context, p *partition, buf *buffer, caus
 
 // fence gives up a partition another instance took over: its open files
 // are dropped unwritten, and its messages ignored until it is restored.
-func (b *Batcher) fence(p *partition, at sinks.Position, key string) {
+func (b *Batcher) fence(p *partition, at sinks.Position, key string, err error) {
 	b.log.Warn("another instance took the partition over; its files here are dropped for it to write",
-		"source", at.Source, "partition", at.Partition, "key", key)
+		"source", at.Source, "partition", at.Partition, "key", key, "err", err)
 	b.drop(p)
 	p.fenced = true
 	b.fenced.Add(1)
@@ -1104,7 +1104,7 @@ func (b *Batcher) flush(ctx context.Context, p *partition, buf *buffer, cause Ca
 	if journaled {
 		if err := b.journal.Intend(ctx, buf.src.Source, buf.src.Partition, cut); err != nil {
 			if errors.Is(err, state.ErrFenced) {
-				b.fence(p, buf.src, f.Key)
+				b.fence(p, buf.src, f.Key, err)
 				return nil
 			}
 			return fmt.Errorf("recording the cut of %s: %w", f.Key, err)
@@ -1139,7 +1139,7 @@ func (b *Batcher) flush(ctx context.Context, p *partition, buf *buffer, cause Ca
 			if errors.Is(err, state.ErrFenced) {
 				// The file holds the rows the new owner's replay puts in
 				// it: that replay repeats this file's recorded cut.
-				b.fence(p, buf.src, f.Key)
+				b.fence(p, buf.src, f.Key, err)
 				return nil
 			}
 			return fmt.Errorf("recording %s as written: %w", f.Key, err)

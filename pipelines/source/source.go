@@ -74,7 +74,10 @@ type Hooks struct {
 	// prepares the replay. It returns the offset to resume from, false when
 	// the lake has no state of the partition (then the source's own
 	// position stands). The source calls it before reading the partition.
-	Claim func(ctx context.Context, source string, partition int32) (int64, bool, error)
+	// incarnation identifies the partition's log (a Kafka topic's ID), ""
+	// when unknown; a log other than the one the lake's state describes
+	// is an error wrapping ErrRecreated.
+	Claim func(ctx context.Context, source string, partition int32, incarnation string) (int64, bool, error)
 	// Start records where a partition the lake has no state of starts
 	// (resolved by the source: the group's offset, or the log's first or
 	// end offset): a claim after a crash before its first file resumes
@@ -166,6 +169,11 @@ func NewMessage(ctx context.Context, b *Block) *message.Message {
 
 // ErrNoBlock is returned by BlockOf for a message no source made.
 var ErrNoBlock = errors.New("message carries no block")
+
+// ErrRecreated is wrapped by a claim's error when the partition's log is
+// not the one the lake's state describes (a topic deleted and created
+// again): the source stops rather than land it under the old log's names.
+var ErrRecreated = errors.New("the source was deleted and created again")
 
 // BlockOf returns the block msg carries.
 func BlockOf(msg *message.Message) (*Block, error) {

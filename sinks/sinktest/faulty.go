@@ -90,7 +90,11 @@ func (b *faultyBucket) Attributes(ctx context.Context, key string) (*driver.Attr
 }
 
 func (b *faultyBucket) ListPaged(ctx context.Context, opts *driver.ListOptions) (*driver.ListPage, error) {
-	objs, next, err := b.base.ListPage(ctx, opts.PageToken, max(opts.PageSize, 1000),
+	token := opts.PageToken
+	if token == nil {
+		token = blob.FirstPageToken // a driver's first page; the portable API's is this
+	}
+	objs, next, err := b.base.ListPage(ctx, token, max(opts.PageSize, 1000),
 		&blob.ListOptions{Prefix: opts.Prefix, Delimiter: opts.Delimiter})
 	if err != nil {
 		return nil, err

@@ -39,16 +39,29 @@ func NewJournal(store *Store, owner string) *Journal {
 // creates the next one as this owner, which fences out the previous owner
 // (its next state's number is taken). It returns the state to resume from;
 // Seq 0 means the partition had none.
-func (j *Journal) Claim(ctx context.Context, source string, part int32) (*Partition, error) {
+//
+// incarnation identifies the partition's log as the source sees it now
+// ("" when the source has no such thing). A partition whose states
+// describe another log is not claimed: an error wrapping ErrRecreated
+// says so. Its offsets begin again, and landing them would take the old
+// log's file names.
+func (j *Journal) Claim(ctx context.Context, source string, part int32, incarnation string) (*Partition, error) {
 	for range 10 {
 		last, top, err := j.store.latest(ctx, source, part)
 		if err != nil {
 			return nil, err
 		}
+		if last != nil && last.Incarnation != "" && incarnation != "" && last.Incarnation != incarnation {
+			return nil, fmt.Errorf("%s partition %d: the lake's state (%s) describes the log of ID %s, and the source's is %s now: %w",
+				source, part, Key(source, part, last.Seq), last.Incarnation, incarnation, ErrRecreated)
+		}
 		// After the newest number taken, whether its state reads or not.
-		next := &Partition{Owner: j.owner, Source: source, Partition: part, Seq: top + 1}
+		next := &Partition{Owner: j.owner, Source: source, Partition: part, Seq: top + 1, Incarnation: incarnation}
 		if last != nil {
 			next.Committed, next.Catalog = last.Committed, last.Catalog
+			if incarnation == "" {
+				next.Incarnation = last.Incarnation
+			}
 			next.Written = slices.Clone(last.Written)
 			next.Pending = slices.Clone(last.Pending)
 		}

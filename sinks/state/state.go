@@ -49,6 +49,10 @@ import (
 // Dir is the folder of the lake that holds the states.
 const Dir = "_cdclake/state"
 
+// ErrRecreated is returned by Claim when the partition's log is not the
+// one its states describe (Partition.Incarnation).
+var ErrRecreated = errors.New("the source was deleted and created again")
+
 // ErrFenced is returned by Append when another writer created the state's
 // sequence number first.
 var ErrFenced = errors.New("partition state fenced: another instance owns the partition")
@@ -85,6 +89,10 @@ type Partition struct {
 	Pending []Cut `json:"pending,omitempty"`
 	// Catalog is the decoding state the partition's messages depend on.
 	Catalog json.RawMessage `json:"catalog,omitempty"`
+	// Incarnation identifies the source partition's log (a Kafka topic's
+	// ID): a topic deleted and created again under its name has another,
+	// and offsets that begin again.
+	Incarnation string `json:"incarnation,omitempty"`
 }
 
 // Store reads and appends partition states.

@@ -98,7 +98,7 @@ func TestJournal(t *testing.T) {
 	defer b.Close()
 	store := state.NewStore(b, lake.New(b, memory.NewGoAllocator()))
 	a := state.NewJournal(store, "a")
-	st, err := a.Claim(ctx, "t", 0)
+	st, err := a.Claim(ctx, "t", 0, "")
 	if err != nil || st.Seq != 0 || st.Committed != 0 {
 		t.Fatalf("first claim: %+v, %v", st, err)
 	}
@@ -123,7 +123,7 @@ func TestJournal(t *testing.T) {
 	}
 	// b takes the partition over: a is fenced out.
 	bj := state.NewJournal(store, "b")
-	st, err = bj.Claim(ctx, "t", 0)
+	st, err = bj.Claim(ctx, "t", 0, "")
 	if err != nil || st.Committed != 20 || len(st.Written) != 1 || len(st.Pending) != 1 || st.Owner != "b" {
 		t.Fatalf("b's claim: %+v, %v", st, err)
 	}
@@ -153,7 +153,7 @@ func TestFencedAfterPruning(t *testing.T) {
 	st := state.NewStore(b, lake.New(b, memory.NewGoAllocator()))
 	old, cur := state.NewJournal(st, "old"), state.NewJournal(st, "new")
 	cut := func(n int64) state.Cut { return state.Cut{Key: "t/f" + string(rune('a'+n%26)), First: n, Last: n} }
-	if _, err := old.Claim(ctx, "s", 0); err != nil {
+	if _, err := old.Claim(ctx, "s", 0, ""); err != nil {
 		t.Fatal(err)
 	}
 	for n := range int64(5) {
@@ -161,7 +161,7 @@ func TestFencedAfterPruning(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if _, err := cur.Claim(ctx, "s", 0); err != nil {
+	if _, err := cur.Claim(ctx, "s", 0, ""); err != nil {
 		t.Fatal(err)
 	}
 	for n := int64(5); n < 300; n++ {
@@ -219,14 +219,14 @@ func TestUnreadableStateIsPassedOver(t *testing.T) {
 		!strings.Contains(reported[state.Key("s", 0, 3)], "unexpected end of JSON") {
 		t.Errorf("reported %v", reported)
 	}
-	claimed, err := state.NewJournal(st, "b").Claim(ctx, "s", 0)
+	claimed, err := state.NewJournal(st, "b").Claim(ctx, "s", 0, "")
 	if err != nil || claimed.Seq != 5 || claimed.Committed != 20 {
 		t.Fatalf("claim = %+v, %v; want state 5 at committed 20", claimed, err)
 	}
 	for seq := int64(1); seq <= 5; seq++ {
 		_ = b.WriteAll(ctx, state.Key("s", 0, seq), []byte("{"), nil)
 	}
-	if _, err := state.NewJournal(st, "c").Claim(ctx, "s", 0); err == nil || !strings.Contains(err.Error(), "none of its") {
+	if _, err := state.NewJournal(st, "c").Claim(ctx, "s", 0, ""); err == nil || !strings.Contains(err.Error(), "none of its") {
 		t.Errorf("a claim when no state reads: %v", err)
 	}
 }
@@ -277,7 +277,7 @@ func fencedAfterManyHandovers(t *testing.T, b *blob.Bucket) {
 	st := state.NewStore(b, lake.New(b, memory.NewGoAllocator()))
 	cut := func(n int64) state.Cut { return state.Cut{Key: fmt.Sprintf("t/f%d", n), First: n, Last: n} }
 	zombie := state.NewJournal(st, "zombie")
-	if _, err := zombie.Claim(ctx, "s", 0); err != nil {
+	if _, err := zombie.Claim(ctx, "s", 0, ""); err != nil {
 		t.Fatal(err)
 	}
 	if err := zombie.Intend(ctx, "s", 0, cut(0)); err != nil {
@@ -285,7 +285,7 @@ func fencedAfterManyHandovers(t *testing.T, b *blob.Bucket) {
 	}
 	for n := range int64(state.KeepClaims + 6) {
 		j := state.NewJournal(st, fmt.Sprintf("pod-%d", n))
-		if _, err := j.Claim(ctx, "s", 0); err != nil {
+		if _, err := j.Claim(ctx, "s", 0, ""); err != nil {
 			t.Fatal(err)
 		}
 		if err := j.Done(ctx, "s", 0, cut(n+1), n+2); err != nil {
@@ -304,5 +304,36 @@ func fencedAfterManyHandovers(t *testing.T, b *blob.Bucket) {
 	latest, _ := st.Latest(ctx, "s", 0)
 	if latest.Owner == "zombie" {
 		t.Errorf("the zombie's state is the latest: %+v", latest)
+	}
+}
+
+// TestRecreatedIsRefused: a claim records the partition's log (its topic's
+// ID); a claim of a partition whose log is another one now (a topic
+// deleted and created again) is refused and writes nothing, and a claim
+// that does not know the log keeps the recorded one.
+func TestRecreatedIsRefused(t *testing.T) {
+	ctx := context.Background()
+	b := memblob.OpenBucket(nil)
+	defer b.Close()
+	st := state.NewStore(b, lake.New(b, memory.NewGoAllocator()))
+	if _, err := state.NewJournal(st, "a").Claim(ctx, "t", 0, "id-1"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := state.NewJournal(st, "b").Claim(ctx, "t", 0, ""); err != nil {
+		t.Fatal(err)
+	}
+	before, _ := st.Latest(ctx, "t", 0)
+	if before.Incarnation != "id-1" || before.Owner != "b" {
+		t.Fatalf("after a claim that did not know the log: %+v", before)
+	}
+	_, err := state.NewJournal(st, "c").Claim(ctx, "t", 0, "id-2")
+	if !errors.Is(err, state.ErrRecreated) || !strings.Contains(err.Error(), "ID id-1") || !strings.Contains(err.Error(), "id-2 now") {
+		t.Fatalf("a claim of a recreated log: %v", err)
+	}
+	if after, _ := st.Latest(ctx, "t", 0); after.Seq != before.Seq {
+		t.Errorf("the refused claim wrote state %d", after.Seq)
+	}
+	if claim, _ := st.NewestClaim(ctx, "t", 0); claim != before.Seq {
+		t.Errorf("the refused claim marked claim %d", claim)
 	}
 }

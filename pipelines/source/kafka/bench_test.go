@@ -112,7 +112,7 @@ func BenchmarkKafkaSource(b *testing.B) {
 			Durable: func(string, int32) (int64, bool) { return 0, false },
 			Flush:   func(context.Context, string, int32) error { return nil },
 			Drop:    func(string, int32) {},
-			Claim:   func(context.Context, string, int32) (int64, bool, error) { return 0, false, nil },
+			Claim:   func(context.Context, string, int32, string) (int64, bool, error) { return 0, false, nil },
 		})
 		msgs, err := src.Subscribe(context.Background(), "")
 		if err != nil {

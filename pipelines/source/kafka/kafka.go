@@ -32,10 +32,13 @@ package kafka
 
 import (
 	"context"
+	"encoding/base64"
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"regexp"
+	"slices"
 	"sort"
 	"sync"
 	"time"
@@ -698,6 +701,7 @@ func (s *Source) onAssigned(_ context.Context, _ *kgo.Client, assigned map[strin
 // group's (they differ after a crash between the two writes).
 func (s *Source) adjustOffsets(ctx context.Context, offsets map[string]map[int32]kgo.Offset) (map[string]map[int32]kgo.Offset, error) {
 	deadline := time.Now().Add(retryFor)
+	ids, idErr := s.topicIDs(ctx, deadline, slices.Collect(maps.Keys(offsets)))
 	for topic, parts := range offsets {
 		for part := range parts {
 			k := tp{topic, part}
@@ -706,11 +710,16 @@ func (s *Source) adjustOffsets(ctx context.Context, offsets map[string]map[int32
 			// Retried within one bound for all the partitions of this
 			// assignment: the group waits for this callback.
 			rctx, cancel := context.WithDeadline(ctx, deadline)
-			var err error
-			_ = retrying(rctx, func() error {
-				off, ok, err = s.claim(rctx, topic, part, parts[part])
-				return retriable(err)
-			})
+			err := idErr
+			if err == nil {
+				_ = retrying(rctx, func() error {
+					off, ok, err = s.claim(rctx, topic, ids[topic], part, parts[part])
+					if errors.Is(err, source.ErrRecreated) {
+						return err // no retry cures it
+					}
+					return retriable(err)
+				})
+			}
 			cancel()
 			if err != nil {
 				// An error returned here would make the client give up
@@ -734,8 +743,8 @@ func (s *Source) adjustOffsets(ctx context.Context, offsets map[string]map[int32
 // claim takes a newly assigned partition's state in the lake over
 // (Hooks.Claim) and, when the lake has none, records where it starts
 // (Hooks.Start): the offset to resume from, and whether there is one.
-func (s *Source) claim(ctx context.Context, topic string, part int32, cur kgo.Offset) (int64, bool, error) {
-	off, ok, err := s.hooks.Claim(ctx, topic, part)
+func (s *Source) claim(ctx context.Context, topic, id string, part int32, cur kgo.Offset) (int64, bool, error) {
+	off, ok, err := s.hooks.Claim(ctx, topic, part, id)
 	if err != nil || ok || s.hooks.Start == nil {
 		return off, ok, err
 	}
@@ -746,6 +755,36 @@ func (s *Source) claim(ctx context.Context, topic string, part int32, cur kgo.Of
 		err = s.hooks.Start(ctx, topic, part, off)
 	}
 	return off, err == nil, err
+}
+
+// topicIDs returns the ID of each topic, in the form Kafka's tools print
+// (URL-safe base64), retried until deadline: a claim records its topic's
+// ID and refuses a topic deleted and created again.
+func (s *Source) topicIDs(ctx context.Context, deadline time.Time, topics []string) (map[string]string, error) {
+	rctx, cancel := context.WithDeadline(ctx, deadline)
+	defer cancel()
+	ids := map[string]string{}
+	err := retrying(rctx, func() error {
+		details, err := kadm.NewClient(s.cl).ListTopics(rctx, topics...)
+		if err != nil {
+			return err
+		}
+		for _, topic := range topics {
+			d, ok := details[topic]
+			switch {
+			case !ok:
+				return retriable(fmt.Errorf("topic %s: not in the brokers' metadata", topic))
+			case d.Err != nil:
+				return fmt.Errorf("topic %s: %w", topic, d.Err)
+			}
+			ids[topic] = base64.RawURLEncoding.EncodeToString(d.ID[:])
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("reading the topics' IDs: %w", err)
+	}
+	return ids, nil
 }
 
 // retriable makes a claim's error one retrying tries again: the store's
@@ -793,6 +832,11 @@ func (s *Source) unclaimable(k tp, err error) {
 	s.unclaimed[k] = err
 	s.mu.Unlock()
 	s.cl.PauseFetchPartitions(map[string][]int32{k.topic: {k.part}})
+	if errors.Is(err, source.ErrRecreated) {
+		s.fail(fmt.Errorf("%w; its offsets begin again and would take the old topic's file names. "+
+			"Land it into another lake or prefix, or move the old topic's files and the folder of its states aside", err))
+		return
+	}
 	if s.cfg.OnClaimError == "fail" {
 		s.fail(fmt.Errorf("%s partition %d: its state in the lake cannot be claimed: %w", k.topic, k.part, err))
 		return
@@ -818,12 +862,24 @@ func (s *Source) reclaim(ctx context.Context) {
 	if len(waiting) > 0 {
 		group, _ = kadm.NewClient(s.cl).FetchOffsets(ctx, s.cfg.Group)
 	}
+	topics := map[string]bool{}
+	for _, k := range waiting {
+		topics[k.topic] = true
+	}
+	ids, idErr := s.topicIDs(ctx, time.Now().Add(retryFor), slices.Collect(maps.Keys(topics)))
 	for _, k := range waiting {
 		cur := kgo.NewOffset().AtCommitted()
 		if o, found := group.Lookup(k.topic, k.part); found && o.Err == nil && o.At >= 0 {
 			cur = kgo.NewOffset().At(o.At)
 		}
-		off, ok, err := s.claim(ctx, k.topic, k.part, cur)
+		off, ok, err := int64(0), false, idErr
+		if err == nil {
+			off, ok, err = s.claim(ctx, k.topic, ids[k.topic], k.part, cur)
+		}
+		if errors.Is(err, source.ErrRecreated) {
+			s.fail(err)
+			return
+		}
 		if err != nil {
 			s.mu.Lock()
 			s.unclaimed[k] = err

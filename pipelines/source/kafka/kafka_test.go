@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"os"
 	"path/filepath"
 	"strings"
@@ -540,6 +541,82 @@ func TestOffsetOutOfRange(t *testing.T) {
 	}
 }
 
+// TestTopicRecreated: a topic deleted and created again under its name
+// has offsets that begin again, still in range of what the lake
+// committed: landed on, its rows would take the old topic's file names and
+// overwrite them. The lake records each partition's topic ID, and a run
+// that meets another one stops with an error saying so and what to do,
+// writing nothing.
+func TestTopicRecreated(t *testing.T) {
+	broker := kafkatest.Brokers(t)
+	topic := kafkatest.Topic(t, broker, 1, 200, 101)
+	dir, group := t.TempDir(), "g-"+topic
+	start(t, broker, topic, group, dir, true, 100).wait(t, 2*time.Minute)
+	before := kafkatest.Landed(t, dir)
+	files := lakeFiles(t, dir)
+	if len(before) == 0 {
+		t.Fatal("nothing landed")
+	}
+	cl, err := kgo.NewClient(kgo.SeedBrokers(broker))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	adm := kadm.NewClient(cl)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if _, err := adm.DeleteTopics(ctx, topic); err != nil {
+		t.Fatal(err)
+	}
+	// Deletion completes in the background: create until the name is free.
+	for {
+		resp, err := adm.CreateTopic(ctx, 1, 1, nil, topic)
+		if err == nil && resp.Err == nil {
+			break
+		}
+		if ctx.Err() != nil {
+			t.Fatalf("creating the topic again: %v, %v", err, resp.Err)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	// More messages than before: the lake's committed offset is in range.
+	kafkatest.Produce(t, cl, topic, 400, 102)
+	m := start(t, broker, topic, group, dir, true, 100)
+	select {
+	case err := <-m.done:
+		if err == nil || !strings.Contains(err.Error(), "the source's is") || !strings.Contains(err.Error(), "another lake or prefix") {
+			t.Fatalf("the run on the recreated topic ended with %v, want an error saying the topic is another one", err)
+		}
+		t.Logf("the run stopped: %v", err)
+	case <-time.After(2 * time.Minute):
+		m.stop()
+		t.Fatal("the run on the recreated topic did not stop")
+	}
+	if after := lakeFiles(t, dir); !maps.Equal(after, files) {
+		t.Errorf("the lake's files changed: %d before, %d after", len(files), len(after))
+	}
+}
+
+// lakeFiles returns the lake's Parquet files and their sizes.
+func lakeFiles(t *testing.T, dir string) map[string]int64 {
+	t.Helper()
+	out := map[string]int64{}
+	err := filepath.WalkDir(dir, func(path string, d os.DirEntry, err error) error {
+		if err == nil && !d.IsDir() && strings.HasSuffix(path, ".parquet") {
+			info, err := d.Info()
+			if err != nil {
+				return err
+			}
+			out[path] = info.Size()
+		}
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
 // TestStartIsRecorded: with start=latest, where a partition the lake has
 // no state of starts is recorded in its state when it is claimed. A run
 // that stops before its first file (here: nothing arrived) leaves the
@@ -574,10 +651,11 @@ func TestStartIsRecorded(t *testing.T) {
 }
 
 // TestUnclaimablePartitionWaitsAlone: a partition whose state in the lake
-// cannot be read (here its newest state is cut short, as a power loss
-// leaves a file) fails alone: the others land, and the run, which has an
-// end, stops with an error naming it. Once the state is whole again, the
-// next run lands it; every row once.
+// cannot be read (here every state of it is cut short: a newest state
+// alone cut short is passed over for the one before) fails alone: the
+// others land, and the run, which has an end, stops with an error naming
+// it. Once the states are whole again, the next run lands it; every row
+// once.
 func TestUnclaimablePartitionWaitsAlone(t *testing.T) {
 	broker := kafkatest.Brokers(t)
 	topic := kafkatest.Topic(t, broker, 3, 600, 95)
@@ -594,13 +672,16 @@ func TestUnclaimablePartitionWaitsAlone(t *testing.T) {
 	if len(states) == 0 {
 		t.Fatal("no state of partition 1")
 	}
-	newest := states[len(states)-1]
-	whole, err := os.ReadFile(newest)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(newest, whole[:len(whole)/2], 0o644); err != nil {
-		t.Fatal(err)
+	whole := map[string][]byte{}
+	for _, st := range states {
+		data, err := os.ReadFile(st)
+		if err != nil {
+			t.Fatal(err)
+		}
+		whole[st] = data
+		if err := os.WriteFile(st, data[:len(data)/2], 0o644); err != nil {
+			t.Fatal(err)
+		}
 	}
 	m := start(t, broker, topic, group, dir, true, 100)
 	select {
@@ -622,9 +703,11 @@ func TestUnclaimablePartitionWaitsAlone(t *testing.T) {
 			t.Errorf("partition 1 offset %d landed while its state could not be read", k[1])
 		}
 	}
-	if err := os.WriteFile(newest, whole, 0o644); err != nil {
-		t.Fatal(err)
+	for st, data := range whole {
+		if err := os.WriteFile(st, data, 0o644); err != nil {
+			t.Fatal(err)
+		}
 	}
 	start(t, broker, topic, group, dir, true, 100).wait(t, 2*time.Minute)
-	kafkatest.SameOnce(t, "once the state was whole again", kafkatest.Landed(t, dir), ref)
+	kafkatest.SameOnce(t, "once the states were whole again", kafkatest.Landed(t, dir), ref)
 }
