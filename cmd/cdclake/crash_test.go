@@ -27,13 +27,24 @@ import (
 // everything that can go wrong at once:
 //
 //  1. kills: an instance is started and killed with SIGKILL at a random
-//     moment, again and again;
-//  2. scaling: one instance, then three in the group, then one again,
-//     while the rest of the stream is produced;
+//     moment, again and again; then lost replies: an instance lands
+//     through a proxy that loses the reply of the first create of every
+//     partition state, and must take its own states for its own;
+//  2. scaling and a zombie: one instance, then a fourth that is paused
+//     (SIGSTOP), then two more while the rest of the stream, with its
+//     table-version changes (GoldenGate DDL), is produced; the paused one
+//     is resumed (SIGCONT) after its partitions moved, and must not land
+//     anything of them; then one instance again;
 //  3. an outage: the S3 server is stopped for a while under the last
 //     instance, then started again; with CDCLAKE_CRASH_BROKER_DOWN
 //     (seconds) the broker is then restarted too;
-//  4. the end: a run with --until-caught-up.
+//  4. a poisoned partition: every state of one partition is cut short;
+//     an instance lands the others, the poisoned one waits, and once the
+//     states are whole again it lands on without a restart;
+//  5. the end: a run with --until-caught-up;
+//  6. an out-of-range restart, on a topic of its own: messages deleted
+//     before they landed stop the restart with an error and a non-zero
+//     status, and on_gap=skip then lands on and records the gap.
 //
 // While it runs, DuckDB samples the lake every few seconds: no sample may
 // hold a message's row twice. At the end the lake must hold exactly the
@@ -69,8 +80,8 @@ func TestCrashHarness(t *testing.T) {
 		dir = keep
 	}
 
-	// The topic, and the stream: 60% produced now, the rest while the
-	// group scales.
+	// The topic, and the stream: 40% produced now, the rest, with the
+	// table-version changes, while the group scales.
 	topic := fmt.Sprintf("cdclake-crash-%d", time.Now().UnixNano())
 	cl, err := kgo.NewClient(kgo.SeedBrokers(broker), kgo.ProducerBatchMaxBytes(4<<20))
 	if err != nil {
@@ -95,7 +106,7 @@ func TestCrashHarness(t *testing.T) {
 	} else if err := os.WriteFile(expPath, data, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	split := len(recs) * 6 / 10
+	split := len(recs) * 4 / 10
 	kafkatest.ProduceRecords(t, cl, recs[:split])
 
 	prefix := "crash-" + topic
@@ -118,7 +129,12 @@ func TestCrashHarness(t *testing.T) {
 		return u
 	}
 	runs := 0
+	var startSink func(instance, sink string, extra ...string) *proc
 	start := func(instance string, extra ...string) *proc {
+		t.Helper()
+		return startSink(instance, sink, extra...)
+	}
+	startSink = func(instance, sink string, extra ...string) *proc {
 		t.Helper()
 		logPath := filepath.Join(dir, fmt.Sprintf("run-%02d.log", runs))
 		runs++
@@ -187,8 +203,28 @@ func TestCrashHarness(t *testing.T) {
 		<-p.done
 	}
 
-	// 2. Scaling 1 → 3 → 1 while the rest of the stream arrives.
+	// Lost replies: the instance takes the states it created for its own.
+	lossy, lost := lossyS3(t, s3URL, 1<<30)
+	lossyRun := startSink("pod-0", strings.Replace(sink, s3URL, lossy, 1))
+	time.Sleep(8 * time.Second)
+	stop(lossyRun)
+	if data, _ := os.ReadFile(lossyRun.log); strings.Contains(string(data), "another instance took it over") {
+		t.Errorf("a lost reply was taken for another instance's state (%s)", lossyRun.log)
+	}
+	lostReplies := lost.count()
+	if lostReplies == 0 {
+		t.Error("the proxy lost no reply: the round proves nothing")
+	}
+
+	// 2. Scaling 1 → 2 → 4 → 1 while the rest of the stream arrives; the
+	// second instance is paused meanwhile and resumed after its
+	// partitions moved.
 	first := start("pod-0")
+	time.Sleep(3 * time.Second)
+	zombie := start("")
+	waitLog(t, zombie, `msg="partitions assigned"`, time.Minute)
+	time.Sleep(time.Duration(1000+rng.IntN(2000)) * time.Millisecond)
+	_ = zombie.cmd.Process.Signal(syscall.SIGSTOP)
 	produced := make(chan struct{})
 	go func() {
 		defer close(produced)
@@ -202,7 +238,16 @@ func TestCrashHarness(t *testing.T) {
 	}()
 	time.Sleep(4 * time.Second)
 	second, third := start(""), start("")
-	time.Sleep(8 * time.Second)
+	// The zombie's session (10 s) ends and its partitions move.
+	time.Sleep(14 * time.Second)
+	_ = zombie.cmd.Process.Signal(syscall.SIGCONT)
+	zombieEnd := "still running after 30 s"
+	select {
+	case <-zombie.done:
+		zombieEnd = zombie.cmd.ProcessState.String()
+	case <-time.After(30 * time.Second):
+		stop(zombie)
+	}
 	stop(second)
 	stop(third)
 
@@ -237,12 +282,26 @@ func TestCrashHarness(t *testing.T) {
 	}
 	stop(first)
 
-	// 4. The end.
+	// 4. A poisoned partition: it waits, the others land on; made whole,
+	// it is claimed again without a restart.
+	poisoned := poison(t, filepath.Join(lakeDir, "_cdclake", "state", topic, "p2"))
+	sick := start("pod-0")
+	waitLog(t, sick, "a partition's state in the lake cannot be claimed", time.Minute)
+	time.Sleep(5 * time.Second)
+	poisoned()
+	waitLog(t, sick, "a partition's state in the lake was claimed after all", time.Minute)
+	time.Sleep(2 * time.Second)
+	stop(sick)
+
+	// 5. The end.
 	start("pod-0", "--until-caught-up").wait(t, 20*time.Minute, "catch up")
 	close(sampling)
 	<-sampled
 	sample()
 	elapsed := time.Since(began)
+
+	// 6. An out-of-range restart, on a topic and lake prefix of their own.
+	gapStatus := outOfRange(t, broker, bin, cfg, s3URL, s3Dir)
 
 	// What landed, against what was produced.
 	got := kafkatest.Landed(t, lakeDir)
@@ -263,9 +322,10 @@ func TestCrashHarness(t *testing.T) {
 	out, verr := exec.Command(py, filepath.Join(repo, "testdata", "e2e", "verify.py"), lakeDir, expPath).CombinedOutput()
 	lines := strings.Split(strings.TrimSpace(string(out)), "\n")
 	summary := fmt.Sprintf("produced %d messages (%d change rows in %d tables); landed %d message rows; duplicates %d (worst sample %d, %d samples, %d unreadable); "+
-		"kills %d; rebalances %d; S3 outage %s; broker down %s; %s; verify: %s",
-		len(recs), rows, len(exp.Tables), len(got), dups, worst, samples, unreadable, kills, rebalances,
-		outageFor.Round(time.Second), brokerDown, elapsed.Round(time.Second), lines[len(lines)-1])
+		"kills %d; lost replies %d; zombie resumed: %s; rebalances %d; S3 outage %s; broker down %s; poisoned partition claimed after all; "+
+		"out-of-range restart: %s; %s; verify: %s",
+		len(recs), rows, len(exp.Tables), len(got), dups, worst, samples, unreadable, kills, lostReplies, zombieEnd, rebalances,
+		outageFor.Round(time.Second), brokerDown, gapStatus, elapsed.Round(time.Second), lines[len(lines)-1])
 	t.Log(summary)
 	_ = os.WriteFile(filepath.Join(dir, "summary.txt"), []byte(summary+"\n"), 0o644)
 	if verr != nil {
@@ -279,6 +339,106 @@ func TestCrashHarness(t *testing.T) {
 	if dups > 0 {
 		t.Errorf("%d rows landed more than once", dups)
 	}
+}
+
+// waitLog waits until p's log holds pattern (a regular expression), and
+// fails the test after limit or when p exits first.
+func waitLog(t *testing.T, p *proc, pattern string, limit time.Duration) {
+	t.Helper()
+	re := regexp.MustCompile(pattern)
+	deadline := time.Now().Add(limit)
+	for {
+		data, _ := os.ReadFile(p.log)
+		if re.Match(data) {
+			return
+		}
+		select {
+		case <-p.done:
+			t.Fatalf("an instance exited before its log said %q:\n%s", pattern, tail(data, 20))
+		case <-time.After(200 * time.Millisecond):
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("an instance's log did not say %q within %s (%s)", pattern, limit, p.log)
+		}
+	}
+}
+
+// poison cuts every partition state in dir short, and returns the
+// function that makes them whole again.
+func poison(t *testing.T, dir string) func() {
+	t.Helper()
+	states, err := filepath.Glob(filepath.Join(dir, "*.json"))
+	if err != nil || len(states) == 0 {
+		t.Fatalf("no partition state in %s: %v", dir, err)
+	}
+	whole := map[string][]byte{}
+	for _, st := range states {
+		data, err := os.ReadFile(st)
+		if err != nil {
+			t.Fatal(err)
+		}
+		whole[st] = data
+		if err := os.WriteFile(st, data[:len(data)/2], 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return func() {
+		for st, data := range whole {
+			if err := os.WriteFile(st, data, 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+}
+
+// outOfRange lands a topic of its own into a lake prefix of its own, lets
+// the log lose messages that did not land, and checks that the restart
+// stops with an error naming the gap and a non-zero status, and that a
+// run with on_gap=skip lands on and records the gap. It returns what the
+// restart did, for the summary.
+func outOfRange(t *testing.T, broker, bin, cfg, s3URL, s3Dir string) string {
+	t.Helper()
+	topic := kafkatest.Topic(t, broker, 1, 300, 7)
+	prefix := "gap-" + topic
+	run := func(query string) ([]byte, error) {
+		return exec.Command(bin, "run", "--until-caught-up", "--metrics-addr", "off", "--config", cfg,
+			"--source", fmt.Sprintf("kafka://%s/%s?group=g-%s%s", broker, topic, topic, query),
+			"--sink", s3URL+"&prefix="+prefix+"/").CombinedOutput()
+	}
+	if out, err := run(""); err != nil {
+		t.Fatalf("landing the topic of the out-of-range round: %v\n%s", err, tail(out, 20))
+	}
+	cl, err := kgo.NewClient(kgo.SeedBrokers(broker))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	_, ends := kafkatest.Offsets(t, broker, "g-"+topic, topic)
+	kafkatest.Produce(t, cl, topic, 300, 8)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	deleted, err := kadm.NewClient(cl).DeleteRecords(ctx, kadm.Offsets{topic: {0: {Topic: topic, Partition: 0, At: ends[0] + 40}}})
+	if err == nil {
+		err = deleted.Error()
+	}
+	if err != nil {
+		t.Fatalf("deleting records: %v", err)
+	}
+	out, err := run("")
+	want := fmt.Sprintf("offset %d is no longer in the log", ends[0])
+	if err == nil || !strings.Contains(string(out), want) {
+		t.Errorf("the out-of-range restart ended with %v, want a non-zero status and %q:\n%s", err, want, tail(out, 20))
+		return "did not stop"
+	}
+	status := err.Error()
+	if out, err := run("&on_gap=skip"); err != nil {
+		t.Errorf("the run with on_gap=skip: %v\n%s", err, tail(out, 20))
+	}
+	gap, err := os.ReadFile(filepath.Join(s3Dir, prefix, "_gaps", fmt.Sprintf("%s-p0-o%020d.json", topic, ends[0])))
+	if want := fmt.Sprintf(`"from":%d,"to":%d`, ends[0], ends[0]+40); err != nil || !strings.Contains(string(gap), want) {
+		t.Errorf("the gap's record: %s, %v; want %s", gap, err, want)
+	}
+	return fmt.Sprintf("stopped (%s), then on_gap=skip landed on and recorded the 40 messages lost", status)
 }
 
 // proc is a running cdclake.

@@ -52,6 +52,38 @@ func (l *lostReplies) RoundTrip(r *http.Request) (*http.Response, error) {
 	return nil, errDropped
 }
 
+// lossyS3 starts a lostReplies proxy, losing up to max replies, in front
+// of the S3 server of the bucket URL s3URL, and returns the bucket's URL
+// through it.
+func lossyS3(t *testing.T, s3URL string, max int) (string, *lostReplies) {
+	t.Helper()
+	endpoint := regexp.MustCompile(`endpoint=([^&]+)`).FindStringSubmatch(s3URL)
+	if endpoint == nil {
+		t.Fatalf("no endpoint in %s", s3URL)
+	}
+	backend, err := url.Parse(endpoint[1])
+	if err != nil {
+		t.Fatal(err)
+	}
+	lost := &lostReplies{seen: map[string]bool{}, max: max}
+	proxy := httputil.NewSingleHostReverseProxy(backend)
+	proxy.Transport = lost
+	proxy.ErrorHandler = func(w http.ResponseWriter, r *http.Request, err error) {
+		if errors.Is(err, errDropped) {
+			if hj, ok := w.(http.Hijacker); ok {
+				if conn, _, herr := hj.Hijack(); herr == nil {
+					conn.Close() // the reply never comes
+					return
+				}
+			}
+		}
+		http.Error(w, err.Error(), http.StatusBadGateway)
+	}
+	srv := httptest.NewServer(proxy)
+	t.Cleanup(srv.Close)
+	return strings.Replace(s3URL, endpoint[0], "endpoint="+srv.URL, 1), lost
+}
+
 func (l *lostReplies) count() int {
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -69,31 +101,7 @@ func TestKafkaLostReply(t *testing.T) {
 	if s3URL == "" || s3Dir == "" {
 		t.Skip("CDCLAKE_TEST_S3_URL and CDCLAKE_TEST_S3_DIR are not set (make e2e sets them)")
 	}
-	endpoint := regexp.MustCompile(`endpoint=([^&]+)`).FindStringSubmatch(s3URL)
-	if endpoint == nil {
-		t.Fatalf("no endpoint in %s", s3URL)
-	}
-	backend, err := url.Parse(endpoint[1])
-	if err != nil {
-		t.Fatal(err)
-	}
-	lost := &lostReplies{seen: map[string]bool{}, max: 20}
-	proxy := httputil.NewSingleHostReverseProxy(backend)
-	proxy.Transport = lost
-	proxy.ErrorHandler = func(w http.ResponseWriter, r *http.Request, err error) {
-		if errors.Is(err, errDropped) {
-			if hj, ok := w.(http.Hijacker); ok {
-				if conn, _, herr := hj.Hijack(); herr == nil {
-					conn.Close() // the reply never comes
-					return
-				}
-			}
-		}
-		http.Error(w, err.Error(), http.StatusBadGateway)
-	}
-	srv := httptest.NewServer(proxy)
-	defer srv.Close()
-	sink := strings.Replace(s3URL, endpoint[0], "endpoint="+srv.URL, 1)
+	sink, lost := lossyS3(t, s3URL, 20)
 
 	bin := build(t, "github.com/cdclake/cdclake/cmd/cdclake")
 	topic := kafkatest.Topic(t, broker, 3, 3000, 71)
