@@ -36,6 +36,7 @@ type metrics struct {
 	stateWrites  *prometheus.CounterVec // by result
 	stateSeconds prometheus.Histogram
 	unreadable   prometheus.Counter
+	pruneErrors  prometheus.Counter
 }
 
 const ns = "cdclake"
@@ -73,6 +74,8 @@ func newMetrics(reg prometheus.Registerer, tables *tableLabels) *metrics {
 		Help: "Time to create a partition state object, retries included.", Buckets: prometheus.ExponentialBuckets(0.001, 4, 8)})).(prometheus.Histogram)
 	m.unreadable = f(prometheus.NewCounter(prometheus.CounterOpts{Namespace: ns, Name: "state_unreadable_total",
 		Help: "Partition state objects passed over at a claim because they do not hold their state (each is logged with its key)."})).(prometheus.Counter)
+	m.pruneErrors = f(prometheus.NewCounter(prometheus.CounterOpts{Namespace: ns, Name: "state_prune_errors_total",
+		Help: "Deletes of old partition states or catalog entries the store failed (the first is logged at WARN); landing goes on."})).(prometheus.Counter)
 	return m
 }
 

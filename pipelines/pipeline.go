@@ -290,6 +290,17 @@ func New(plan *Plan, src source.Source, bucket *blob.Bucket, log *slog.Logger, o
 		// Sources whose partitions move between instances keep each
 		// partition's state in the lake (package state).
 		store := state.NewStore(bucket, p.sink)
+		var pruneWarned atomic.Bool
+		store.PruneFailed = func(src string, part int32, err error) {
+			if pruneWarned.CompareAndSwap(false, true) {
+				log.Warn("old partition states or catalog entries could not be deleted: the lake keeps them, and landing goes on "+
+					"(grant the store's delete permission to keep _cdclake small; cdclake_state_prune_errors_total counts the failures)",
+					"source", src, "partition", part, "err", err)
+			}
+			if p.metrics != nil {
+				p.metrics.pruneErrors.Inc()
+			}
+		}
 		store.Unreadable = func(key string, err error) {
 			log.Warn("a partition state does not read and is passed over: the state before it is taken", "key", key, "err", err)
 			if p.metrics != nil {
@@ -321,7 +332,7 @@ func New(plan *Plan, src source.Source, bucket *blob.Bucket, log *slog.Logger, o
 				if err != nil {
 					return 0, false, err
 				}
-				if err := p.restoreCatalog(ctx, store, src, part); err != nil {
+				if err := p.restoreCatalog(ctx, store, src, part, st.Committed); err != nil {
 					return 0, false, err
 				}
 				b.Restore(src, part, landed, cuts)
@@ -447,11 +458,15 @@ func (p *Pipeline) Run(ctx context.Context) error {
 func (p *Pipeline) DeadLetters() []DeadLetterCount { return p.deadCount.summary() }
 
 // restoreCatalog makes the resolver observe again the metadata records a
-// claimed partition's messages depend on.
-func (p *Pipeline) restoreCatalog(ctx context.Context, store *state.Store, src string, part int32) error {
-	entries, err := store.Catalog(ctx, src, part)
+// claimed partition's messages from committed on depend on, and deletes
+// the ones no replay can need any more.
+func (p *Pipeline) restoreCatalog(ctx context.Context, store *state.Store, src string, part int32, committed int64) error {
+	entries, err := store.Catalog(ctx, src, part, committed)
 	if err != nil {
 		return fmt.Errorf("reading the catalog of %s partition %d: %w", src, part, err)
+	}
+	if err := store.PruneCatalog(ctx, src, part, committed); err != nil && store.PruneFailed != nil {
+		store.PruneFailed(src, part, err)
 	}
 	var parser fastjson.Parser
 	for _, e := range entries {

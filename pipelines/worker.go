@@ -328,7 +328,10 @@ func (p *Pipeline) endBlock(ctx context.Context, w *worker) error {
 		return p.fail(err)
 	}
 	for _, e := range w.catalog {
-		if err := p.sink.WriteObject(ctx, e.key, e.data, "application/json"); err != nil {
+		// Created once: a replay, or an instance that lost the partition,
+		// writes the same bytes under the same key, and nothing replaces
+		// an entry.
+		if err := p.sink.CreateObject(ctx, e.key, e.data, "application/json"); err != nil {
 			return p.fail(fmt.Errorf("writing %s: %w", e.key, err))
 		}
 	}
@@ -497,10 +500,10 @@ func (p *Pipeline) classify(ln *lane, i int) {
 // resolve gives a record the table version it lands in, after the
 // resolver saw every schema-bearing record before it. It runs in the
 // batch stage, which takes records in order.
-func (p *Pipeline) resolve(w *worker, s *slot) {
+func (p *Pipeline) resolve(w *worker, s *slot, offset int64) {
 	c := &s.c
 	if p.journal != nil && (c.Kind == change.KindSchemaRecord || c.Kind == change.KindObjectMetadata) {
-		p.keepInCatalog(w, s)
+		p.keepInCatalog(w, s, offset)
 	}
 	switch s.act {
 	case actMeta:
@@ -519,16 +522,17 @@ func (p *Pipeline) resolve(w *worker, s *slot) {
 	}
 }
 
-// keepInCatalog queues a metadata record for the partition's catalog in
-// the lake (package state): a new owner of the partition observes it again.
-func (p *Pipeline) keepInCatalog(w *worker, s *slot) {
+// keepInCatalog queues a metadata record, at offset of its partition, for
+// the partition's catalog in the lake (package state): a new owner of the
+// partition observes it again when it resumes past it.
+func (p *Pipeline) keepInCatalog(w *worker, s *slot, offset int64) {
 	c := &s.c
-	data, err := json.Marshal(state.CatalogEntry{Kind: c.Kind.String(), Table: c.Table, Record: c.Raw.MarshalTo(nil)})
+	data, err := json.Marshal(state.CatalogEntry{Kind: c.Kind.String(), Table: c.Table, Offset: offset, Record: c.Raw.MarshalTo(nil)})
 	if err != nil {
 		return
 	}
 	w.catalog = append(w.catalog, catalogEntry{
-		key: state.CatalogKey(w.block.Source, w.block.Partition, c.Kind.String(), c.Table), data: data})
+		key: state.CatalogKey(w.block.Source, w.block.Partition, c.Kind.String(), c.Table, offset), data: data})
 	s.keep = true
 }
 
@@ -566,11 +570,11 @@ func (p *Pipeline) batchWindow(w *worker, win *window) error {
 	w.run, w.runSlots = w.run[:0], w.runSlots[:0]
 	for i := range win.slots {
 		s := &win.slots[i]
-		if s.act != actSkip && s.act != actDead {
-			p.resolve(w, s)
-		}
 		j := win.base + i
 		at := b.Position(j)
+		if s.act != actSkip && s.act != actDead {
+			p.resolve(w, s, at.Offset)
+		}
 		if !s.keep && (s.act == actSkip || s.act == actRow || s.act == actEvent) {
 			it := batch.Item{At: at}
 			if s.act != actSkip {

@@ -35,11 +35,17 @@ type Faults struct {
 	// if it says so, the object is committed and the write fails all the
 	// same, as one whose reply the network lost does.
 	LoseReply func(key string) bool
+	// DenyDelete refuses every delete (ErrDenied), as a store whose
+	// credentials lack the permission does.
+	DenyDelete bool
 }
 
+// ErrDenied is the error of a delete a Faulty bucket refuses.
+var ErrDenied = errors.New("sinktest: access denied")
+
 // Faulty returns a bucket that stores its objects in base but fails every
-// write as f says, the way a store that goes away mid-upload does. Reads,
-// lists and deletes pass through. Change the faults with SetFaults.
+// write as f says, the way a store that goes away mid-upload does. Reads
+// and lists pass through, and deletes unless DenyDelete. Change the faults with SetFaults.
 func Faulty(base *blob.Bucket, f Faults) (*blob.Bucket, *FaultControl) {
 	fb := &faultyBucket{base: base, faults: f}
 	return blob.NewBucket(fb), &FaultControl{b: fb}
@@ -72,6 +78,9 @@ func (b *faultyBucket) current() Faults {
 func (b *faultyBucket) ErrorCode(err error) gcerrors.ErrorCode {
 	if errors.Is(err, ErrInjected) {
 		return gcerrors.Internal
+	}
+	if errors.Is(err, ErrDenied) {
+		return gcerrors.PermissionDenied
 	}
 	return gcerrors.Code(err)
 }
@@ -194,6 +203,9 @@ func (b *faultyBucket) Copy(ctx context.Context, dstKey, srcKey string, _ *drive
 }
 
 func (b *faultyBucket) Delete(ctx context.Context, key string, _ *driver.DeleteOptions) error {
+	if b.current().DenyDelete {
+		return ErrDenied
+	}
 	return b.base.Delete(ctx, key)
 }
 

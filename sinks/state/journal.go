@@ -74,7 +74,7 @@ func (j *Journal) Claim(ctx context.Context, source string, part int32, incarnat
 			j.parts[partKey{source, part}] = next
 			j.claims[partKey{source, part}] = next.Seq
 			j.mu.Unlock()
-			_ = j.store.Prune(ctx, source, part, next.Seq-1)
+			j.store.pruned(source, part, j.store.Prune(ctx, source, part, next.Seq-1))
 			resume := *next
 			if last == nil {
 				resume.Seq = 0
@@ -209,7 +209,7 @@ func (j *Journal) next(ctx context.Context, source string, part int32, f func(*P
 	}
 	j.mu.Unlock()
 	if st.Seq%64 == 0 {
-		_ = j.store.Prune(ctx, source, part, st.Seq-1)
+		j.store.pruned(source, part, j.store.Prune(ctx, source, part, st.Seq-1))
 	}
 	return nil
 }

@@ -36,6 +36,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"path"
 	"slices"
 	"strconv"
@@ -106,6 +107,18 @@ type Store struct {
 	// Unreadable, when set, is told of every state object Latest passes
 	// over because it does not hold its state, with the reason.
 	Unreadable func(key string, err error)
+	// PruneFailed, when set, is told of every prune of old states or
+	// catalog entries that failed (a store that does not let cdclake
+	// delete: the lake grows, nothing else changes). It may be called
+	// concurrently.
+	PruneFailed func(source string, part int32, err error)
+}
+
+// pruned reports a prune's error.
+func (s *Store) pruned(source string, part int32, err error) {
+	if err != nil && s.PruneFailed != nil {
+		s.PruneFailed(source, part, err)
+	}
 }
 
 // NewStore returns a store reading bucket and creating objects with c
@@ -297,37 +310,121 @@ const CatalogDir = "_cdclake/catalog"
 // partition observes it again before it reads on, since the record itself
 // lies before the committed offset.
 type CatalogEntry struct {
-	Kind   string          `json:"kind"`
-	Table  string          `json:"table"`
+	Kind  string `json:"kind"`
+	Table string `json:"table"`
+	// Offset is the record's position in the partition; -1 for an entry
+	// written before entries were kept by offset.
+	Offset int64           `json:"offset"`
 	Record json.RawMessage `json:"record"`
 }
 
-// CatalogKey is the object key of a partition's latest entry of a kind for
-// a table.
-func CatalogKey(source string, part int32, kind, table string) string {
-	return fmt.Sprintf("%s/%s/p%d/%s/%s.json", CatalogDir, sinks.Sanitize(source), part, sinks.Sanitize(kind), sinks.Sanitize(table))
+// CatalogKey is the object key of a partition's entry of a kind for a
+// table, recorded at offset. Entries are kept by offset, since the rows
+// between a new owner's committed offset and a later record of the table
+// depend on the one before it, and each is created once.
+func CatalogKey(source string, part int32, kind, table string, offset int64) string {
+	return fmt.Sprintf("%s%020d.json", catalogTable(source, part, kind, table), offset)
 }
 
-// Catalog returns a partition's catalog entries, in key order.
-func (s *Store) Catalog(ctx context.Context, source string, part int32) ([]CatalogEntry, error) {
+func catalogPrefix(source string, part int32) string {
+	return fmt.Sprintf("%s/%s/p%d/", CatalogDir, sinks.Sanitize(source), part)
+}
+
+func catalogTable(source string, part int32, kind, table string) string {
+	return fmt.Sprintf("%s%s/%s/", catalogPrefix(source, part), sinks.Sanitize(kind), sinks.Sanitize(table))
+}
+
+// catalogObject is an entry's object, known from its key.
+type catalogObject struct {
+	key    string
+	group  string // kind/table
+	offset int64  // -1: an entry of the earlier layout, {kind}/{table}.json
+}
+
+// Catalog returns the entries a partition resumed at committed depends on:
+// of each kind and table, the newest entry recorded below committed (the
+// ones at or past it are met again in the replay), in key order. An entry
+// of the earlier layout, unversioned, stands when no versioned one
+// qualifies.
+func (s *Store) Catalog(ctx context.Context, source string, part int32, committed int64) ([]CatalogEntry, error) {
+	objs, err := s.catalogObjects(ctx, source, part)
+	if err != nil {
+		return nil, err
+	}
 	var out []CatalogEntry
-	it := s.bucket.List(&blob.ListOptions{Prefix: fmt.Sprintf("%s/%s/p%d/", CatalogDir, sinks.Sanitize(source), part)})
+	for _, o := range newestBelow(objs, committed) {
+		data, err := s.bucket.ReadAll(ctx, o.key)
+		if err != nil {
+			return nil, err
+		}
+		var e CatalogEntry
+		if err := json.Unmarshal(data, &e); err != nil {
+			return nil, fmt.Errorf("%s: %w", o.key, err)
+		}
+		e.Offset = o.offset // the key says, for entries of the earlier layout too
+		out = append(out, e)
+	}
+	return out, nil
+}
+
+// PruneCatalog deletes a partition's entries that no replay from committed
+// on can need: those older than the newest of their table below it.
+func (s *Store) PruneCatalog(ctx context.Context, source string, part int32, committed int64) error {
+	objs, err := s.catalogObjects(ctx, source, part)
+	if err != nil {
+		return err
+	}
+	keep := map[string]int64{}
+	for _, o := range newestBelow(objs, committed) {
+		keep[o.group] = o.offset
+	}
+	var errs []error
+	for _, o := range objs {
+		if at, ok := keep[o.group]; ok && o.offset < at {
+			errs = append(errs, s.bucket.Delete(ctx, o.key))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+func (s *Store) catalogObjects(ctx context.Context, source string, part int32) ([]catalogObject, error) {
+	pre := catalogPrefix(source, part)
+	var out []catalogObject
+	it := s.bucket.List(&blob.ListOptions{Prefix: pre})
 	for {
 		obj, err := it.Next(ctx)
 		if err == io.EOF {
 			return out, nil
 		}
 		if err != nil {
-			return nil, err
+			return nil, fmt.Errorf("listing the catalog of %s partition %d: %w", source, part, err)
 		}
-		data, err := s.bucket.ReadAll(ctx, obj.Key)
-		if err != nil {
-			return nil, err
+		rel, ok := strings.CutSuffix(strings.TrimPrefix(obj.Key, pre), ".json")
+		if !ok {
+			continue
 		}
-		var e CatalogEntry
-		if err := json.Unmarshal(data, &e); err != nil {
-			return nil, fmt.Errorf("%s: %w", obj.Key, err)
+		o := catalogObject{key: obj.Key, group: rel, offset: -1}
+		if dir, name := path.Split(rel); strings.Count(rel, "/") == 2 {
+			n, err := strconv.ParseInt(name, 10, 64)
+			if err != nil {
+				continue
+			}
+			o.group, o.offset = strings.TrimSuffix(dir, "/"), n
 		}
-		out = append(out, e)
+		out = append(out, o)
 	}
+}
+
+// newestBelow returns, of each group, the newest object below committed,
+// in key order.
+func newestBelow(objs []catalogObject, committed int64) []catalogObject {
+	best := map[string]catalogObject{}
+	for _, o := range objs {
+		if b, ok := best[o.group]; o.offset < committed && (!ok || o.offset > b.offset) {
+			best[o.group] = o
+		}
+	}
+	out := slices.Collect(maps.Values(best))
+	slices.SortFunc(out, func(a, b catalogObject) int { return strings.Compare(a.key, b.key) })
+	return out
 }

@@ -2,16 +2,20 @@ package state_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/apache/arrow-go/v18/arrow/memory"
+	"github.com/cdclake/cdclake/sinks"
 	"github.com/cdclake/cdclake/sinks/lake"
+	"github.com/cdclake/cdclake/sinks/sinktest"
 	"github.com/cdclake/cdclake/sinks/state"
 	"gocloud.dev/blob"
 	"gocloud.dev/blob/memblob"
@@ -335,5 +339,114 @@ func TestRecreatedIsRefused(t *testing.T) {
 	}
 	if claim, _ := st.NewestClaim(ctx, "t", 0); claim != before.Seq {
 		t.Errorf("the refused claim marked claim %d", claim)
+	}
+}
+
+// TestCatalogByOffset: a partition resumed at committed observes, of each
+// table, the newest metadata record below committed, not a newer one whose
+// rows it has yet to meet again; entries are created once, so an instance
+// that lost the partition cannot replace one; an entry of the earlier
+// layout stands until a versioned one below committed replaces it, and
+// pruning keeps what a replay from committed on needs.
+func TestCatalogByOffset(t *testing.T) {
+	ctx := context.Background()
+	b := memblob.OpenBucket(nil)
+	defer b.Close()
+	sink := lake.New(b, memory.NewGoAllocator())
+	st := state.NewStore(b, sink)
+	put := func(kind, table string, offset int64, record string) {
+		t.Helper()
+		data, _ := json.Marshal(state.CatalogEntry{Kind: kind, Table: table, Offset: offset, Record: json.RawMessage(record)})
+		if err := sink.CreateObject(ctx, state.CatalogKey("s", 0, kind, table, offset), data, "application/json"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// The earlier layout: the newest record of the table, unversioned.
+	if err := b.WriteAll(ctx, "_cdclake/catalog/s/p0/object_metadata/HR.EMP.json",
+		[]byte(`{"kind":"object_metadata","table":"HR.EMP","record":{"v":0}}`), nil); err != nil {
+		t.Fatal(err)
+	}
+	put("object_metadata", "HR.EMP", 10, `{"v":1}`)
+	put("object_metadata", "HR.EMP", 50, `{"v":2}`)
+	put("schema", "HR.DEPT", 70, `{"v":3}`)
+	records := func(committed int64) string {
+		t.Helper()
+		entries, err := st.Catalog(ctx, "s", 0, committed)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out []string
+		for _, e := range entries {
+			out = append(out, fmt.Sprintf("%s@%d=%s", e.Table, e.Offset, e.Record))
+		}
+		return strings.Join(out, " ")
+	}
+	for committed, want := range map[int64]string{
+		5:  `HR.EMP@-1={"v":0}`,
+		11: `HR.EMP@10={"v":1}`,
+		50: `HR.EMP@10={"v":1}`,
+		51: `HR.EMP@50={"v":2}`,
+		80: `HR.EMP@50={"v":2} HR.DEPT@70={"v":3}`,
+	} {
+		if got := records(committed); got != want {
+			t.Errorf("resumed at %d: %s, want %s", committed, got, want)
+		}
+	}
+	data, _ := json.Marshal(state.CatalogEntry{Kind: "object_metadata", Table: "HR.EMP", Offset: 10, Record: json.RawMessage(`{"v":"old"}`)})
+	if err := sink.CreateObject(ctx, state.CatalogKey("s", 0, "object_metadata", "HR.EMP", 10), data, "application/json"); !errors.Is(err, sinks.ErrExists) {
+		t.Errorf("replacing an entry: %v, want ErrExists", err)
+	}
+	if err := st.PruneCatalog(ctx, "s", 0, 40); err != nil {
+		t.Fatal(err)
+	}
+	if got := records(40); got != `HR.EMP@10={"v":1}` {
+		t.Errorf("after pruning below 40: %s", got)
+	}
+	if got := records(51); got != `HR.EMP@50={"v":2}` {
+		t.Errorf("after pruning below 40, resumed at 51: %s", got)
+	}
+	if _, err := b.Attributes(ctx, "_cdclake/catalog/s/p0/object_metadata/HR.EMP.json"); err == nil {
+		t.Error("the entry of the earlier layout was not pruned")
+	}
+}
+
+// TestWithoutDeletePermission: on a store that refuses deletes, states
+// are written, claimed and fenced as anywhere else; each failed prune is
+// reported, and old states stay.
+func TestWithoutDeletePermission(t *testing.T) {
+	ctx := context.Background()
+	base := memblob.OpenBucket(nil)
+	defer base.Close()
+	b, _ := sinktest.Faulty(base, sinktest.Faults{DenyDelete: true})
+	st := state.NewStore(b, lake.New(b, memory.NewGoAllocator()))
+	var failed atomic.Int32
+	st.PruneFailed = func(source string, part int32, err error) {
+		if !errors.Is(err, sinktest.ErrDenied) {
+			t.Errorf("a prune failed with %v", err)
+		}
+		failed.Add(1)
+	}
+	a := state.NewJournal(st, "a")
+	if _, err := a.Claim(ctx, "s", 0, ""); err != nil {
+		t.Fatal(err)
+	}
+	cut := func(n int64) state.Cut { return state.Cut{Key: fmt.Sprintf("t/f%d", n), First: n, Last: n} }
+	for n := range int64(150) {
+		if err := a.Done(ctx, "s", 0, cut(n), n+1); err != nil {
+			t.Fatal(err)
+		}
+	}
+	claimed, err := state.NewJournal(st, "b").Claim(ctx, "s", 0, "")
+	if err != nil || claimed.Committed != 150 {
+		t.Fatalf("the claim: %+v, %v", claimed, err)
+	}
+	if err := a.Intend(ctx, "s", 0, cut(200)); !errors.Is(err, state.ErrFenced) {
+		t.Errorf("the previous owner after the claim: %v, want fenced", err)
+	}
+	if failed.Load() < 3 {
+		t.Errorf("%d failed prunes reported, want one per prune (at least 3)", failed.Load())
+	}
+	if latest, _ := st.Latest(ctx, "s", 0); latest.Owner != "b" || latest.Committed != 150 {
+		t.Errorf("latest = %+v", latest)
 	}
 }
