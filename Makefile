@@ -11,7 +11,7 @@ LAKE      ?= ./lake
 .DEFAULT_GOAL := all
 include Makefile.infra
 
-.PHONY: all build run test fuzz bench bench-go bench-land bench-metrics vet pyenv clean e2e docs image image-test \
+.PHONY: all build run test fuzz bench bench-go bench-land bench-claim bench-metrics vet pyenv clean e2e docs image image-test \
 	k8s-validate k8s-e2e k8s-down
 
 all: build
@@ -88,6 +88,10 @@ bench: build pyenv
 # callgrind, which counts the same from run to run): a generated stream of
 # 100,000 changes (the streams of make bench) landed with the metrics off
 # and on, Debezium and GoldenGate.
+# The claim of a partition whose state names 10,000 files, on the S3 server.
+bench-claim:
+	infra/bench-claim.sh
+
 bench-metrics: build
 	$(GO) build -o bin/cdcgen ./cmd/cdcgen
 	bench/metrics-cost.sh bin/cdclake bin/cdcgen 100000 debezium

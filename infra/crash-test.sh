@@ -3,9 +3,11 @@
 # and the S3 server are started (and left running), then
 #   TestKafkaKill9    SIGKILL at random moments on two 6-partition topics
 #                     (CRASH_KILL9_EVENTS changes per format, CRASH_KILLS kills)
-#   TestCrashHarness  kills, scaling 1 -> 3 -> 1, an S3 outage of
-#                     CRASH_OUTAGE seconds and DuckDB samples, on one topic
-#                     of CRASH_EVENTS mixed changes over 24 tables
+#   TestCrashHarness  kills, lost replies, scaling 1 -> 4 -> 1 with a paused
+#                     zombie, an S3 outage of CRASH_OUTAGE seconds, a broker
+#                     restart, a poisoned partition and DuckDB samples, on
+#                     one topic of CRASH_EVENTS mixed changes over 24
+#                     tables; then an out-of-range restart on a small topic
 # Its summary line is printed and kept in $CDCLAKE_RUN/crash/summary.txt.
 #
 # usage: infra/crash-test.sh [short]   ("short" runs the CI sizes)

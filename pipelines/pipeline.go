@@ -87,6 +87,7 @@ import (
 	"github.com/valyala/fastjson"
 	"gocloud.dev/blob"
 	"gocloud.dev/gcerrors"
+	"golang.org/x/sync/errgroup"
 )
 
 // Pipeline lands one source into one lake.
@@ -493,22 +494,39 @@ func (p *Pipeline) restoreCatalog(ctx context.Context, store *state.Store, src s
 // file that is not there was not written, or is still being written by an
 // instance that lost the partition: its cut is returned, to be repeated.
 func landedOffsets(ctx context.Context, bucket *blob.Bucket, st *state.Partition) ([]int64, []state.Cut, error) {
+	all := append(slices.Clone(st.Written), st.Pending...)
+	// The files are read side by side: a claim runs during the group's
+	// rebalance, and a partition can name thousands.
+	offs := make([][]int64, len(all))
+	missing := make([]bool, len(all))
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(claimReads)
+	for i, c := range all {
+		g.Go(func() error {
+			obj, err := lake.OpenSmall(gctx, bucket, c.Key, 1<<20)
+			if gcerrors.Code(err) == gcerrors.NotFound && i >= len(st.Written) {
+				missing[i] = true
+				return nil
+			}
+			if err != nil {
+				return fmt.Errorf("reading %s: %w", c.Key, err)
+			}
+			if offs[i], err = parquet.Int64Column(obj, schema.ColOffset, memory.DefaultAllocator); err != nil {
+				return fmt.Errorf("reading the offsets of %s: %w", c.Key, err)
+			}
+			return nil
+		})
+	}
+	if err := g.Wait(); err != nil {
+		return nil, nil, err
+	}
 	var landed []int64
 	var cuts []state.Cut
-	for i, c := range append(slices.Clone(st.Written), st.Pending...) {
-		obj, err := lake.OpenObject(ctx, bucket, c.Key)
-		if gcerrors.Code(err) == gcerrors.NotFound && i >= len(st.Written) {
+	for i, c := range all {
+		if missing[i] {
 			cuts = append(cuts, c)
-			continue
 		}
-		if err != nil {
-			return nil, nil, fmt.Errorf("reading %s: %w", c.Key, err)
-		}
-		offs, err := parquet.Int64Column(obj, schema.ColOffset, memory.DefaultAllocator)
-		if err != nil {
-			return nil, nil, fmt.Errorf("reading the offsets of %s: %w", c.Key, err)
-		}
-		for _, o := range offs {
+		for _, o := range offs[i] {
 			if o >= st.Committed {
 				landed = append(landed, o)
 			}
@@ -516,6 +534,9 @@ func landedOffsets(ctx context.Context, bucket *blob.Bucket, st *state.Partition
 	}
 	return landed, cuts, nil
 }
+
+// claimReads bounds the files a claim reads at once.
+const claimReads = 32
 
 // GapsDir is the folder of the lake that records the messages a partition
 // lost before they landed (on_gap=skip), one object per gap.

@@ -99,6 +99,11 @@ type File struct {
 	// file was open; Parts follow them. It is the written sink's own
 	// (Encoding.NewEncoder).
 	Encoder Encoder
+	// Once makes the write create-once: when Key holds another object,
+	// with other bytes, Write fails with an error wrapping ErrExists and
+	// leaves it be. The same bytes (an earlier attempt whose reply was
+	// lost) are a success.
+	Once bool
 }
 
 // Part is a run of a file's rows: the [start, end) ranges of Record.

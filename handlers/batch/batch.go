@@ -1121,7 +1121,21 @@ func (b *Batcher) flush(ctx context.Context, p *partition, buf *buffer, cause Ca
 	if valid > 0 {
 		var err error
 		start := time.Now()
+		// A journaled file is created once: nothing replaces a file a
+		// state names, whoever wrote it.
+		f.Once = journaled
 		n, err = b.write(ctx, buf, f)
+		if errors.Is(err, sinks.ErrExists) && buf.forced != nil && buf.last == buf.forced.Last && valid == buf.forced.Rows {
+			// The previous owner, which recorded this cut, wrote it
+			// meanwhile (it lost the partition during its upload): the
+			// same rows are there.
+			b.log.Info("a file repeating a recorded cut was written by the instance that recorded it", "key", f.Key)
+			err = nil
+		}
+		if errors.Is(err, sinks.ErrExists) {
+			return fmt.Errorf("writing %s (%d rows): another instance, which lost the partition, wrote other rows under its name; "+
+				"the file is left as it is and the run stops: %w", f.Key, valid, err)
+		}
 		if err != nil {
 			return fmt.Errorf("writing %s (%d rows): %w", f.Key, valid, err)
 		}

@@ -1237,3 +1237,43 @@ func TestBatcherFailAfterPanic(t *testing.T) {
 		t.Errorf("%d files written after Fail", len(h.sink.files))
 	}
 }
+
+// TestBatcherCreatesJournaledFilesOnce: a journaled file is created once.
+// Found written, by the instance that recorded the same cut and lost the
+// partition during its upload, it counts as written; found holding other
+// rows, it is left as it is and the run stops, saying why.
+func TestBatcherCreatesJournaledFilesOnce(t *testing.T) {
+	v1 := table("db.t", 1, schema.LayoutImages, cols("v"))
+	dir := "db.t/date=2024-01-31"
+	cut := state.Cut{Key: key(dir, 10), Table: "db.t", Fingerprint: v1.Fingerprint, First: 10, Last: 13, Rows: 4}
+	row := func(off int64) *change.Change { return insert(t, "db.t", fmt.Sprintf(`{"id":%d}`, off)) }
+	exists := fmt.Errorf("test: %w", sinks.ErrExists)
+
+	h := newHarness(t, Config{}, TableConfig{})
+	j := &journal{sink: h.sink}
+	h.b.SetJournal(j)
+	var once []bool
+	h.sink.inspect = func(f *sinks.File) { once = append(once, f.Once) }
+	h.b.Restore("orders", 0, nil, []state.Cut{cut})
+	for off := int64(10); off < 13; off++ {
+		h.add(row(off), v1, at(off), 1)
+	}
+	h.sink.fail = exists // the previous owner's upload completed meanwhile
+	h.add(row(13), v1, at(13), 1)
+	must(t, h.b.FlushAll(context.Background()))
+	if want := []string{"intend 10-13 rows 4 (files 0)", "done 10-13 durable 14 (files 0)"}; !slices.Equal(j.calls, want) {
+		t.Errorf("journal calls %q, want %q: the repeated cut found written counts as written", j.calls, want)
+	}
+
+	h.add(row(14), v1, at(14), 1)
+	must(t, h.b.FlushAll(context.Background()))
+	if !slices.Equal(once, []bool{true}) {
+		t.Errorf("create-once flags of the files written: %v, want the journaled file's true", once)
+	}
+	h.add(row(15), v1, at(15), 1)
+	h.sink.fail = exists
+	err := h.b.FlushAll(context.Background())
+	if err == nil || !errors.Is(err, sinks.ErrExists) || !strings.Contains(err.Error(), "another instance, which lost the partition, wrote other rows") {
+		t.Fatalf("a file found holding other rows: %v, want the run to stop saying why", err)
+	}
+}

@@ -24,6 +24,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"hash/maphash"
 	"io"
 	"log/slog"
 	"net/url"
@@ -277,7 +278,7 @@ func (s *Sink) Write(ctx context.Context, f *sinks.File) (int64, error) {
 	var n int64
 	err := s.do(ctx, OpData, f.Key, func() error {
 		var err error
-		n, err = s.put(ctx, f.Key, func(w io.Writer) error {
+		n, err = s.put(ctx, f.Key, f.Once, func(w io.Writer) error {
 			return parquet.WriteParts(w, f.Parts, parquetOptions(f.Options), s.mem)
 		})
 		return err
@@ -285,15 +286,69 @@ func (s *Sink) Write(ctx context.Context, f *sinks.File) (int64, error) {
 	return n, err
 }
 
-// put stores the Parquet object that fill writes under key, once: an
-// error of the store is a storageError, one of fill is returned as it is.
-func (s *Sink) put(ctx context.Context, key string, fill func(io.Writer) error) (int64, error) {
+// put stores the Parquet object that fill writes under key, in one
+// attempt: an error of the store is a storageError, one of fill is
+// returned as it is. With once, the object is created only where key
+// holds none; where it holds one, the same bytes (this write's own, from
+// an attempt whose reply was lost) are a success, and other bytes an
+// error wrapping sinks.ErrExists.
+func (s *Sink) put(ctx context.Context, key string, once bool, fill func(io.Writer) error) (int64, error) {
+	var sum *maphash.Hash
+	if once {
+		// What was sent, to tell this write's own object from another's.
+		sum = &maphash.Hash{}
+		sum.SetSeed(hashSeed)
+		inner := fill
+		fill = func(w io.Writer) error { return inner(io.MultiWriter(w, sum)) }
+	}
+	n, err := s.putOnce(ctx, key, once, fill)
+	if err != errExists {
+		return n, err
+	}
+	same, rerr := s.holds(ctx, key, n, sum.Sum64())
+	switch {
+	case rerr != nil:
+		return 0, storageError{fmt.Errorf("reading back %s, which a create found: %w", key, rerr)}
+	case !same:
+		return 0, fmt.Errorf("%s: %w", key, sinks.ErrExists)
+	}
+	if s.retry.Log != nil {
+		s.retry.Log.Info("a create found its own object: an earlier attempt's reply was lost", "key", key)
+	}
+	return n, nil
+}
+
+// hashSeed seeds the hashes that compare a create's bytes with an
+// object's, within this process.
+var hashSeed = maphash.MakeSeed()
+
+// holds reports whether key holds n bytes of hash sum.
+func (s *Sink) holds(ctx context.Context, key string, n int64, sum uint64) (bool, error) {
+	r, err := s.bucket.NewReader(ctx, key, nil)
+	if err != nil {
+		return false, err
+	}
+	defer r.Close()
+	if r.Size() != n {
+		return false, nil
+	}
+	var h maphash.Hash
+	h.SetSeed(hashSeed)
+	if _, err := io.Copy(&h, r); err != nil {
+		return false, err
+	}
+	return h.Sum64() == sum, nil
+}
+
+// putOnce is put without the read-back: with once, an object in the
+// way is errExists, and the size returned the bytes fill wrote.
+func (s *Sink) putOnce(ctx context.Context, key string, once bool, fill func(io.Writer) error) (int64, error) {
 	if path, ok := s.localPath(key); ok {
-		return s.local.put(ctx, path, false, fill)
+		return s.local.put(ctx, path, once, fill)
 	}
 	wctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	w, err := s.bucket.NewWriter(wctx, key, &blob.WriterOptions{ContentType: "application/vnd.apache.parquet"})
+	w, err := s.bucket.NewWriter(wctx, key, &blob.WriterOptions{ContentType: "application/vnd.apache.parquet", IfNotExist: once})
 	if err != nil {
 		return 0, storageError{err}
 	}
@@ -308,6 +363,9 @@ func (s *Sink) put(ctx context.Context, key string, fill func(io.Writer) error) 
 		return 0, err
 	}
 	if err := w.Close(); err != nil {
+		if once && gcerrors.Code(err) == gcerrors.FailedPrecondition {
+			return cw.n, errExists
+		}
 		return 0, storageError{err}
 	}
 	return cw.n, nil
@@ -476,6 +534,31 @@ type Object struct {
 	key    string
 	size   int64
 	pos    int64
+}
+
+// OpenSmall returns a reader of key that fetches it whole in one request
+// when it holds at most whole bytes (a small file's footer and columns are
+// then read from memory), and a ranged one (OpenObject) otherwise.
+func OpenSmall(ctx context.Context, bucket *blob.Bucket, key string, whole int64) (ReaderAtSeeker, error) {
+	r, err := bucket.NewReader(ctx, key, nil)
+	if err != nil {
+		return nil, err
+	}
+	defer r.Close()
+	if r.Size() > whole {
+		return &Object{ctx: ctx, bucket: bucket, key: key, size: r.Size()}, nil
+	}
+	data := make([]byte, r.Size())
+	if _, err := io.ReadFull(r, data); err != nil {
+		return nil, fmt.Errorf("reading %s: %w", key, err)
+	}
+	return bytes.NewReader(data), nil
+}
+
+// ReaderAtSeeker reads an object by ranges.
+type ReaderAtSeeker interface {
+	io.ReaderAt
+	io.Seeker
 }
 
 // OpenObject returns a ranged reader of key.

@@ -137,7 +137,7 @@ func (l *local) put(ctx context.Context, path string, once bool, fill func(io.Wr
 	if once {
 		err = os.Link(tmp, path)
 		if errors.Is(err, fs.ErrExist) {
-			return 0, errExists
+			return cw.n, errExists
 		}
 	} else {
 		err = os.Rename(tmp, path)

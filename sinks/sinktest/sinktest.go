@@ -124,6 +124,38 @@ func Run(t *testing.T, open Open) {
 			t.Errorf("the first object was replaced: %s, %v", got, err)
 		}
 	})
+	t.Run("WriteOnce", func(t *testing.T) {
+		// A create-once file large enough for a multipart upload: again
+		// with the same bytes (a retry after a lost reply) it succeeds,
+		// with other bytes it is refused and the object stays.
+		mem := memory.NewCheckedAllocator(memory.NewGoAllocator())
+		defer mem.AssertSize(t, 0)
+		s, b := open(t)
+		ctx := context.Background()
+		first, other := Record(mem, 400_000, 0), Record(mem, 5, 100)
+		defer first.Release()
+		defer other.Release()
+		f := NewFile(KeyA, first, [][2]int{{0, 400_000}})
+		f.Once = true
+		n, err := s.Write(ctx, f)
+		if err != nil {
+			t.Fatalf("Write: %v", err)
+		}
+		if n < 10<<20 {
+			t.Logf("the file has %d bytes: one part", n)
+		}
+		if again, err := s.Write(ctx, f); err != nil || again != n {
+			t.Errorf("the same create-once file again: %d bytes, %v; want %d, nil", again, err, n)
+		}
+		g := NewFile(KeyA, other, [][2]int{{0, 5}})
+		g.Once = true
+		if _, err := s.Write(ctx, g); !errors.Is(err, sinks.ErrExists) {
+			t.Fatalf("another create-once file under the key: %v, want ErrExists", err)
+		}
+		if attrs, err := b.Attributes(ctx, KeyA); err != nil || attrs.Size != n {
+			t.Errorf("the first file was replaced: %v, %v", attrs, err)
+		}
+	})
 	t.Run("OverwriteReplaces", func(t *testing.T) {
 		mem := memory.NewCheckedAllocator(memory.NewGoAllocator())
 		defer mem.AssertSize(t, 0)
