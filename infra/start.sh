@@ -220,8 +220,9 @@ EOF
     -cp "$KAFKA_LIBS/*" kafka.Kafka "$conf"
 }
 
-kafka_started() { # the broker logs this line once it serves requests
-  port_open "$KAFKA_PORT" && grep -q 'Kafka Server started' <(tail -n 400 "$LOG_DIR/kafka.log")
+kafka_started() { # the broker logs this line once it serves requests, after its last start
+  port_open "$KAFKA_PORT" &&
+    awk '/^==== kafka start /{s=0} /Kafka Server started/{s=1} END{exit !s}' "$LOG_DIR/kafka.log"
 }
 
 # ------------------------------------------------------------- Kafka Connect
