@@ -21,8 +21,21 @@ type Journal struct {
 
 	mu     sync.Mutex
 	parts  map[partKey]*Partition
-	claims map[partKey]int64 // the number of each partition's claim
+	claims map[partKey]int64  // the number of each partition's claim
+	chains map[partKey]*chain // where each partition's deltas stand
 }
+
+// chain is what a partition's deltas since its last snapshot weigh.
+type chain struct {
+	base      int64 // the snapshot's number
+	snapBytes int   // its size
+	deltas    int   // deltas written since
+	bytes     int   // their size
+}
+
+// MaxChain bounds the deltas after a snapshot: a claim reads at most
+// that many objects besides it.
+const MaxChain = 256
 
 type partKey struct {
 	source string
@@ -32,7 +45,7 @@ type partKey struct {
 // NewJournal returns a journal writing states as owner (an instance name,
 // for people reading the states).
 func NewJournal(store *Store, owner string) *Journal {
-	return &Journal{store: store, owner: owner, parts: map[partKey]*Partition{}, claims: map[partKey]int64{}}
+	return &Journal{store: store, owner: owner, parts: map[partKey]*Partition{}, claims: map[partKey]int64{}, chains: map[partKey]*chain{}}
 }
 
 // Claim takes a partition over: it reads the partition's newest state and
@@ -68,13 +81,15 @@ func (j *Journal) Claim(ctx context.Context, source string, part int32, incarnat
 		if err := j.store.MarkClaim(ctx, source, part, next.Seq); err != nil {
 			return nil, err
 		}
-		err = j.store.Append(ctx, next)
+		// A claim's state is a snapshot.
+		size, err := j.store.append(ctx, next)
 		if err == nil {
 			j.mu.Lock()
 			j.parts[partKey{source, part}] = next
 			j.claims[partKey{source, part}] = next.Seq
+			j.chains[partKey{source, part}] = &chain{base: next.Seq, snapBytes: size}
 			j.mu.Unlock()
-			j.store.pruned(source, part, j.store.Prune(ctx, source, part, next.Seq-1))
+			j.store.pruned(source, part, j.store.Prune(ctx, source, part, next.Seq))
 			resume := *next
 			if last == nil {
 				resume.Seq = 0
@@ -96,6 +111,7 @@ func (j *Journal) Release(source string, part int32) {
 	j.mu.Lock()
 	delete(j.parts, partKey{source, part})
 	delete(j.claims, partKey{source, part})
+	delete(j.chains, partKey{source, part})
 	j.mu.Unlock()
 }
 
@@ -116,10 +132,7 @@ func (j *Journal) Owns(source string, part int32) bool {
 // slept through more than KeepClaims handovers (the claim that took its
 // next number was pruned, and the number is free again).
 func (j *Journal) Intend(ctx context.Context, source string, part int32, cut Cut) error {
-	err := j.next(ctx, source, part, func(st *Partition) {
-		st.Pending = append(withoutKey(st.Pending, cut.Key), cut)
-	})
-	if err != nil {
+	if err := j.next(ctx, source, part, &Op{Kind: "intend", Cut: &cut}); err != nil {
 		return err
 	}
 	j.mu.Lock()
@@ -141,11 +154,7 @@ func (j *Journal) Intend(ctx context.Context, source string, part int32, cut Cut
 // offset: every message below it is outside what this lake lands, as if
 // committed.
 func (j *Journal) Start(ctx context.Context, source string, part int32, offset int64) error {
-	return j.next(ctx, source, part, func(st *Partition) {
-		if offset > st.Committed {
-			st.Committed = offset
-		}
-	})
+	return j.next(ctx, source, part, &Op{Kind: "start", Offset: offset})
 }
 
 // withoutKey returns cuts without the one of key.
@@ -162,54 +171,55 @@ func withoutKey(cuts []Cut, key string) []Cut {
 // Done records that cut was written and that every message below durable
 // is landed.
 func (j *Journal) Done(ctx context.Context, source string, part int32, cut Cut, durable int64) error {
-	return j.next(ctx, source, part, func(st *Partition) {
-		// Only cuts a replay from durable could meet are kept.
-		var pending []Cut
-		for _, c := range withoutKey(st.Pending, cut.Key) {
-			if c.Last >= durable {
-				pending = append(pending, c)
-			}
-		}
-		st.Pending = pending
-		written := make([]Cut, 0, len(st.Written)+1)
-		for _, c := range append(withoutKey(st.Written, cut.Key), cut) {
-			if c.Last >= durable {
-				written = append(written, c)
-			}
-		}
-		st.Written = written
-		if durable > st.Committed {
-			st.Committed = durable
-		}
-	})
+	return j.next(ctx, source, part, &Op{Kind: "done", Cut: &cut, Durable: durable})
 }
 
-// next creates the partition's next state, changed by f.
-func (j *Journal) next(ctx context.Context, source string, part int32, f func(*Partition)) error {
+// next creates the partition's next state, changed by op. It is stored as
+// the change alone (a delta), but every MaxChain states, and whenever
+// the deltas since the last snapshot weigh more than it, whole: the bytes
+// written per file stay about the size of a cut, however many cuts the
+// state holds, and a claim reads at most MaxChain deltas.
+func (j *Journal) next(ctx context.Context, source string, part int32, op *Op) error {
+	k := partKey{source, part}
 	j.mu.Lock()
-	cur := j.parts[partKey{source, part}]
+	cur, ch := j.parts[k], j.chains[k]
 	j.mu.Unlock()
-	if cur == nil {
+	if cur == nil || ch == nil {
 		return fmt.Errorf("%s partition %d: not claimed", source, part)
 	}
 	st := *cur
 	st.Seq++
 	st.Written = slices.Clone(cur.Written)
 	st.Pending = slices.Clone(cur.Pending)
-	f(&st)
-	if err := j.store.Append(ctx, &st); err != nil {
+	op.apply(&st)
+	snapshot := ch.deltas+1 >= MaxChain || ch.bytes >= ch.snapBytes
+	stored := &st
+	if !snapshot {
+		stored = &Partition{Seq: st.Seq, Owner: st.Owner, Source: source, Partition: part, Committed: st.Committed,
+			Base: ch.base, Op: op}
+	}
+	size, err := j.store.append(ctx, stored)
+	if err != nil {
 		if isFenced(err) {
 			j.Release(source, part)
 		}
 		return err
 	}
+	next := *ch
+	if snapshot {
+		next = chain{base: st.Seq, snapBytes: size}
+	} else {
+		next.deltas++
+		next.bytes += size
+	}
 	j.mu.Lock()
-	if j.parts[partKey{source, part}] == cur {
-		j.parts[partKey{source, part}] = &st
+	if j.parts[k] == cur {
+		j.parts[k], j.chains[k] = &st, &next
 	}
 	j.mu.Unlock()
-	if st.Seq%64 == 0 {
-		j.store.pruned(source, part, j.store.Prune(ctx, source, part, st.Seq-1))
+	if snapshot {
+		// The states before a snapshot are needed no more.
+		j.store.pruned(source, part, j.store.Prune(ctx, source, part, st.Seq))
 	}
 	return nil
 }

@@ -15,6 +15,11 @@
 // stops writing for it. The newest state is the one with the highest
 // number. Engines skip the folder: its name starts with an underscore.
 //
+// Most states are stored as the change they make (a delta: Base and Op),
+// and now and then whole (a snapshot, as every claim's state is), so that
+// a file costs about a cut's bytes however many cuts the state holds; the
+// states before the newest snapshot are deleted.
+//
 // Old states are deleted (Prune), but not the states that took a
 // partition over (claims), marked by an empty object
 //
@@ -45,6 +50,7 @@ import (
 
 	"github.com/cdclake/cdclake/sinks"
 	"gocloud.dev/blob"
+	"golang.org/x/sync/errgroup"
 )
 
 // Dir is the folder of the lake that holds the states.
@@ -94,6 +100,51 @@ type Partition struct {
 	// ID): a topic deleted and created again under its name has another,
 	// and offsets that begin again.
 	Incarnation string `json:"incarnation,omitempty"`
+	// Base, in a state stored as a change (a delta), is the number of the
+	// whole state (a snapshot) it follows from; the state is that one
+	// with the Op of every state after it, up to this one, applied. 0 in a
+	// snapshot. Latest returns whole states.
+	Base int64 `json:"base,omitempty"`
+	// Op is a delta's change.
+	Op *Op `json:"op,omitempty"`
+}
+
+// Op is the change one state makes to the one before it.
+type Op struct {
+	// Kind is "intend" (Cut is about to be written), "done" (Cut was
+	// written and every message below Durable landed) or "start" (the
+	// partition starts at Offset).
+	Kind    string `json:"kind"`
+	Cut     *Cut   `json:"cut,omitempty"`
+	Durable int64  `json:"durable,omitempty"`
+	Offset  int64  `json:"offset,omitempty"`
+}
+
+// apply changes st as op says.
+func (op *Op) apply(st *Partition) {
+	switch op.Kind {
+	case "intend":
+		st.Pending = append(withoutKey(st.Pending, op.Cut.Key), *op.Cut)
+	case "done":
+		// Only cuts a replay from durable could meet are kept.
+		var pending []Cut
+		for _, c := range withoutKey(st.Pending, op.Cut.Key) {
+			if c.Last >= op.Durable {
+				pending = append(pending, c)
+			}
+		}
+		st.Pending = pending
+		written := make([]Cut, 0, len(st.Written)+1)
+		for _, c := range append(withoutKey(st.Written, op.Cut.Key), *op.Cut) {
+			if c.Last >= op.Durable {
+				written = append(written, c)
+			}
+		}
+		st.Written = written
+		st.Committed = max(st.Committed, op.Durable)
+	case "start":
+		st.Committed = max(st.Committed, op.Offset)
+	}
 }
 
 // Store reads and appends partition states.
@@ -172,21 +223,16 @@ func (s *Store) latest(ctx context.Context, source string, part int32) (*Partiti
 		top = seqs[len(seqs)-1]
 	}
 	for i := len(seqs) - 1; i >= 0; i-- {
-		key := Key(source, part, seqs[i])
-		data, err := s.bucket.ReadAll(ctx, key)
-		if err != nil {
-			return nil, 0, fmt.Errorf("reading %s: %w", key, err)
+		st, key, err := s.whole(ctx, source, part, seqs[i])
+		if err == nil {
+			return st, top, nil
 		}
-		var st Partition
-		err = json.Unmarshal(data, &st)
-		switch {
-		case err == nil && (st.Seq != seqs[i] || st.Source != source || st.Partition != part):
-			err = fmt.Errorf("it holds state %d of %s partition %d", st.Seq, st.Source, st.Partition)
-		case err == nil:
-			return &st, top, nil
+		var unreadable unreadableError
+		if !errors.As(err, &unreadable) {
+			return nil, 0, err
 		}
 		if s.Unreadable != nil {
-			s.Unreadable(key, err)
+			s.Unreadable(key, unreadable.error)
 		}
 	}
 	if top > 0 {
@@ -195,12 +241,80 @@ func (s *Store) latest(ctx context.Context, source string, part int32) (*Partiti
 	return nil, 0, nil
 }
 
+// unreadableError is a state object that does not hold its state.
+type unreadableError struct{ error }
+
+// read reads state seq as stored (a snapshot or a delta).
+func (s *Store) read(ctx context.Context, source string, part int32, seq int64) (*Partition, error) {
+	key := Key(source, part, seq)
+	data, err := s.bucket.ReadAll(ctx, key)
+	if err != nil {
+		return nil, fmt.Errorf("reading %s: %w", key, err)
+	}
+	var st Partition
+	err = json.Unmarshal(data, &st)
+	switch {
+	case err != nil:
+		return nil, unreadableError{err}
+	case st.Seq != seq || st.Source != source || st.Partition != part:
+		return nil, unreadableError{fmt.Errorf("it holds state %d of %s partition %d", st.Seq, st.Source, st.Partition)}
+	case st.Base >= seq || (st.Base > 0) != (st.Op != nil):
+		return nil, unreadableError{fmt.Errorf("state %d: base %d and op %v do not make a snapshot or a change", seq, st.Base, st.Op)}
+	}
+	return &st, nil
+}
+
+// whole returns state seq whole: a snapshot as it is, a delta applied to
+// its snapshot with the deltas between them. An object of the chain that
+// does not hold its state is an unreadableError, and key names it.
+func (s *Store) whole(ctx context.Context, source string, part int32, seq int64) (st *Partition, key string, err error) {
+	last, err := s.read(ctx, source, part, seq)
+	if err != nil || last.Base == 0 {
+		return last, Key(source, part, seq), err
+	}
+	// The chain is read side by side: up to MaxChain objects.
+	chain := make([]*Partition, seq-last.Base+1)
+	chain[len(chain)-1] = last
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(16)
+	for i := range len(chain) - 1 {
+		g.Go(func() error {
+			var err error
+			chain[i], err = s.read(gctx, source, part, last.Base+int64(i))
+			return err
+		})
+	}
+	if err := g.Wait(); err != nil {
+		return nil, Key(source, part, seq), err
+	}
+	snap := chain[0]
+	if snap.Base != 0 {
+		return nil, Key(source, part, last.Base), unreadableError{fmt.Errorf("state %d, the base of state %d, is not a snapshot", last.Base, seq)}
+	}
+	out := *snap
+	out.Written, out.Pending = slices.Clone(snap.Written), slices.Clone(snap.Pending)
+	for _, d := range chain[1:] {
+		if d.Base != last.Base {
+			return nil, Key(source, part, d.Seq), unreadableError{fmt.Errorf("state %d follows from %d, not %d", d.Seq, d.Base, last.Base)}
+		}
+		d.Op.apply(&out)
+	}
+	out.Seq, out.Owner = last.Seq, last.Owner
+	return &out, "", nil
+}
+
 // Append creates st, whose Seq must follow the newest state's. It returns
 // an error wrapping ErrFenced when that number is taken.
 func (s *Store) Append(ctx context.Context, st *Partition) error {
+	_, err := s.append(ctx, st)
+	return err
+}
+
+// append is Append, which also returns the size of the object.
+func (s *Store) append(ctx context.Context, st *Partition) (int, error) {
 	data, err := json.Marshal(st)
 	if err != nil {
-		return err
+		return 0, err
 	}
 	key := Key(st.Source, st.Partition, st.Seq)
 	start := time.Now()
@@ -214,7 +328,7 @@ func (s *Store) Append(ctx context.Context, st *Partition) error {
 	if s.Appended != nil {
 		s.Appended(time.Since(start), err)
 	}
-	return err
+	return len(data), err
 }
 
 // KeepClaims is the number of a partition's newest claims Prune keeps.

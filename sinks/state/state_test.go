@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -448,5 +449,73 @@ func TestWithoutDeletePermission(t *testing.T) {
 	}
 	if latest, _ := st.Latest(ctx, "s", 0); latest.Owner != "b" || latest.Committed != 150 {
 		t.Errorf("latest = %+v", latest)
+	}
+}
+
+// countingCreator counts the bytes of the objects it creates.
+type countingCreator struct {
+	sinks.ObjectCreator
+	bytes, objects atomic.Int64
+}
+
+func (c *countingCreator) CreateObject(ctx context.Context, key string, data []byte, contentType string) error {
+	c.bytes.Add(int64(len(data)))
+	c.objects.Add(1)
+	return c.ObjectCreator.CreateObject(ctx, key, data, contentType)
+}
+
+// TestStatesAreDeltas: a partition whose durable offset stays behind (one
+// table's file open long, many others' written) holds thousands of cuts;
+// its states are stored as changes with a snapshot now and then, so the
+// bytes written per file stay near a cut's, and a claim anywhere in a
+// chain of changes reads the whole state back.
+func TestStatesAreDeltas(t *testing.T) {
+	ctx := context.Background()
+	b := memblob.OpenBucket(nil)
+	defer b.Close()
+	counter := &countingCreator{ObjectCreator: lake.New(b, memory.NewGoAllocator())}
+	st := state.NewStore(b, counter)
+	a := state.NewJournal(st, "a")
+	if _, err := a.Claim(ctx, "s", 0, "id"); err != nil {
+		t.Fatal(err)
+	}
+	const files = 3000
+	var full []state.Cut
+	for n := int64(1); n <= files; n++ {
+		c := state.Cut{Key: fmt.Sprintf("db.t%04d/date=2026-12-06/s-p0-o%020d.parquet", n%500, n), Table: fmt.Sprintf("db.t%04d", n%500),
+			Fingerprint: uint64(n) * 7919, First: n, Last: n + 3, Rows: 2}
+		if err := a.Intend(ctx, "s", 0, c); err != nil {
+			t.Fatal(err)
+		}
+		if err := a.Done(ctx, "s", 0, c, 1); err != nil { // the durable offset stays at 1
+			t.Fatal(err)
+		}
+		full = append(full, c)
+		if n == 1234 {
+			// A claim in the middle of a chain of changes.
+			got, err := st.Latest(ctx, "s", 0)
+			if err != nil || len(got.Written) != 1234 || got.Written[1233] != c || len(got.Pending) != 0 || got.Committed != 1 {
+				t.Fatalf("the state after 1234 files: %d written, %d pending, committed %d, %v", len(got.Written), len(got.Pending), got.Committed, err)
+			}
+		}
+	}
+	perState := counter.bytes.Load() / counter.objects.Load()
+	whole, _ := json.Marshal(state.Partition{Written: full})
+	t.Logf("%d states, %d bytes each on average; the whole state is %d bytes", counter.objects.Load(), perState, len(whole))
+	if perState > 2000 {
+		t.Errorf("%d bytes per state on average: the states are not stored as changes", perState)
+	}
+	claimed, err := state.NewJournal(st, "b").Claim(ctx, "s", 0, "id")
+	if err != nil || !slices.Equal(claimed.Written, full) || claimed.Committed != 1 || claimed.Incarnation != "id" {
+		t.Fatalf("the claim: %d written, committed %d, %q, %v", len(claimed.Written), claimed.Committed, claimed.Incarnation, err)
+	}
+	n := 0
+	for it := b.List(nil); ; n++ {
+		if _, err := it.Next(ctx); err != nil {
+			break
+		}
+	}
+	if n > state.MaxChain+state.KeepClaims+4 {
+		t.Errorf("%d objects after %d states: the states before a snapshot are not pruned", n, 2*files)
 	}
 }
