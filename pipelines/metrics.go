@@ -243,7 +243,7 @@ func (c collector) Collect(ch chan<- prometheus.Metric) {
 	gauge(descProgress, float64(p.durable.at().UnixMilli())/1e3)
 
 	ss := p.sink.Stats()
-	for op := lake.OpData; op <= lake.OpObject; op++ {
+	for op := lake.OpData; op <= lake.OpRead; op++ {
 		counter(descStoreErrors, float64(ss.Errors[op]), op.String())
 	}
 	counter(descStoreRetries, float64(ss.Retries))

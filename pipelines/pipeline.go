@@ -291,6 +291,7 @@ func New(plan *Plan, src source.Source, bucket *blob.Bucket, log *slog.Logger, o
 		// Sources whose partitions move between instances keep each
 		// partition's state in the lake (package state).
 		store := state.NewStore(bucket, p.sink)
+		store.Retry = p.sink.Retried
 		var pruneWarned atomic.Bool
 		store.PruneFailed = func(src string, part int32, err error) {
 			if pruneWarned.CompareAndSwap(false, true) {

@@ -104,6 +104,10 @@ type File struct {
 	// leaves it be. The same bytes (an earlier attempt whose reply was
 	// lost) are a success.
 	Once bool
+	// Check, when set, is asked before every attempt after the first: an
+	// error means the file must not be written any more (its partition
+	// went to another instance during the retries), and Write returns it.
+	Check func(ctx context.Context) error
 }
 
 // Part is a run of a file's rows: the [start, end) ranges of Record.

@@ -155,6 +155,12 @@ func TestKafkaStoreOutage(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer func() { _ = cmd.Process.Kill() }()
+	t.Cleanup(func() {
+		if t.Failed() {
+			log, _ := os.ReadFile(logPath)
+			t.Logf("cdclake's log:\n%s", tail(log, 40))
+		}
+	})
 	waitFor(t, time.Minute, "the first files", func() bool { return len(kafkatest.Landed(t, lakeDir)) > 0 })
 
 	if out, err := exec.Command(filepath.Join(infra, "stop.sh"), "s3").CombinedOutput(); err != nil {

@@ -185,6 +185,10 @@ type Journal interface {
 	Owns(source string, part int32) bool
 	Intend(ctx context.Context, source string, part int32, cut state.Cut) error
 	Done(ctx context.Context, source string, part int32, cut state.Cut, durable int64) error
+	// Check returns an error wrapping state.ErrFenced once it knows that
+	// another instance claimed the partition (asked before each retry of
+	// a file's write).
+	Check(ctx context.Context, source string, part int32) error
 }
 
 // replay is what a restored partition's state says of the messages a
@@ -1124,7 +1128,17 @@ func (b *Batcher) flush(ctx context.Context, p *partition, buf *buffer, cause Ca
 		// A journaled file is created once: nothing replaces a file a
 		// state names, whoever wrote it.
 		f.Once = journaled
+		if journaled {
+			src, part := buf.src.Source, buf.src.Partition
+			f.Check = func(ctx context.Context) error { return b.journal.Check(ctx, src, part) }
+		}
 		n, err = b.write(ctx, buf, f)
+		if errors.Is(err, state.ErrFenced) {
+			// The partition went to another instance while the store
+			// failed: the new owner writes the file.
+			b.fence(p, buf.src, f.Key, err)
+			return nil
+		}
 		if errors.Is(err, sinks.ErrExists) && buf.forced != nil && buf.last == buf.forced.Last && valid == buf.forced.Rows {
 			// The previous owner, which recorded this cut, wrote it
 			// meanwhile (it lost the partition during its upload): the

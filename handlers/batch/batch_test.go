@@ -965,6 +965,12 @@ type journal struct {
 }
 
 func (j *journal) Owns(source string, part int32) bool { return part == 0 }
+func (j *journal) Check(context.Context, string, int32) error {
+	if j.fenced {
+		return fmt.Errorf("test: %w", state.ErrFenced)
+	}
+	return nil
+}
 func (j *journal) Intend(_ context.Context, _ string, _ int32, c state.Cut) error {
 	if j.fenced {
 		return fmt.Errorf("test: %w", state.ErrFenced)
@@ -1275,5 +1281,31 @@ func TestBatcherCreatesJournaledFilesOnce(t *testing.T) {
 	err := h.b.FlushAll(context.Background())
 	if err == nil || !errors.Is(err, sinks.ErrExists) || !strings.Contains(err.Error(), "another instance, which lost the partition, wrote other rows") {
 		t.Fatalf("a file found holding other rows: %v, want the run to stop saying why", err)
+	}
+}
+
+// TestBatcherFencedDuringRetries: a journaled file's write carries the
+// journal's Check; a write that ends because the check found the partition
+// claimed by another instance fences the partition, and the run goes on.
+func TestBatcherFencedDuringRetries(t *testing.T) {
+	v1 := table("db.t", 1, schema.LayoutImages, cols("v"))
+	h := newHarness(t, Config{}, TableConfig{})
+	j := &journal{sink: h.sink}
+	h.b.SetJournal(j)
+	var checked bool
+	h.sink.inspect = func(f *sinks.File) { checked = f.Check != nil }
+	h.add(insert(t, "db.t", `{"id":1}`), v1, at(1), 1)
+	must(t, h.b.FlushAll(context.Background()))
+	if !checked {
+		t.Error("a journaled file's write carries no Check")
+	}
+	h.add(insert(t, "db.t", `{"id":2}`), v1, at(2), 1)
+	h.sink.fail = fmt.Errorf("a file: not written after all: %w", state.ErrFenced)
+	must(t, h.b.FlushAll(context.Background()))
+	if h.b.OpenFiles() != 0 {
+		t.Errorf("%d files open in a fenced partition", h.b.OpenFiles())
+	}
+	if _, ok := h.b.Durable("orders", 0); ok {
+		t.Error("a fenced partition reports a durable offset")
 	}
 }

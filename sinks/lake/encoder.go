@@ -89,14 +89,14 @@ func (s *Sink) writeEncoded(ctx context.Context, f *sinks.File) (int64, error) {
 		return 0, err
 	}
 	var n int64
-	err := s.do(ctx, OpData, f.Key, func() error {
+	err := s.do(ctx, OpData, f.Key, checked(ctx, f, func() error {
 		var err error
 		n, err = s.put(ctx, f.Key, f.Once, func(w io.Writer) error {
 			_, err := io.Copy(w, e.body.reader())
 			return err
 		})
 		return err
-	})
+	}))
 	return n, err
 }
 

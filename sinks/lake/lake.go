@@ -218,11 +218,12 @@ const (
 	OpData   Op = iota // a data file (Write)
 	OpCreate           // a create-once object: partition states, claims (CreateObject)
 	OpObject           // a small object: dead letters, catalog entries (WriteObject)
+	OpRead             // a read or listing the landing waits for (Retried)
 	numOps
 )
 
-// String names the op in metrics: data, create, object.
-func (o Op) String() string { return [...]string{"data", "create", "object"}[o] }
+// String names the op in metrics: data, create, object, read.
+func (o Op) String() string { return [...]string{"data", "create", "object", "read"}[o] }
 
 // Stats counts what the store did to the sink's writes.
 type Stats struct {
@@ -276,14 +277,32 @@ func (s *Sink) Write(ctx context.Context, f *sinks.File) (int64, error) {
 		return s.writeEncoded(ctx, f)
 	}
 	var n int64
-	err := s.do(ctx, OpData, f.Key, func() error {
+	err := s.do(ctx, OpData, f.Key, checked(ctx, f, func() error {
 		var err error
 		n, err = s.put(ctx, f.Key, f.Once, func(w io.Writer) error {
 			return parquet.WriteParts(w, f.Parts, parquetOptions(f.Options), s.mem)
 		})
 		return err
-	})
+	}))
 	return n, err
+}
+
+// checked runs f.Check, when set, before every attempt of write after the
+// first; its error ends the retries.
+func checked(ctx context.Context, f *sinks.File, write func() error) func() error {
+	if f.Check == nil {
+		return write
+	}
+	first := true
+	return func() error {
+		if !first {
+			if err := f.Check(ctx); err != nil {
+				return fmt.Errorf("%s: not written after all: %w", f.Key, err)
+			}
+		}
+		first = false
+		return write()
+	}
 }
 
 // put stores the Parquet object that fill writes under key, in one
@@ -415,6 +434,18 @@ func (s *Sink) WriteObject(ctx context.Context, key string, data []byte, content
 			return err
 		}
 		if err := s.bucket.WriteAll(ctx, key, data, &blob.WriterOptions{ContentType: contentType}); err != nil {
+			return storageError{err}
+		}
+		return nil
+	})
+}
+
+// Retried runs read, a read or listing of the store that the landing
+// waits for, and retries its errors as writes are retried: in an outage,
+// for up to Retry.For. key names what it reads, for the log.
+func (s *Sink) Retried(ctx context.Context, key string, read func() error) error {
+	return s.do(ctx, OpRead, key, func() error {
+		if err := read(); err != nil {
 			return storageError{err}
 		}
 		return nil

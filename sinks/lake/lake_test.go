@@ -373,3 +373,46 @@ func TestFileLakeSyncs(t *testing.T) {
 		t.Errorf("%d files left in the temporary folder", len(left))
 	}
 }
+
+// TestRetriesAskTheCheck: a file whose writes fail is retried, but before
+// each retry the sink asks the file's Check; once it says the file must
+// not be written (its partition went to another instance meanwhile), the
+// retries end with its error and nothing is written.
+func TestRetriesAskTheCheck(t *testing.T) {
+	store := memblob.OpenBucket(nil)
+	defer store.Close()
+	faulty, ctl := sinktest.Faulty(store, sinktest.Faults{OnClose: true})
+	defer faulty.Close()
+	s := lake.New(faulty, memory.NewGoAllocator()).Retrying(lake.Retry{For: time.Minute})
+	mem := memory.NewCheckedAllocator(memory.NewGoAllocator())
+	rec := sinktest.Record(mem, 3, 0)
+	defer rec.Release()
+	gone := errors.New("claimed by another instance")
+	checks := 0
+	f := sinktest.NewFile(sinktest.KeyA, rec, [][2]int{{0, 3}})
+	f.Once = true
+	f.Check = func(context.Context) error {
+		checks++
+		if checks == 3 {
+			return gone
+		}
+		return nil
+	}
+	start := time.Now()
+	_, err := s.Write(context.Background(), f)
+	if !errors.Is(err, gone) || checks != 3 {
+		t.Fatalf("Write: %v after %d checks, want the check's error at the third", err, checks)
+	}
+	if time.Since(start) > 10*time.Second {
+		t.Errorf("the retries went on for %s after the check said no", time.Since(start))
+	}
+	if ok, _ := store.Exists(context.Background(), sinktest.KeyA); ok {
+		t.Error("the file was written")
+	}
+	// A check that says yes lets the retry write it once the store works.
+	ctl.SetFaults(sinktest.Faults{})
+	f.Check = func(context.Context) error { return nil }
+	if _, err := s.Write(context.Background(), f); err != nil {
+		t.Fatal(err)
+	}
+}

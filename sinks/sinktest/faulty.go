@@ -38,6 +38,9 @@ type Faults struct {
 	// DenyDelete refuses every delete (ErrDenied), as a store whose
 	// credentials lack the permission does.
 	DenyDelete bool
+	// OnList fails every listing (ErrInjected), as a store that went away
+	// does.
+	OnList bool
 }
 
 // ErrDenied is the error of a delete a Faulty bucket refuses.
@@ -45,7 +48,7 @@ var ErrDenied = errors.New("sinktest: access denied")
 
 // Faulty returns a bucket that stores its objects in base but fails every
 // write as f says, the way a store that goes away mid-upload does. Reads
-// and lists pass through, and deletes unless DenyDelete. Change the faults with SetFaults.
+// pass through, and lists and deletes unless OnList and DenyDelete. Change the faults with SetFaults.
 func Faulty(base *blob.Bucket, f Faults) (*blob.Bucket, *FaultControl) {
 	fb := &faultyBucket{base: base, faults: f}
 	return blob.NewBucket(fb), &FaultControl{b: fb}
@@ -99,6 +102,9 @@ func (b *faultyBucket) Attributes(ctx context.Context, key string) (*driver.Attr
 }
 
 func (b *faultyBucket) ListPaged(ctx context.Context, opts *driver.ListOptions) (*driver.ListPage, error) {
+	if b.current().OnList {
+		return nil, ErrInjected
+	}
 	token := opts.PageToken
 	if token == nil {
 		token = blob.FirstPageToken // a driver's first page; the portable API's is this

@@ -135,17 +135,43 @@ func (j *Journal) Intend(ctx context.Context, source string, part int32, cut Cut
 	if err := j.next(ctx, source, part, &Op{Kind: "intend", Cut: &cut}); err != nil {
 		return err
 	}
+	return j.checkClaim(ctx, source, part, true)
+}
+
+// checkClaim returns an error wrapping ErrFenced, and forgets the
+// partition, when a claim newer than this journal's is listed.
+func (j *Journal) checkClaim(ctx context.Context, source string, part int32, retry bool) error {
 	j.mu.Lock()
 	mine := j.claims[partKey{source, part}]
 	j.mu.Unlock()
-	newest, err := j.store.NewestClaim(ctx, source, part)
+	newest, err := j.store.NewestClaim(ctx, source, part, retry)
 	switch {
 	case err != nil:
 		return err
-	case newest != mine:
+	case newest > mine:
 		j.Release(source, part)
 		return fmt.Errorf("%s partition %d: claimed again (claim %d) since this instance claimed it (claim %d): %w",
 			source, part, newest, mine, ErrFenced)
+	case newest < mine:
+		// The claim is kept while it is among the newest: a listing
+		// without it is not to be believed.
+		return fmt.Errorf("%s partition %d: the store's listing of the claims misses this instance's (%d, newest listed %d)",
+			source, part, mine, newest)
+	}
+	return nil
+}
+
+// Check returns an error wrapping ErrFenced when it finds that another
+// instance claimed the partition since this one did, and nil otherwise
+// (also when the store cannot tell now): a write retried across an outage
+// asks it before each attempt, so that an instance that lost its
+// partition meanwhile does not write the file after all.
+func (j *Journal) Check(ctx context.Context, source string, part int32) error {
+	if !j.Owns(source, part) {
+		return fmt.Errorf("%s partition %d: %w", source, part, ErrFenced)
+	}
+	if err := j.checkClaim(ctx, source, part, false); isFenced(err) {
+		return err
 	}
 	return nil
 }

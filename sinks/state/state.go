@@ -163,6 +163,10 @@ type Store struct {
 	// delete: the lake grows, nothing else changes). It may be called
 	// concurrently.
 	PruneFailed func(source string, part int32, err error)
+	// Retry, when set, runs the reads the landing waits for (the claims'
+	// listing before each file), retrying them through a store's outage
+	// as writes are (lake.Sink.Retried). Set it before the first Intend.
+	Retry func(ctx context.Context, key string, read func() error) error
 }
 
 // pruned reports a prune's error.
@@ -351,23 +355,37 @@ func (s *Store) MarkClaim(ctx context.Context, source string, part int32, seq in
 }
 
 // NewestClaim returns the number of a partition's newest claim, 0 when it
-// has none.
-func (s *Store) NewestClaim(ctx context.Context, source string, part int32) (int64, error) {
+// has none. With retry, its listing is retried through an outage
+// (Store.Retry).
+func (s *Store) NewestClaim(ctx context.Context, source string, part int32, retry bool) (int64, error) {
 	pre := prefix(source, part) + "claims/"
 	var newest int64
-	it := s.bucket.List(&blob.ListOptions{Prefix: pre})
-	for {
-		obj, err := it.Next(ctx)
-		if err == io.EOF {
-			return newest, nil
-		}
-		if err != nil {
-			return 0, fmt.Errorf("listing the claims of %s partition %d: %w", source, part, err)
-		}
-		if n, err := strconv.ParseInt(strings.TrimPrefix(obj.Key, pre), 10, 64); err == nil && n > newest {
-			newest = n
+	list := func() error {
+		newest = 0
+		it := s.bucket.List(&blob.ListOptions{Prefix: pre})
+		for {
+			obj, err := it.Next(ctx)
+			if err == io.EOF {
+				return nil
+			}
+			if err != nil {
+				return err
+			}
+			if n, err := strconv.ParseInt(strings.TrimPrefix(obj.Key, pre), 10, 64); err == nil && n > newest {
+				newest = n
+			}
 		}
 	}
+	var err error
+	if retry && s.Retry != nil {
+		err = s.Retry(ctx, pre, list)
+	} else {
+		err = list()
+	}
+	if err != nil {
+		return 0, fmt.Errorf("listing the claims of %s partition %d: %w", source, part, err)
+	}
+	return newest, nil
 }
 
 // Prune deletes a partition's states older than seq, but the newest

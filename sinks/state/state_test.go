@@ -338,7 +338,7 @@ func TestRecreatedIsRefused(t *testing.T) {
 	if after, _ := st.Latest(ctx, "t", 0); after.Seq != before.Seq {
 		t.Errorf("the refused claim wrote state %d", after.Seq)
 	}
-	if claim, _ := st.NewestClaim(ctx, "t", 0); claim != before.Seq {
+	if claim, _ := st.NewestClaim(ctx, "t", 0, false); claim != before.Seq {
 		t.Errorf("the refused claim marked claim %d", claim)
 	}
 }
@@ -517,5 +517,58 @@ func TestStatesAreDeltas(t *testing.T) {
 	}
 	if n > state.MaxChain+state.KeepClaims+4 {
 		t.Errorf("%d objects after %d states: the states before a snapshot are not pruned", n, 2*files)
+	}
+}
+
+// TestCheck: an owner's Check is nil until another instance claims the
+// partition, then fenced; a journal that does not own it is fenced.
+func TestCheck(t *testing.T) {
+	ctx := context.Background()
+	b := memblob.OpenBucket(nil)
+	defer b.Close()
+	st := state.NewStore(b, lake.New(b, memory.NewGoAllocator()))
+	a, other := state.NewJournal(st, "a"), state.NewJournal(st, "b")
+	if err := a.Check(ctx, "s", 0); !errors.Is(err, state.ErrFenced) {
+		t.Errorf("a journal that never claimed: %v, want fenced", err)
+	}
+	if _, err := a.Claim(ctx, "s", 0, ""); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.Check(ctx, "s", 0); err != nil {
+		t.Errorf("the owner: %v", err)
+	}
+	if _, err := other.Claim(ctx, "s", 0, ""); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.Check(ctx, "s", 0); !errors.Is(err, state.ErrFenced) {
+		t.Errorf("after another claim: %v, want fenced", err)
+	}
+	if a.Owns("s", 0) {
+		t.Error("a fenced journal still owns the partition")
+	}
+}
+
+// TestIntendWaitsOutAnOutage: the listing of the claims that follows each
+// Intend is retried through a store's outage, as the writes are, instead
+// of failing the landing.
+func TestIntendWaitsOutAnOutage(t *testing.T) {
+	ctx := context.Background()
+	base := memblob.OpenBucket(nil)
+	defer base.Close()
+	b, ctl := sinktest.Faulty(base, sinktest.Faults{})
+	sink := lake.New(b, memory.NewGoAllocator()).Retrying(lake.Retry{For: time.Minute})
+	st := state.NewStore(b, sink)
+	st.Retry = sink.Retried
+	j := state.NewJournal(st, "a")
+	if _, err := j.Claim(ctx, "s", 0, ""); err != nil {
+		t.Fatal(err)
+	}
+	ctl.SetFaults(sinktest.Faults{OnList: true})
+	time.AfterFunc(500*time.Millisecond, func() { ctl.SetFaults(sinktest.Faults{}) })
+	if err := j.Intend(ctx, "s", 0, state.Cut{Key: "t/f", First: 1, Last: 2, Rows: 1}); err != nil {
+		t.Fatalf("Intend across an outage of the listings: %v", err)
+	}
+	if sink.Stats().Errors[lake.OpRead] == 0 {
+		t.Error("no failed listing was counted: the test proves nothing")
 	}
 }
