@@ -284,7 +284,7 @@ func TestCrashHarness(t *testing.T) {
 
 	// 4. A poisoned partition: it waits, the others land on; made whole,
 	// it is claimed again without a restart.
-	poisoned := poison(t, filepath.Join(lakeDir, "_cdclake", "state", topic, "p2"))
+	poisoned := kafkatest.CutStatesShort(t, filepath.Join(lakeDir, "_cdclake", "state", topic, "p2"))
 	sick := start("pod-0")
 	waitLog(t, sick, "a partition's state in the lake cannot be claimed", time.Minute)
 	time.Sleep(5 * time.Second)
@@ -359,34 +359,6 @@ func waitLog(t *testing.T, p *proc, pattern string, limit time.Duration) {
 		}
 		if time.Now().After(deadline) {
 			t.Fatalf("an instance's log did not say %q within %s (%s)", pattern, limit, p.log)
-		}
-	}
-}
-
-// poison cuts every partition state in dir short, and returns the
-// function that makes them whole again.
-func poison(t *testing.T, dir string) func() {
-	t.Helper()
-	states, err := filepath.Glob(filepath.Join(dir, "*.json"))
-	if err != nil || len(states) == 0 {
-		t.Fatalf("no partition state in %s: %v", dir, err)
-	}
-	whole := map[string][]byte{}
-	for _, st := range states {
-		data, err := os.ReadFile(st)
-		if err != nil {
-			t.Fatal(err)
-		}
-		whole[st] = data
-		if err := os.WriteFile(st, data[:len(data)/2], 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	return func() {
-		for st, data := range whole {
-			if err := os.WriteFile(st, data, 0o644); err != nil {
-				t.Fatal(err)
-			}
 		}
 	}
 }

@@ -91,7 +91,7 @@ func (s *Sink) writeEncoded(ctx context.Context, f *sinks.File) (int64, error) {
 	var n int64
 	err := s.do(ctx, OpData, f.Key, checked(ctx, f, func() error {
 		var err error
-		n, err = s.put(ctx, f.Key, f.Once, func(w io.Writer) error {
+		n, err = s.put(ctx, f.Key, parquetType, f.Once, func(w io.Writer) error {
 			_, err := io.Copy(w, e.body.reader())
 			return err
 		})

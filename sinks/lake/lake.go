@@ -279,7 +279,7 @@ func (s *Sink) Write(ctx context.Context, f *sinks.File) (int64, error) {
 	var n int64
 	err := s.do(ctx, OpData, f.Key, checked(ctx, f, func() error {
 		var err error
-		n, err = s.put(ctx, f.Key, f.Once, func(w io.Writer) error {
+		n, err = s.put(ctx, f.Key, parquetType, f.Once, func(w io.Writer) error {
 			return parquet.WriteParts(w, f.Parts, parquetOptions(f.Options), s.mem)
 		})
 		return err
@@ -311,7 +311,7 @@ func checked(ctx context.Context, f *sinks.File, write func() error) func() erro
 // holds none; where it holds one, the same bytes (this write's own, from
 // an attempt whose reply was lost) are a success, and other bytes an
 // error wrapping sinks.ErrExists.
-func (s *Sink) put(ctx context.Context, key string, once bool, fill func(io.Writer) error) (int64, error) {
+func (s *Sink) put(ctx context.Context, key, contentType string, once bool, fill func(io.Writer) error) (int64, error) {
 	var sum *maphash.Hash
 	if once {
 		// What was sent, to tell this write's own object from another's.
@@ -320,7 +320,7 @@ func (s *Sink) put(ctx context.Context, key string, once bool, fill func(io.Writ
 		inner := fill
 		fill = func(w io.Writer) error { return inner(io.MultiWriter(w, sum)) }
 	}
-	n, err := s.putOnce(ctx, key, once, fill)
+	n, err := s.putOnce(ctx, key, contentType, once, fill)
 	if err != errExists {
 		return n, err
 	}
@@ -336,6 +336,9 @@ func (s *Sink) put(ctx context.Context, key string, once bool, fill func(io.Writ
 	}
 	return n, nil
 }
+
+// parquetType is the content type of Parquet objects.
+const parquetType = "application/vnd.apache.parquet"
 
 // hashSeed seeds the hashes that compare a create's bytes with an
 // object's, within this process.
@@ -361,13 +364,13 @@ func (s *Sink) holds(ctx context.Context, key string, n int64, sum uint64) (bool
 
 // putOnce is put without the read-back: with once, an object in the
 // way is errExists, and the size returned the bytes fill wrote.
-func (s *Sink) putOnce(ctx context.Context, key string, once bool, fill func(io.Writer) error) (int64, error) {
+func (s *Sink) putOnce(ctx context.Context, key, contentType string, once bool, fill func(io.Writer) error) (int64, error) {
 	if path, ok := s.localPath(key); ok {
 		return s.local.put(ctx, path, once, fill)
 	}
 	wctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	w, err := s.bucket.NewWriter(wctx, key, &blob.WriterOptions{ContentType: "application/vnd.apache.parquet", IfNotExist: once})
+	w, err := s.bucket.NewWriter(wctx, key, &blob.WriterOptions{ContentType: contentType, IfNotExist: once})
 	if err != nil {
 		return 0, storageError{err}
 	}
@@ -402,26 +405,7 @@ func (s *Sink) putOnce(ctx context.Context, key string, once bool, fill func(io.
 // ErrExists.
 func (s *Sink) CreateObject(ctx context.Context, key string, data []byte, contentType string) error {
 	return s.do(ctx, OpCreate, key, func() error {
-		var err error
-		if path, ok := s.localPath(key); ok {
-			_, err = s.local.put(ctx, path, true, writeBytes(data))
-		} else if err = s.bucket.WriteAll(ctx, key, data, &blob.WriterOptions{ContentType: contentType, IfNotExist: true}); err != nil &&
-			gcerrors.Code(err) != gcerrors.FailedPrecondition {
-			err = storageError{err}
-		}
-		if err == errExists || gcerrors.Code(err) == gcerrors.FailedPrecondition {
-			got, rerr := s.bucket.ReadAll(ctx, key)
-			if rerr != nil {
-				return storageError{fmt.Errorf("reading back %s, which a create found: %w", key, rerr)}
-			}
-			if bytes.Equal(got, data) {
-				if s.retry.Log != nil {
-					s.retry.Log.Info("a create found its own object: an earlier attempt's reply was lost", "key", key)
-				}
-				return nil
-			}
-			return fmt.Errorf("%s: %w", key, sinks.ErrExists)
-		}
+		_, err := s.put(ctx, key, contentType, true, writeBytes(data))
 		return err
 	})
 }
@@ -429,14 +413,8 @@ func (s *Sink) CreateObject(ctx context.Context, key string, data []byte, conten
 // WriteObject stores a small object whole (dead letters, catalog entries).
 func (s *Sink) WriteObject(ctx context.Context, key string, data []byte, contentType string) error {
 	return s.do(ctx, OpObject, key, func() error {
-		if path, ok := s.localPath(key); ok {
-			_, err := s.local.put(ctx, path, false, writeBytes(data))
-			return err
-		}
-		if err := s.bucket.WriteAll(ctx, key, data, &blob.WriterOptions{ContentType: contentType}); err != nil {
-			return storageError{err}
-		}
-		return nil
+		_, err := s.put(ctx, key, contentType, false, writeBytes(data))
+		return err
 	})
 }
 

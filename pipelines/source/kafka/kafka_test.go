@@ -668,21 +668,7 @@ func TestUnclaimablePartitionWaitsAlone(t *testing.T) {
 	}
 	defer cl.Close()
 	kafkatest.Produce(t, cl, topic, 600, 96)
-	states, _ := filepath.Glob(filepath.Join(dir, "_cdclake", "state", topic, "p1", "*.json"))
-	if len(states) == 0 {
-		t.Fatal("no state of partition 1")
-	}
-	whole := map[string][]byte{}
-	for _, st := range states {
-		data, err := os.ReadFile(st)
-		if err != nil {
-			t.Fatal(err)
-		}
-		whole[st] = data
-		if err := os.WriteFile(st, data[:len(data)/2], 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
+	restore := kafkatest.CutStatesShort(t, filepath.Join(dir, "_cdclake", "state", topic, "p1"))
 	m := start(t, broker, topic, group, dir, true, 100)
 	select {
 	case err := <-m.done:
@@ -703,11 +689,8 @@ func TestUnclaimablePartitionWaitsAlone(t *testing.T) {
 			t.Errorf("partition 1 offset %d landed while its state could not be read", k[1])
 		}
 	}
-	for st, data := range whole {
-		if err := os.WriteFile(st, data, 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
+	restore()
+
 	start(t, broker, topic, group, dir, true, 100).wait(t, 2*time.Minute)
 	kafkatest.SameOnce(t, "once the states were whole again", kafkatest.Landed(t, dir), ref)
 }

@@ -327,3 +327,32 @@ func eachParquet(dir string, f func(rel string, fr *pqarrow.FileReader) error) e
 		return f(rel, fr)
 	})
 }
+
+// CutStatesShort cuts every partition state in dir (a partition's state
+// folder of a lake on disk) to half its bytes, as a store that lost them
+// leaves it, and returns the function that makes them whole again.
+func CutStatesShort(t testing.TB, dir string) (restore func()) {
+	t.Helper()
+	states, err := filepath.Glob(filepath.Join(dir, "*.json"))
+	if err != nil || len(states) == 0 {
+		t.Fatalf("no partition state in %s: %v", dir, err)
+	}
+	whole := map[string][]byte{}
+	for _, st := range states {
+		data, err := os.ReadFile(st)
+		if err != nil {
+			t.Fatal(err)
+		}
+		whole[st] = data
+		if err := os.WriteFile(st, data[:len(data)/2], 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return func() {
+		for st, data := range whole {
+			if err := os.WriteFile(st, data, 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+}
