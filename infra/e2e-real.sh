@@ -149,7 +149,7 @@ kafka_tests_once() {
     AWS_ACCESS_KEY_ID=$S3_ACCESS_KEY AWS_SECRET_ACCESS_KEY=$S3_SECRET_KEY AWS_REGION=us-east-1 \
     CDCLAKE_TEST_REGISTRY_URL=$REGISTRY_URL/apis/ccompat/v7 CDCLAKE_TEST_PYTHON="$VPY" \
     go test -count=1 -timeout 15m -v ./pipelines/source/kafka/ ./cmd/cdclake/ ./pipelines/ \
-    -run 'Test(UntilCaughtUp|StopAndRestart|Rebalance|FencedInstance|DeadLetterTopic|StateWinsOverGroupOffsets|AssignedBeforeTargets|KafkaStoreOutage|ParseURL|SASL|Registry|KafkaOperability|KafkaDeadLetterStatus|ValidateCheckConnections|KafkaLostReply|KafkaStoreIgnoringConditions|KafkaOneProcessPerFileLake|OffsetOutOfRange|StartIsRecorded|UnclaimablePartitionWaitsAlone|TopicRecreated)' 2>&1
+    -run 'Test(UntilCaughtUp|StopAndRestart|Rebalance|FencedInstance|DeadLetterTopic|StateWinsOverGroupOffsets|AssignedBeforeTargets|KafkaStoreOutage|ParseURL|SASL|Registry|KafkaOperability|KafkaDeadLetterStatus|ValidateCheckConnections|KafkaLostReply|KafkaStoreIgnoringConditions|KafkaOneProcessPerFileLake|OffsetOutOfRange|StartIsRecorded|UnclaimablePartitionWaitsAlone|TopicRecreated|DecodingStateMovesWithThePartition)' 2>&1
 }
 kafka_source_tests() {
   local out

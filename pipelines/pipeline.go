@@ -55,6 +55,7 @@
 package pipelines
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"errors"
@@ -253,6 +254,13 @@ func New(plan *Plan, src source.Source, bucket *blob.Bucket, log *slog.Logger, o
 	// on one core that still overlaps a store's latency with the work.
 	bcfg := batch.Config{MaxBufferedBytes: int64(cfg.Batch.MaxBufferedBytes), MaxOpenFiles: cfg.Batch.MaxOpenFiles,
 		Writers: runtime.GOMAXPROCS(0), Appenders: runtime.GOMAXPROCS(0)}
+	bcfg.Landed = func(ctx context.Context, key string) (offs []int64, err error) {
+		err = p.sink.Retried(ctx, key, func() error {
+			offs, err = fileOffsets(ctx, bucket, key)
+			return err
+		})
+		return offs, err
+	}
 	// A partition taken over by another instance while this one held it
 	// means this one lost its place in the group (a pause longer than the
 	// session): its messages must not be acknowledged and dropped, so the
@@ -320,6 +328,7 @@ func New(plan *Plan, src source.Source, bucket *blob.Bucket, log *slog.Logger, o
 			Flush:   b.FlushPartition,
 			Drop: func(src string, part int32) {
 				b.DropPartition(src, part)
+				p.resolver.Forget(src, part)
 				journal.Release(src, part)
 			},
 			Claim: func(ctx context.Context, src string, part int32, incarnation string) (int64, bool, error) {
@@ -459,9 +468,10 @@ func (p *Pipeline) Run(ctx context.Context) error {
 // the most frequent first.
 func (p *Pipeline) DeadLetters() []DeadLetterCount { return p.deadCount.summary() }
 
-// restoreCatalog makes the resolver observe again the metadata records a
-// claimed partition's messages from committed on depend on, and deletes
-// the ones no replay can need any more.
+// restoreCatalog gives a claimed partition's decoding state back what its
+// catalog recorded below committed: the metadata records and table
+// versions its messages from committed on depend on, in the order of
+// their offsets. It deletes the entries no replay can need any more.
 func (p *Pipeline) restoreCatalog(ctx context.Context, store *state.Store, src string, part int32, committed int64) error {
 	entries, err := store.Catalog(ctx, src, part, committed)
 	if err != nil {
@@ -470,8 +480,21 @@ func (p *Pipeline) restoreCatalog(ctx context.Context, store *state.Store, src s
 	if err := store.PruneCatalog(ctx, src, part, committed); err != nil && store.PruneFailed != nil {
 		store.PruneFailed(src, part, err)
 	}
+	slices.SortStableFunc(entries, func(a, b state.CatalogEntry) int { return cmp.Compare(a.Offset, b.Offset) })
+	p.resolver.Forget(src, part)
+	scope := p.resolver.Partition(src, part)
 	var parser fastjson.Parser
 	for _, e := range entries {
+		if e.Kind == catalogVersion {
+			if err := scope.Restore(e.Record); errors.Is(err, resolve.ErrRouteChanged) {
+				p.log.Warn("a recorded table version is not what the route makes now: the partition's rows resolve afresh, "+
+					"and files whose cuts were recorded with it are cut again under other names",
+					"source", src, "partition", part, "table", e.Table, "offset", e.Offset)
+			} else if err != nil {
+				return fmt.Errorf("catalog of %s partition %d, %s at offset %d: %w", src, part, e.Table, e.Offset, err)
+			}
+			continue
+		}
 		v, err := parser.ParseBytes(e.Record)
 		if err != nil {
 			return fmt.Errorf("catalog of %s partition %d, %s: %w", src, part, e.Table, err)
@@ -485,7 +508,7 @@ func (p *Pipeline) restoreCatalog(ctx context.Context, store *state.Store, src s
 		default:
 			continue
 		}
-		p.resolver.Observe(c)
+		scope.Observe(c)
 	}
 	return nil
 }
@@ -504,18 +527,13 @@ func landedOffsets(ctx context.Context, bucket *blob.Bucket, st *state.Partition
 	g.SetLimit(claimReads)
 	for i, c := range all {
 		g.Go(func() error {
-			obj, err := lake.OpenSmall(gctx, bucket, c.Key, 1<<20)
+			var err error
+			offs[i], err = fileOffsets(gctx, bucket, c.Key)
 			if gcerrors.Code(err) == gcerrors.NotFound && i >= len(st.Written) {
 				missing[i] = true
 				return nil
 			}
-			if err != nil {
-				return fmt.Errorf("reading %s: %w", c.Key, err)
-			}
-			if offs[i], err = parquet.Int64Column(obj, schema.ColOffset, memory.DefaultAllocator); err != nil {
-				return fmt.Errorf("reading the offsets of %s: %w", c.Key, err)
-			}
-			return nil
+			return err
 		})
 	}
 	if err := g.Wait(); err != nil {
@@ -534,6 +552,20 @@ func landedOffsets(ctx context.Context, bucket *blob.Bucket, st *state.Partition
 		}
 	}
 	return landed, cuts, nil
+}
+
+// fileOffsets reads the offsets of the messages whose rows a landed file
+// holds.
+func fileOffsets(ctx context.Context, bucket *blob.Bucket, key string) ([]int64, error) {
+	obj, err := lake.OpenSmall(ctx, bucket, key, 1<<20)
+	if err != nil {
+		return nil, fmt.Errorf("reading %s: %w", key, err)
+	}
+	offs, err := parquet.Int64Column(obj, schema.ColOffset, memory.DefaultAllocator)
+	if err != nil {
+		return nil, fmt.Errorf("reading the offsets of %s: %w", key, err)
+	}
+	return offs, nil
 }
 
 // claimReads bounds the files a claim reads at once.

@@ -51,6 +51,8 @@ type worker struct {
 	// catalog holds the block's metadata records to keep in the lake for
 	// a partition's next owner (sources that hand partitions over).
 	catalog []catalogEntry
+	// scope is the block's partition's decoding state.
+	scope *resolve.Scope
 	// bcounts are the batch stage's counters.
 	bcounts counts
 	// run is the run of records the batch stage hands to the batcher
@@ -173,8 +175,9 @@ func (p *Pipeline) newWorker(lanes int) (*worker, error) {
 }
 
 // start prepares w for block b.
-func (w *worker) start(b *source.Block) {
+func (w *worker) start(b *source.Block, r *resolve.Resolver) {
 	w.block, w.hold = b, nil
+	w.scope = r.Partition(b.Source, b.Partition)
 	w.dead.Reset()
 	w.catalog = w.catalog[:0]
 	for _, ln := range w.lanes {
@@ -236,10 +239,10 @@ func (p *Pipeline) partition(next message.HandlerFunc) message.HandlerFunc {
 			return nil, errNoWorker
 		}
 		defer func() {
-			w.block = nil
+			w.block, w.scope = nil, nil
 			p.idle <- w
 		}()
-		w.start(b)
+		w.start(b, p.resolver)
 		defer w.bcounts.addTo(&p.stats)
 		// Window k goes to lane k mod lanes; the lanes take their windows
 		// in order, so the batch stage reads them back in record order
@@ -498,41 +501,57 @@ func (p *Pipeline) classify(ln *lane, i int) {
 }
 
 // resolve gives a record the table version it lands in, after the
-// resolver saw every schema-bearing record before it. It runs in the
-// batch stage, which takes records in order.
+// resolver saw every schema-bearing record of its partition before it. It
+// runs in the batch stage, which takes records in order.
 func (p *Pipeline) resolve(w *worker, s *slot, offset int64) {
 	c := &s.c
 	if p.journal != nil && (c.Kind == change.KindSchemaRecord || c.Kind == change.KindObjectMetadata) {
-		p.keepInCatalog(w, s, offset)
+		p.keepInCatalog(w, s, offset, c.Kind.String(), c.Table, c.Raw.MarshalTo(nil))
 	}
 	switch s.act {
 	case actMeta:
-		p.resolver.Observe(c)
+		w.scope.Observe(c)
 		s.act = actSkip
 	case actRow:
-		t, err := p.resolver.Resolve(c, s.dec)
+		t, changed, err := w.scope.Resolve(c, s.dec)
 		if err != nil {
 			s.die("schema", err)
 			return
 		}
 		s.table = t
+		if changed && p.journal != nil {
+			// The version a partition's rows land in depends on the rows
+			// before (inference, widening): a new owner takes it from the
+			// catalog rather than from rows it does not read again.
+			rec, err := w.scope.Record(c.Table)
+			if err != nil {
+				s.die("schema", err)
+				return
+			}
+			p.keepInCatalog(w, s, offset, catalogVersion, c.Table, rec)
+		}
 	case actEvent, actDDL:
-		p.resolver.Observe(c)
+		w.scope.Observe(c)
 		s.table = p.resolver.Event(eventDataset(c.Kind), c)
 	}
 }
 
-// keepInCatalog queues a metadata record, at offset of its partition, for
-// the partition's catalog in the lake (package state): a new owner of the
-// partition observes it again when it resumes past it.
-func (p *Pipeline) keepInCatalog(w *worker, s *slot, offset int64) {
-	c := &s.c
-	data, err := json.Marshal(state.CatalogEntry{Kind: c.Kind.String(), Table: c.Table, Offset: offset, Record: c.Raw.MarshalTo(nil)})
+// catalogVersion is the kind of the catalog entries that hold the table
+// version a partition's rows land in (resolve.Scope.Record).
+const catalogVersion = "table_version"
+
+// keepInCatalog queues an entry, at offset of its partition, for the
+// partition's catalog in the lake (package state): a metadata record or a
+// table version, which a new owner of the partition observes again when it
+// resumes past it. The record's offset is held from counting as durable
+// until the entry is written.
+func (p *Pipeline) keepInCatalog(w *worker, s *slot, offset int64, kind, table string, record []byte) {
+	data, err := json.Marshal(state.CatalogEntry{Kind: kind, Table: table, Offset: offset, Record: record})
 	if err != nil {
 		return
 	}
 	w.catalog = append(w.catalog, catalogEntry{
-		key: state.CatalogKey(w.block.Source, w.block.Partition, c.Kind.String(), c.Table, offset), data: data})
+		key: state.CatalogKey(w.block.Source, w.block.Partition, kind, table, offset), data: data})
 	s.keep = true
 }
 

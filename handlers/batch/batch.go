@@ -113,6 +113,11 @@ type Config struct {
 	// it. It is called with the partition's lock held and must not call
 	// back into the batcher.
 	Fenced func(source string, part int32, key string)
+	// Landed, when set, reads the offsets of the rows of a file the store
+	// holds. A replay needs it for a recorded cut it does not repeat whose
+	// file the instance that recorded it wrote late (see takeKey); without
+	// it such a file stops the run.
+	Landed func(ctx context.Context, key string) ([]int64, error)
 }
 
 // WrittenFile is a stored file, as Config.Written is told of it.
@@ -396,6 +401,93 @@ func (b *Batcher) Restore(source string, part int32, landed []int64, cuts []stat
 	p.replay = &replay{landed: landed, cuts: cuts}
 }
 
+// passCuts deals with every recorded cut that begins at or before at and
+// that no buffer repeats: one whose first message has passed, or that
+// begins at at but that the row c of table version t (nil for a message
+// that is no row now) does not open a buffer for. Such a cut's key is
+// taken (takeKey), unless the replay's own file takes it: c opens a file
+// in the cut's directory, named after the same first offset. p's lock is
+// held; the caller returns when p.replay changed (the partition was
+// fenced).
+func (b *Batcher) passCuts(ctx context.Context, p *partition, at sinks.Position, c *change.Change, t *schema.Table) error {
+	rp := p.replay
+	for i := 0; i < len(rp.cuts) && rp.cuts[i].First <= at.Offset; {
+		cut := rp.cuts[i]
+		if cut.First == at.Offset && c != nil {
+			key := b.bufferKey(b.tables(t.Name), c, t, at)
+			if _, open := p.open[key]; !open && cut.Dir() == key.dir {
+				if cut.Table == t.Name && cut.Fingerprint == t.Fingerprint {
+					i++ // repeated: the buffer opened for c takes it (forcedCut)
+					continue
+				}
+				rp.cuts = slices.Delete(rp.cuts, i, i+1)
+				b.log.Warn("a recorded cut is not repeated on replay: its first row lands as another table version, in a file of the same name",
+					"key", cut.Key, "first", cut.First, "last", cut.Last, "version", t.Version)
+				continue
+			}
+		}
+		rp.cuts = slices.Delete(rp.cuts, i, i+1)
+		if err := b.takeKey(ctx, p, cut, t, at); err != nil || p.replay != rp {
+			return err
+		}
+	}
+	return nil
+}
+
+// takeKey deals with a recorded cut the replay does not repeat: the
+// decoding state, or the route's settings, differ from those the previous
+// owner cut it with, and its rows land in files of other names. The
+// previous owner may still be uploading the cut's file (it lost the
+// partition during the upload): an empty file now takes the name, created
+// once, so that its upload fails and the rows do not land twice. A file
+// already there is that upload's: its rows landed, and are passed over
+// here. t, when of the cut's table, gives the empty file its columns, so
+// that it reads as one more file of the table. p's lock is held.
+func (b *Batcher) takeKey(ctx context.Context, p *partition, cut state.Cut, t *schema.Table, at sinks.Position) error {
+	b.log.Warn("a recorded cut is not repeated on replay: its rows land in files of other names, and an empty file takes its name",
+		"key", cut.Key, "first", cut.First, "last", cut.Last, "rows", cut.Rows)
+	if t == nil || t.Name != cut.Table {
+		t = schema.NewTable(cut.Table, 0, schema.LayoutImages, nil, nil, false, nil)
+	}
+	rb := array.NewRecordBuilder(b.mem, t.Arrow)
+	rec := rb.NewRecordBatch()
+	rb.Release()
+	defer rec.Release()
+	tc := b.tables(cut.Table)
+	src, part := at.Source, at.Partition
+	f := &sinks.File{Key: cut.Key, Table: cut.Table, Version: t.Version, Parts: []sinks.Part{{Record: rec}},
+		First: sinks.Position{Source: src, Partition: part, Offset: cut.First}, LastOffset: cut.Last,
+		Options: tc.Write, Once: true}
+	if b.journal != nil {
+		f.Check = func(ctx context.Context) error { return b.journal.Check(ctx, src, part) }
+	}
+	_, err := b.sink.Write(ctx, f)
+	switch {
+	case errors.Is(err, state.ErrFenced):
+		b.fence(p, at, cut.Key, err)
+		return nil
+	case errors.Is(err, sinks.ErrExists):
+		if b.cfg.Landed == nil {
+			return fmt.Errorf("%s, a recorded cut not repeated on replay, was written meanwhile by the instance that recorded it, "+
+				"and its rows cannot be read here: %w", cut.Key, err)
+		}
+		offs, err := b.cfg.Landed(ctx, cut.Key)
+		if err != nil {
+			return fmt.Errorf("reading the offsets of %s, written meanwhile by the instance that recorded its cut: %w", cut.Key, err)
+		}
+		b.log.Info("the file of a recorded cut not repeated was written by the instance that recorded it: its rows are not landed again",
+			"key", cut.Key, "rows", len(offs))
+		rp := p.replay
+		rp.landed = append(rp.landed, offs...)
+		slices.Sort(rp.landed)
+		rp.landed = slices.Compact(rp.landed)
+		return nil
+	case err != nil:
+		return fmt.Errorf("taking the name of %s, a recorded cut not repeated on replay: %w", cut.Key, err)
+	}
+	return nil
+}
+
 // forcedCut returns, and forgets, the recorded cut of a buffer opening at
 // offset for table version t in dir.
 func (r *replay) forcedCut(t *schema.Table, dir string, offset int64) *state.Cut {
@@ -408,19 +500,19 @@ func (r *replay) forcedCut(t *schema.Table, dir string, offset int64) *state.Cut
 	return nil
 }
 
-// settle writes the files of recorded cuts that end at or before offset:
-// their last message was handed over. One that did not receive that
-// message as its last row was cut differently than recorded (the
-// decoding state differs); it is written as it is, and a warning says so.
-// p's lock is held.
+// settle deals with the recorded cuts that begin at or before offset and
+// are not repeated (passCuts), and writes the files of the repeated ones
+// that end at or before it: their last message was handed over. One that
+// did not receive that message as its last row was cut differently than
+// recorded (the decoding state differs); it is written as it is, and a
+// warning says so. p's lock is held.
 func (b *Batcher) settle(ctx context.Context, p *partition, at sinks.Position) error {
 	rp := p.replay
 	if rp == nil {
 		return nil
 	}
-	for len(rp.cuts) > 0 && rp.cuts[0].Last <= at.Offset {
-		b.log.Warn("a recorded cut was not met on replay", "key", rp.cuts[0].Key, "first", rp.cuts[0].First, "last", rp.cuts[0].Last)
-		rp.cuts = rp.cuts[1:]
+	if err := b.passCuts(ctx, p, at, nil, nil); err != nil || p.replay != rp {
+		return err
 	}
 	for i := 0; i < len(rp.forced); {
 		buf := rp.forced[i]
@@ -480,6 +572,11 @@ func (b *Batcher) add(ctx context.Context, p *partition, c *change.Change, t *sc
 		return nil
 	}
 	rp := p.replay
+	if rp != nil && len(rp.cuts) > 0 && rp.cuts[0].First <= at.Offset {
+		if err := b.passCuts(ctx, p, at, c, t); err != nil || p.replay != rp {
+			return err
+		}
+	}
 	if rp != nil && rp.covered(at.Offset) {
 		p.tracker.seen(at.Offset) // already in a written file
 		b.log.Debug("row already landed", "table", t.Name, "partition", at.Partition, "offset", at.Offset)
@@ -516,11 +613,11 @@ func (b *Batcher) add(ctx context.Context, p *partition, c *change.Change, t *sc
 // openBuffer returns p's open buffer for the row c of table version t at
 // at, and whether it opened it; p's lock is held.
 func (b *Batcher) openBuffer(p *partition, tc *TableConfig, c *change.Change, t *schema.Table, at sinks.Position) (*buffer, bool) {
-	dir := tc.Path.Expand(t.Name, dirMicros(c))
-	key := bufKey{table: t.Name, fp: t.Fingerprint, dir: dir, source: at.Source, part: at.Partition}
+	key := b.bufferKey(tc, c, t, at)
 	if buf, ok := p.open[key]; ok {
 		return buf, false
 	}
+	dir := key.dir
 	// The clock dates the file for max_age alone; nothing landed reads it.
 	buf := newBuffer(b.mem, key, t, dir, at, b.now().UnixNano(), b.logLimit)
 	buf.maxAge = int64(tc.MaxAge)
@@ -528,6 +625,12 @@ func (b *Batcher) openBuffer(p *partition, tc *TableConfig, c *change.Change, t 
 	b.nopen.Add(1)
 	p.tracker.open(at.Offset, buf)
 	return buf, true
+}
+
+// bufferKey is the key of the buffer the row c of table version t at at
+// goes to.
+func (b *Batcher) bufferKey(tc *TableConfig, c *change.Change, t *schema.Table, at sinks.Position) bufKey {
+	return bufKey{table: t.Name, fp: t.Fingerprint, dir: tc.Path.Expand(t.Name, dirMicros(c)), source: at.Source, part: at.Partition}
 }
 
 // account takes buf's footprint into the memory bound. The bound counts
@@ -590,10 +693,12 @@ func (b *Batcher) Release(source string, part int32, holder any) {
 }
 
 // CloseTable writes every open file of a table (on DDL or schema change,
-// the cause), whatever its source partition.
+// the cause), whatever its source partition, but for the files of recorded
+// cuts a replay repeats: they close at their recorded last offset, since
+// when a DDL of another partition arrives depends on timing alone.
 func (b *Batcher) CloseTable(ctx context.Context, table string, cause Cause) error {
 	return b.flushWhere(ctx, cause, func(p *partition) []*buffer {
-		bufs := slices.Clone(p.byTable[table])
+		bufs := slices.DeleteFunc(slices.Clone(p.byTable[table]), func(buf *buffer) bool { return buf.forced != nil })
 		sortBuffers(bufs)
 		return bufs
 	})

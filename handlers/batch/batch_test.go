@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"maps"
+	"path"
 	"slices"
 	"strings"
 	"testing"
@@ -1282,6 +1283,86 @@ func TestBatcherCreatesJournaledFilesOnce(t *testing.T) {
 	if err == nil || !errors.Is(err, sinks.ErrExists) || !strings.Contains(err.Error(), "another instance, which lost the partition, wrote other rows") {
 		t.Fatalf("a file found holding other rows: %v, want the run to stop saying why", err)
 	}
+}
+
+// TestBatcherTakesKeysOfCutsNotRepeated: a recorded cut the replay does
+// not repeat has its name taken by an empty file, created once, before its
+// rows land in another file: the late upload of the instance that recorded
+// it then fails. A file found there is that upload's, and its rows are not
+// landed again. Where the replay's own file takes the name, no empty file
+// is written.
+func TestBatcherTakesKeysOfCutsNotRepeated(t *testing.T) {
+	v1 := table("db.t", 1, schema.LayoutImages, cols("v"))
+	dir := "db.t/date=2024-01-31"
+	cut := state.Cut{Key: key(dir, 10), Table: "db.t", Fingerprint: v1.Fingerprint, First: 10, Last: 13, Rows: 4}
+	row := func(off int64) *change.Change { return insert(t, "db.t", fmt.Sprintf(`{"id":%d}`, off)) }
+	offsets := func(h *harness) (out []string) {
+		for _, f := range h.sink.files {
+			out = append(out, fmt.Sprintf("%s %v", path.Base(f.Key), f.Offsets))
+		}
+		return out
+	}
+
+	t.Run("name taken", func(t *testing.T) {
+		// The replay opens its file at 9, where the previous owner's began
+		// at 10 (its decoding state differed): row 10 joins the open file.
+		h := newHarness(t, Config{}, TableConfig{})
+		var once []bool
+		h.sink.inspect = func(f *sinks.File) { once = append(once, f.Once) }
+		h.b.Restore("orders", 0, nil, []state.Cut{cut})
+		for off := int64(9); off < 16; off++ {
+			h.add(row(off), v1, at(off), 1)
+		}
+		must(t, h.b.FlushAll(context.Background()))
+		want := []string{path.Base(cut.Key) + " []", path.Base(key(dir, 9)) + " [9 10 11 12 13 14 15]"}
+		if got := offsets(h); !slices.Equal(got, want) || len(once) == 0 || !once[0] {
+			t.Errorf("files %q (create-once %v), want %q: an empty file created once under the cut's name first", got, once, want)
+		}
+	})
+	t.Run("written meanwhile", func(t *testing.T) {
+		var asked []string
+		h := newHarness(t, Config{Landed: func(_ context.Context, k string) ([]int64, error) {
+			asked = append(asked, k)
+			return []int64{10, 11, 12, 13}, nil
+		}}, TableConfig{})
+		h.b.Restore("orders", 0, nil, []state.Cut{cut})
+		h.sink.fail = fmt.Errorf("test: %w", sinks.ErrExists) // the late upload won
+		for off := int64(9); off < 16; off++ {
+			h.add(row(off), v1, at(off), 1)
+		}
+		must(t, h.b.FlushAll(context.Background()))
+		want := []string{path.Base(key(dir, 9)) + " [9 14 15]"}
+		if got := offsets(h); !slices.Equal(got, want) || !slices.Equal(asked, []string{cut.Key}) {
+			t.Errorf("files %q (offsets read of %q), want %q: the late upload's rows are not landed again", got, asked, want)
+		}
+	})
+	t.Run("first message no row now", func(t *testing.T) {
+		h := newHarness(t, Config{}, TableConfig{})
+		h.b.Restore("orders", 0, nil, []state.Cut{cut})
+		must(t, h.b.Skip(context.Background(), at(10)))
+		for off := int64(11); off < 14; off++ {
+			h.add(row(off), v1, at(off), 1)
+		}
+		must(t, h.b.FlushAll(context.Background()))
+		want := []string{path.Base(cut.Key) + " []", path.Base(key(dir, 11)) + " [11 12 13]"}
+		if got := offsets(h); !slices.Equal(got, want) {
+			t.Errorf("files %q, want %q", got, want)
+		}
+	})
+	t.Run("same name, another version", func(t *testing.T) {
+		h := newHarness(t, Config{}, TableConfig{})
+		other := cut
+		other.Fingerprint++
+		h.b.Restore("orders", 0, nil, []state.Cut{other})
+		for off := int64(10); off < 16; off++ {
+			h.add(row(off), v1, at(off), 1)
+		}
+		must(t, h.b.FlushAll(context.Background()))
+		want := []string{path.Base(cut.Key) + " [10 11 12 13 14 15]"}
+		if got := offsets(h); !slices.Equal(got, want) {
+			t.Errorf("files %q, want %q: the replay's file takes the name", got, want)
+		}
+	})
 }
 
 // TestBatcherFencedDuringRetries: a journaled file's write carries the

@@ -23,15 +23,28 @@
 //
 // Route overrides replace the type of named columns in all three cases.
 //
+// # Partitions
+//
+// What a row lands as depends on its own source partition alone: each
+// partition has its own Scope, with the metadata records it carried and
+// the versions its tables took. A row therefore resolves the same way
+// whichever partitions an instance owns and in whatever order they
+// arrive, and a new owner of a partition, given back what the partition's
+// catalog recorded below its committed offset (Scope.Restore), resolves
+// the rows after it as the previous owner did. Metadata records describe
+// the rows of their own partition (sources key them by table, as rows).
+//
 // # Concurrency
 //
-// One Resolver serves every pipeline worker: its methods are safe for
-// concurrent use and serialise on one lock. The tables they return are
+// One Resolver serves every pipeline worker and is safe for concurrent
+// use; a Scope serialises on its own lock. The tables they return are
 // immutable.
 package resolve
 
 import (
 	"bytes"
+	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
 	"path"
@@ -95,6 +108,19 @@ type Resolver struct {
 	options func(table string) *TableOptions
 	log     *slog.Logger
 
+	mu     sync.Mutex
+	scopes map[scopeKey]*Scope
+	events map[string]map[uint64]*schema.Table // by fingerprint
+}
+
+type scopeKey struct {
+	source string
+	part   int32
+}
+
+// Scope is the decoding state of one source partition.
+type Scope struct {
+	r  *Resolver
 	mu sync.Mutex
 	// The latest metadata records, by the table they describe: schema
 	// records (KindSchemaRecord) and object metadata (KindObjectMetadata),
@@ -102,7 +128,6 @@ type Resolver struct {
 	schemaRecords map[string][]byte
 	objectMeta    map[string][]byte
 	tables        map[string]*tableState
-	events        map[string]map[uint64]*schema.Table // by fingerprint
 	parser        fastjson.Parser
 	parser2       fastjson.Parser
 }
@@ -124,14 +149,36 @@ type tableState struct {
 // New returns a Resolver; options gives each table's route settings.
 func New(options func(table string) *TableOptions, log *slog.Logger) *Resolver {
 	return &Resolver{options: options, log: log,
-		schemaRecords: map[string][]byte{}, objectMeta: map[string][]byte{},
-		tables: map[string]*tableState{}, events: map[string]map[uint64]*schema.Table{}}
+		scopes: map[scopeKey]*Scope{}, events: map[string]map[uint64]*schema.Table{}}
+}
+
+// Partition returns the decoding state of a source partition, made at its
+// first use.
+func (r *Resolver) Partition(source string, part int32) *Scope {
+	k := scopeKey{source, part}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	s, ok := r.scopes[k]
+	if !ok {
+		s = &Scope{r: r, schemaRecords: map[string][]byte{}, objectMeta: map[string][]byte{},
+			tables: map[string]*tableState{}}
+		r.scopes[k] = s
+	}
+	return s
+}
+
+// Forget drops the decoding state of a source partition (it moved to
+// another instance); the next use starts afresh.
+func (r *Resolver) Forget(source string, part int32) {
+	r.mu.Lock()
+	delete(r.scopes, scopeKey{source, part})
+	r.mu.Unlock()
 }
 
 // Observe records what a non-row message says about schemas: schema
 // records and object metadata are kept by table (a re-sent one replaces
 // the old), and a DDL or schema change marks its table's metadata stale.
-func (r *Resolver) Observe(c *change.Change) {
+func (r *Scope) Observe(c *change.Change) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	switch c.Kind {
@@ -149,7 +196,7 @@ func (r *Resolver) Observe(c *change.Change) {
 }
 
 // keep stores c's record under its table and reports whether it changed.
-func (r *Resolver) keep(m map[string][]byte, c *change.Change) bool {
+func (r *Scope) keep(m map[string][]byte, c *change.Change) bool {
 	text := c.Raw.MarshalTo(nil)
 	if old, ok := m[c.Table]; ok && bytes.Equal(old, text) {
 		return false
@@ -158,23 +205,25 @@ func (r *Resolver) keep(m map[string][]byte, c *change.Change) bool {
 	return true
 }
 
-func (r *Resolver) stale(table string) {
+func (r *Scope) stale(table string) {
 	if st, ok := r.tables[table]; ok {
 		st.metaStale = true
 	}
 }
 
-func (r *Resolver) state(table string) *tableState {
+func (r *Scope) state(table string) *tableState {
 	st, ok := r.tables[table]
 	if !ok {
-		st = &tableState{opts: r.options(table), versions: map[uint64]*schema.Table{}}
+		st = &tableState{opts: r.r.options(table), versions: map[uint64]*schema.Table{}}
 		r.tables[table] = st
 	}
 	return st
 }
 
-// Resolve returns the table version a row change decoded by dec lands in.
-func (r *Resolver) Resolve(c *change.Change, dec decode.Decoder) (*schema.Table, error) {
+// Resolve returns the table version a row change decoded by dec lands in,
+// and whether it is not the version the partition's previous row of the
+// table landed in (see Record).
+func (r *Scope) Resolve(c *change.Change, dec decode.Decoder) (*schema.Table, bool, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	st := r.state(c.Table)
@@ -186,11 +235,11 @@ func (r *Resolver) Resolve(c *change.Change, dec decode.Decoder) (*schema.Table,
 		if cur == nil || !bytes.Equal(st.schemaKey, c.SchemaKey) {
 			cols, err := sc.Columns(c.Schema)
 			if err != nil {
-				return nil, fmt.Errorf("table %s: row schema: %w", c.Table, err)
+				return nil, false, fmt.Errorf("table %s: row schema: %w", c.Table, err)
 			}
 			t, err := r.build(st, c, cols, true)
 			if err != nil {
-				return nil, err
+				return nil, false, err
 			}
 			st.schemaKey = append(st.schemaKey[:0], c.SchemaKey...)
 			cur = t
@@ -199,21 +248,21 @@ func (r *Resolver) Resolve(c *change.Change, dec decode.Decoder) (*schema.Table,
 		if cur == nil || st.metaStale || !st.fromMeta {
 			meta, err := r.parser.ParseBytes(r.objectMeta[c.Table])
 			if err != nil {
-				return nil, err
+				return nil, false, err
 			}
 			var js *fastjson.Value
 			if raw := r.schemaRecords[c.Table]; raw != nil {
 				if js, err = r.parser2.ParseBytes(raw); err != nil {
-					return nil, err
+					return nil, false, err
 				}
 			}
 			cols, err := mc.MetadataColumns(meta, js, st.opts.Numbers)
 			if err != nil {
-				return nil, fmt.Errorf("table %s: metadata: %w", c.Table, err)
+				return nil, false, fmt.Errorf("table %s: metadata: %w", c.Table, err)
 			}
 			t, err := r.build(st, c, cols, true)
 			if err != nil {
-				return nil, err
+				return nil, false, err
 			}
 			st.metaStale, st.fromMeta = false, true
 			cur = t
@@ -221,18 +270,19 @@ func (r *Resolver) Resolve(c *change.Change, dec decode.Decoder) (*schema.Table,
 	}
 	// Columns the declared schema lacks, inferred widening, new extras.
 	if t, changed, err := r.evolve(st, cur, c); err != nil {
-		return nil, err
+		return nil, false, err
 	} else if changed {
 		cur = t
 	}
-	if st.cur == nil || !cur.SameShape(st.cur) {
+	changed := st.cur == nil || !cur.SameShape(st.cur)
+	if changed {
 		if st.cur != nil {
-			r.log.Info("table schema changed", "table", c.Table, "version", cur.Version,
+			r.r.log.Info("table schema changed", "table", c.Table, "version", cur.Version,
 				"columns", len(cur.Columns))
 		}
 		st.cur = cur
 	}
-	return st.cur, nil
+	return st.cur, changed, nil
 }
 
 // Event returns the version of an event dataset (_ddl, _transactions,
@@ -262,7 +312,7 @@ func (r *Resolver) Event(name string, c *change.Change) *schema.Table {
 
 // build makes a new version from declared columns, applying the route's
 // overrides and exclusions and keeping the current extras.
-func (r *Resolver) build(st *tableState, c *change.Change, cols []schema.Column, declared bool) (*schema.Table, error) {
+func (r *Scope) build(st *tableState, c *change.Change, cols []schema.Column, declared bool) (*schema.Table, error) {
 	out := make([]schema.Column, 0, len(cols))
 	for _, col := range cols {
 		if !utf8.ValidString(col.Name) {
@@ -296,7 +346,7 @@ func (r *Resolver) build(st *tableState, c *change.Change, cols []schema.Column,
 
 // newVersion returns the version of the given shape: the one the table
 // already has, or a new one.
-func (r *Resolver) newVersion(st *tableState, name string, cols []schema.Column, extras []schema.ExtraColumn, declared bool) *schema.Table {
+func (r *Scope) newVersion(st *tableState, name string, cols []schema.Column, extras []schema.ExtraColumn, declared bool) *schema.Table {
 	t := schema.NewTable(name, st.version+1, st.opts.Layout, cols, extras, declared, st.opts.Ignore)
 	if old, ok := st.versions[t.Fingerprint]; ok {
 		return old
@@ -331,7 +381,7 @@ func override(src, ov schema.Type) (schema.Type, error) {
 
 // evolve checks the change against cur and returns a new version when a
 // column is new, an inferred type must widen, or an extra is new.
-func (r *Resolver) evolve(st *tableState, cur *schema.Table, c *change.Change) (*schema.Table, bool, error) {
+func (r *Scope) evolve(st *tableState, cur *schema.Table, c *change.Change) (*schema.Table, bool, error) {
 	var cols []schema.Column
 	changed := false
 	ensure := func() {
@@ -455,4 +505,70 @@ func indexOf(cols []schema.Column, key []byte) (int, bool) {
 		}
 	}
 	return 0, false
+}
+
+// versionRecord is a table version as a partition's catalog keeps it: the
+// version a partition's rows of the table land in from the offset of the
+// record on, until the next.
+type versionRecord struct {
+	Table       string               `json:"table"`
+	Version     int                  `json:"version"`
+	Fingerprint uint64               `json:"fingerprint,string"`
+	Columns     []schema.Column      `json:"columns"`
+	Extras      []schema.ExtraColumn `json:"extras,omitempty"`
+	Declared    bool                 `json:"declared,omitempty"`
+	FromMeta    bool                 `json:"from_metadata,omitempty"`
+}
+
+// Record returns, as JSON, the version the partition's rows of table land
+// in now, for Restore: inferred columns and widened types depend on every
+// row before, which a new owner of the partition does not read again.
+func (r *Scope) Record(table string) ([]byte, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	st, ok := r.tables[table]
+	if !ok || st.cur == nil {
+		return nil, fmt.Errorf("table %s has no version in this partition", table)
+	}
+	t := st.cur
+	return json.Marshal(versionRecord{Table: t.Name, Version: t.Version, Fingerprint: t.Fingerprint,
+		Columns: t.Columns, Extras: t.Extras, Declared: t.Declared, FromMeta: st.fromMeta})
+}
+
+// ErrRouteChanged is returned by Restore for a version the table's route
+// settings (layout, overrides, exclusions) no longer make.
+var ErrRouteChanged = errors.New("the table's route settings changed since the version was recorded")
+
+// Restore makes a version Record returned the partition's current one for
+// its table. The metadata records observed after it (in offset order)
+// still make the next row's version be built again.
+func (r *Scope) Restore(data []byte) error {
+	var v versionRecord
+	if err := json.Unmarshal(data, &v); err != nil {
+		return fmt.Errorf("a recorded table version: %w", err)
+	}
+	if v.Table == "" {
+		return errors.New("a recorded table version names no table")
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	st := r.state(v.Table)
+	t := schema.NewTable(v.Table, v.Version, st.opts.Layout, v.Columns, v.Extras, v.Declared, st.opts.Ignore)
+	if t.Fingerprint != v.Fingerprint {
+		return fmt.Errorf("table %s version %d: %w", v.Table, v.Version, ErrRouteChanged)
+	}
+	for _, col := range v.Columns {
+		ov, has := st.opts.Override(col.Name)
+		if st.opts.ignored(col.Name) || has && ov.Kind != col.Type.Kind {
+			return fmt.Errorf("table %s version %d, column %s: %w", v.Table, v.Version, col.Name, ErrRouteChanged)
+		}
+	}
+	if old, ok := st.versions[t.Fingerprint]; ok {
+		t = old
+	} else {
+		st.versions[t.Fingerprint] = t
+	}
+	st.cur, st.fromMeta, st.metaStale, st.schemaKey = t, v.FromMeta, false, st.schemaKey[:0]
+	st.version = max(st.version, v.Version)
+	return nil
 }

@@ -1,6 +1,7 @@
 package resolve_test
 
 import (
+	"errors"
 	"fmt"
 	"log/slog"
 	"strings"
@@ -32,13 +33,20 @@ func decoded(t testing.TB, dec decode.Decoder, msg string) *change.Change {
 	return c
 }
 
-func newResolver(opts map[string]*resolve.TableOptions) *resolve.Resolver {
-	return resolve.New(func(table string) *resolve.TableOptions {
+// testResolver is a Resolver and the Scope of one partition.
+type testResolver struct {
+	*resolve.Resolver
+	*resolve.Scope
+}
+
+func newResolver(opts map[string]*resolve.TableOptions) testResolver {
+	r := resolve.New(func(table string) *resolve.TableOptions {
 		if o, ok := opts[table]; ok {
 			return o
 		}
 		return &resolve.TableOptions{}
 	}, slog.New(slog.DiscardHandler))
+	return testResolver{r, r.Partition("topic", 0)}
 }
 
 func columns(t *schema.Table) string {
@@ -52,9 +60,9 @@ func columns(t *schema.Table) string {
 	return b.String()
 }
 
-func resolveOK(t *testing.T, r *resolve.Resolver, c *change.Change, dec decode.Decoder) *schema.Table {
+func resolveOK(t *testing.T, r testResolver, c *change.Change, dec decode.Decoder) *schema.Table {
 	t.Helper()
-	tb, err := r.Resolve(c, dec)
+	tb, _, err := r.Resolve(c, dec)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -92,7 +100,7 @@ func TestConnectSchemaVersions(t *testing.T) {
 		t.Errorf("switching back made version %d, want version 1", back.Version)
 	}
 	bad := `{"type":"bytes","optional":true,"name":"org.apache.kafka.connect.data.Decimal","parameters":{"scale":"x"},"field":"d"}`
-	if _, err := r.Resolve(decoded(t, dbz, connectMsg(bad, `{"d":"AQ=="}`)), dbz); err == nil ||
+	if _, _, err := r.Resolve(decoded(t, dbz, connectMsg(bad, `{"d":"AQ=="}`)), dbz); err == nil ||
 		!strings.Contains(err.Error(), "table s.public.t: row schema:") {
 		t.Errorf("an unlandable schema: %v", err)
 	}
@@ -197,7 +205,7 @@ func TestRouteOverridesAndExclusions(t *testing.T) {
 	opts["s.public.t"].Overrides = map[string]schema.Type{"price": i64}
 	dec := `{"type":"bytes","optional":true,"name":"org.apache.kafka.connect.data.Decimal","parameters":{"scale":"2"},"field":"price"}`
 	r = newResolver(opts)
-	if _, err := r.Resolve(decoded(t, dbz, connectMsg(`{"type":"int32","field":"id"},`+dec, `{"id":1,"price":"AQ=="}`)), dbz); err == nil ||
+	if _, _, err := r.Resolve(decoded(t, dbz, connectMsg(`{"type":"int32","field":"id"},`+dec, `{"id":1,"price":"AQ=="}`)), dbz); err == nil ||
 		!strings.Contains(err.Error(), "column price: cannot land") {
 		t.Errorf("an impossible override: %v", err)
 	}
@@ -239,11 +247,11 @@ func TestConcurrentUse(t *testing.T) {
 			for i := range 50 {
 				table := fmt.Sprintf("t%d", (g+i)%3)
 				c := decoded(t, dbz, `{"op":"c","after":{"id":`+fmt.Sprint(i)+`,"v":"x"},"source":{"db":"s","table":"`+table+`"}}`)
-				if _, err := r.Resolve(c, dbz); err != nil {
+				if _, _, err := r.Resolve(c, dbz); err != nil {
 					t.Error(err)
 				}
 				r.Observe(decoded(t, ds, ordersMeta))
-				if _, err := r.Resolve(decoded(t, ds, ordersInsert), ds); err != nil {
+				if _, _, err := r.Resolve(decoded(t, ds, ordersInsert), ds); err != nil {
 					t.Error(err)
 				}
 				r.Event(schema.TableTransactions, &change.Change{Kind: change.KindTransaction})
@@ -252,4 +260,69 @@ func TestConcurrentUse(t *testing.T) {
 	}
 	wg.Wait()
 	_, _ = dbz, ds
+}
+
+// TestPartitionsResolveApart: what a partition's rows land as depends on
+// that partition's messages alone, not on what other partitions sent.
+func TestPartitionsResolveApart(t *testing.T) {
+	ds, _ := goldengate.NewDataStreams(goldengate.Options{})
+	r := newResolver(nil)
+	other := r.Partition("topic", 1)
+	r.Observe(decoded(t, ds, ordersMeta)) // partition 0's metadata
+	if got := columns(resolveOK(t, r, decoded(t, ds, ordersInsert), ds)); got != "ID:decimal_text AT:string" {
+		t.Errorf("partition 0, after its metadata: %s", got)
+	}
+	t1, _, err := other.Resolve(decoded(t, ds, ordersInsert), ds)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if t1.Declared || t1.Version != 1 {
+		t.Errorf("partition 1, which carried no metadata, landed its row as %s (declared %v, version %d), want it inferred",
+			columns(t1), t1.Declared, t1.Version)
+	}
+}
+
+// TestRecordAndRestore: a version recorded by one partition's owner and
+// restored by the next makes the next rows resolve as they did before,
+// though they would infer another version from scratch; a version the
+// route's settings no longer make is refused.
+func TestRecordAndRestore(t *testing.T) {
+	dbz, _ := debezium.New(debezium.Options{})
+	msg := func(after string) *change.Change {
+		return decoded(t, dbz, `{"op":"c","after":`+after+`,"source":{"db":"s","table":"t"}}`)
+	}
+	r := newResolver(nil)
+	resolveOK(t, r, msg(`{"id":1,"a":true}`), dbz)
+	before, changed, err := r.Resolve(msg(`{"id":2.5,"b":"x"}`), dbz)
+	if err != nil || !changed {
+		t.Fatalf("a new column and a widening: changed %v, %v", changed, err)
+	}
+	if _, changed, _ := r.Resolve(msg(`{"id":3,"b":"y"}`), dbz); changed {
+		t.Error("a row the version accepts reported a change")
+	}
+	rec, err := r.Record("s.t")
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	next := newResolver(nil)
+	if fresh := resolveOK(t, newResolver(nil), msg(`{"id":4,"b":"z"}`), dbz); fresh.Fingerprint == before.Fingerprint {
+		t.Fatal("the test needs a row that infers another version from scratch")
+	}
+	if err := next.Restore(rec); err != nil {
+		t.Fatal(err)
+	}
+	got, changed, err := next.Resolve(msg(`{"id":4,"b":"z"}`), dbz)
+	if err != nil || changed || got.Fingerprint != before.Fingerprint || got.Version != before.Version {
+		t.Errorf("after Restore: %s version %d (changed %v, %v), want %s version %d",
+			columns(got), got.Version, changed, err, columns(before), before.Version)
+	}
+	if t3 := resolveOK(t, next, msg(`{"id":5,"c":1}`), dbz); t3.Version != before.Version+1 {
+		t.Errorf("the version after a restored one is %d, want %d", t3.Version, before.Version+1)
+	}
+
+	excluded := newResolver(map[string]*resolve.TableOptions{"s.t": {Ignore: func(c string) bool { return c == "a" }}})
+	if err := excluded.Restore(rec); !errors.Is(err, resolve.ErrRouteChanged) {
+		t.Errorf("restoring a version the route no longer makes: %v, want ErrRouteChanged", err)
+	}
 }

@@ -8,6 +8,7 @@ import (
 	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -693,4 +694,53 @@ func TestUnclaimablePartitionWaitsAlone(t *testing.T) {
 
 	start(t, broker, topic, group, dir, true, 100).wait(t, 2*time.Minute)
 	kafkatest.SameOnce(t, "once the states were whole again", kafkatest.Landed(t, dir), ref)
+}
+
+// TestDecodingStateMovesWithThePartition: the table version a partition's
+// rows land in depends on the rows before them (here a column inferred
+// from the first row only). An instance that takes the partition over
+// past that row resolves the rows after it as the previous owner would
+// have, from the partition's catalog: the lake holds the same files, of
+// the same schemas, as one uninterrupted run.
+func TestDecodingStateMovesWithThePartition(t *testing.T) {
+	broker := kafkatest.Brokers(t)
+	topic := kafkatest.Empty(t, broker, 1)
+	cl, err := kgo.NewClient(kgo.SeedBrokers(broker))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	row := func(i int, cols string) *kgo.Record {
+		return &kgo.Record{Topic: topic, Key: []byte("s.t"), Value: fmt.Appendf(nil,
+			`{"op":"c","ts_ms":1700000000000,"before":null,"after":{"id":%d%s},"source":{"db":"s","table":"t","ts_ms":1700000000000}}`, i, cols)}
+	}
+	first := []*kgo.Record{row(0, `,"a":1.5`)}
+	for i := 1; i <= 100; i++ {
+		first = append(first, row(i, `,"b":"x"`))
+	}
+	var rest []*kgo.Record
+	for i := 101; i < 200; i++ {
+		rest = append(rest, row(i, `,"b":"y"`))
+	}
+	kafkatest.ProduceRecords(t, cl, first)
+	split := t.TempDir()
+	startWith(t, broker, topic, "g-"+topic, split, true, memberOptions{maxRows: 50}).wait(t, 2*time.Minute)
+	kafkatest.ProduceRecords(t, cl, rest)
+	startWith(t, broker, topic, "g-"+topic, split, true, memberOptions{maxRows: 50}).wait(t, 2*time.Minute)
+
+	whole := t.TempDir()
+	startWith(t, broker, topic, "ref-"+topic, whole, true, memberOptions{maxRows: 50}).wait(t, 2*time.Minute)
+	got, want := kafkatest.Schemas(t, split), kafkatest.Schemas(t, whole)
+	if len(want) != 5 {
+		t.Fatalf("the uninterrupted run wrote %d files, want 5: %v", len(want), slices.Collect(maps.Keys(want)))
+	}
+	for k, w := range want {
+		if got[k] != w {
+			t.Errorf("%s: the second instance landed\n%s\nwant, as one run does,\n%s", k, got[k], w)
+		}
+	}
+	if len(got) != len(want) {
+		t.Errorf("the split run wrote %d files, the uninterrupted one %d", len(got), len(want))
+	}
+	kafkatest.SameOnce(t, "split", kafkatest.Landed(t, split), kafkatest.Landed(t, whole))
 }

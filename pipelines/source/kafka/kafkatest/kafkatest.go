@@ -356,3 +356,22 @@ func CutStatesShort(t testing.TB, dir string) (restore func()) {
 		}
 	}
 }
+
+// Schemas returns the Arrow schema of every Parquet file under dir, as
+// text, by the file's path relative to dir.
+func Schemas(t testing.TB, dir string) map[string]string {
+	t.Helper()
+	out := map[string]string{}
+	err := eachParquet(dir, func(rel string, fr *pqarrow.FileReader) error {
+		sch, err := fr.Schema()
+		if err != nil {
+			return err
+		}
+		out[rel] = sch.String()
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
