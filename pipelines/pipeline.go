@@ -514,9 +514,12 @@ func (p *Pipeline) restoreCatalog(ctx context.Context, store *state.Store, src s
 }
 
 // landedOffsets reads which messages of a claimed partition the files its
-// state names hold: the lake, not the state, says what landed. A pending
-// file that is not there was not written, or is still being written by an
-// instance that lost the partition: its cut is returned, to be repeated.
+// state names hold. A written file's cut records its offsets (Cut.Runs)
+// when they make few runs: it was recorded written after its create-once
+// write succeeded, so those are its rows. Every other file is read: the
+// lake, not the state, says what a pending file holds. A pending file that
+// is not there was not written, or is still being written by an instance
+// that lost the partition: its cut is returned, to be repeated.
 func landedOffsets(ctx context.Context, bucket *blob.Bucket, st *state.Partition) ([]int64, []state.Cut, error) {
 	all := append(slices.Clone(st.Written), st.Pending...)
 	// The files are read side by side: a claim runs during the group's
@@ -526,6 +529,12 @@ func landedOffsets(ctx context.Context, bucket *blob.Bucket, st *state.Partition
 	g, gctx := errgroup.WithContext(ctx)
 	g.SetLimit(claimReads)
 	for i, c := range all {
+		if i < len(st.Written) {
+			var ok bool
+			if offs[i], ok = c.Offsets(); ok {
+				continue
+			}
+		}
 		g.Go(func() error {
 			var err error
 			offs[i], err = fileOffsets(gctx, bucket, c.Key)

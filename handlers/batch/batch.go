@@ -1210,6 +1210,7 @@ func (b *Batcher) flush(ctx context.Context, p *partition, buf *buffer, cause Ca
 	}
 	cut := state.Cut{Key: f.Key, Table: buf.table.Name, Fingerprint: buf.table.Fingerprint,
 		First: buf.src.Offset, Last: buf.last, Rows: valid}
+	buf.offsets.record(&cut)
 	if journaled {
 		if err := b.journal.Intend(ctx, buf.src.Source, buf.src.Partition, cut); err != nil {
 			if errors.Is(err, state.ErrFenced) {
@@ -1250,6 +1251,7 @@ func (b *Batcher) flush(ctx context.Context, p *partition, buf *buffer, cause Ca
 			// same rows are there.
 			b.log.Info("a file repeating a recorded cut was written by the instance that recorded it", "key", f.Key)
 			err = nil
+			cut.Runs, cut.Bits = nil, "" // what the file holds is that instance's: a claim reads it
 		}
 		if errors.Is(err, sinks.ErrExists) {
 			return fmt.Errorf("writing %s (%d rows): another instance, which lost the partition, wrote other rows under its name; "+

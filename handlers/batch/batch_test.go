@@ -962,6 +962,7 @@ func TestBatcherEventsLayout(t *testing.T) {
 type journal struct {
 	sink   *memSink
 	calls  []string
+	done   []state.Cut
 	fenced bool // every call fails as fenced
 }
 
@@ -981,7 +982,55 @@ func (j *journal) Intend(_ context.Context, _ string, _ int32, c state.Cut) erro
 }
 func (j *journal) Done(_ context.Context, _ string, _ int32, c state.Cut, durable int64) error {
 	j.calls = append(j.calls, fmt.Sprintf("done %d-%d durable %d (files %d)", c.First, c.Last, durable, len(j.sink.files)))
+	j.done = append(j.done, c)
 	return nil
+}
+
+// TestBatcherRecordsOffsetRuns: a file's recorded cut holds the offsets of
+// its rows (a claim then needs not read it), without the rows that did not
+// convert, whether the file logs its rows or builds them: as runs, else as
+// a bitmap, else (too many runs over too many offsets) not at all.
+func TestBatcherRecordsOffsetRuns(t *testing.T) {
+	for _, logged := range []bool{true, false} {
+		t.Run(fmt.Sprint("logged=", logged), func(t *testing.T) {
+			h := newHarness(t, Config{}, TableConfig{})
+			if !logged {
+				h.b.logLimit = never
+			}
+			j := &journal{sink: h.sink}
+			h.b.SetJournal(j)
+			v1 := table("db.t", 1, schema.LayoutImages, cols("v"))
+			u := table("db.u", 1, schema.LayoutImages, cols("v"))
+			for off, r := range []string{`{"id":0,"v":1}`, `{"id":1,"v":1}`, "u", `{"id":3,"v":300}`, `{"id":4,"v":1}`, `{"id":5,"v":1}`} {
+				if r == "u" {
+					h.add(insert(t, "db.u", `{"id":2}`), u, at(int64(off)), 1)
+					continue
+				}
+				h.add(insert(t, "db.t", r), v1, at(int64(off)), 1)
+			}
+			must(t, h.b.FlushAll(context.Background()))
+			// More runs than a cut keeps, over few offsets: a bitmap.
+			for off := int64(10); off < 10+2*(state.MaxRuns+1); off += 2 {
+				h.add(insert(t, "db.t", fmt.Sprintf(`{"id":%d}`, off)), v1, at(off), 1)
+			}
+			must(t, h.b.FlushAll(context.Background()))
+			// And over more offsets than a bitmap covers: neither.
+			for off := int64(100); off < 100+200*(state.MaxRuns+1); off += 200 {
+				h.add(insert(t, "db.t", fmt.Sprintf(`{"id":%d}`, off)), v1, at(off), 1)
+			}
+			must(t, h.b.FlushAll(context.Background()))
+			var got []string
+			for _, c := range j.done {
+				offs, ok := c.Offsets()
+				got = append(got, fmt.Sprintf("%s %v %q %v %v", c.Table, c.Runs, c.Bits, offs, ok))
+			}
+			want := []string{`db.t [[0 1] [4 5]] "" [0 1 4 5] true`, `db.u [[2 2]] "" [2] true`,
+				`db.t [] "VVVVVQE" [10 12 14 16 18 20 22 24 26 28 30 32 34 36 38 40 42] true`, `db.t [] "" [] false`}
+			if !slices.Equal(got, want) {
+				t.Errorf("recorded cuts:\n%q\nwant\n%q", got, want)
+			}
+		})
+	}
 }
 
 // TestBatcherJournalAndRestore: an owned partition's files are recorded

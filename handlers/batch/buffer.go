@@ -2,6 +2,7 @@ package batch
 
 import (
 	"bytes"
+	"encoding/base64"
 	"errors"
 	"fmt"
 	"io"
@@ -57,6 +58,8 @@ type buffer struct {
 	mem         memory.Allocator
 	// forced is the recorded cut the buffer repeats (Batcher.Restore).
 	forced *state.Cut
+	// offsets are those of the rows that converted.
+	offsets rowOffsets
 
 	rb   *fieldBuilders // nil while the file has no builders
 	conv *schema.Converters
@@ -252,7 +255,8 @@ func newBuffer(mem memory.Allocator, key bufKey, t *schema.Table, dir string, sr
 	logLimit func(builders int64) int64) *buffer {
 	fixed := bytesPerBuilder * int64(countFields(t.Arrow.Fields()))
 	return &buffer{key: key, table: t, dir: dir, src: src, last: src.Offset, born: now, mem: mem,
-		alloc: &countingAllocator{Allocator: mem}, fixed: fixed, logLimit: logLimit(fixed)}
+		offsets: rowOffsets{first: src.Offset},
+		alloc:   &countingAllocator{Allocator: mem}, fixed: fixed, logLimit: logLimit(fixed)}
 }
 
 // build makes the buffer's builders, when its logged rows move to them.
@@ -374,7 +378,11 @@ func (b *buffer) append(c *change.Change, at sinks.Position, size int, chk *chec
 	if b.rb == nil {
 		if int64(cap(b.log.data)) < b.logLimit {
 			b.base++ // the builders hold no row
-			return b.log.add(b.table, c, at.Offset, chk.of(b.table)), nil
+			rowErr = b.log.add(b.table, c, at.Offset, chk.of(b.table))
+			if rowErr == nil {
+				b.offsets.add(at.Offset)
+			}
+			return rowErr, nil
 		}
 		if err := b.thaw(); err != nil {
 			return nil, err
@@ -383,8 +391,59 @@ func (b *buffer) append(c *change.Change, at sinks.Position, size int, chk *chec
 	row := b.rows - 1 - b.base
 	if rowErr = b.appendRow(c, at); rowErr != nil {
 		b.invalid = append(b.invalid, row)
+	} else {
+		b.offsets.add(at.Offset)
 	}
 	return rowErr, nil
+}
+
+// rowOffsets records the offsets of a file's valid rows, in order, in the
+// forms a cut can carry them (state.Cut.Runs and Bits): as runs of
+// consecutive offsets while they make at most state.MaxRuns runs, and as a
+// bitmap from the file's first offset while it spans at most
+// state.MaxBits offsets.
+type rowOffsets struct {
+	first    int64
+	runs     [][2]int64
+	bits     []byte
+	runsOver bool
+	bitsOver bool
+}
+
+func (r *rowOffsets) add(offset int64) {
+	switch n := len(r.runs); {
+	case r.runsOver:
+	case n > 0 && r.runs[n-1][1] == offset-1:
+		r.runs[n-1][1] = offset
+	case n == state.MaxRuns:
+		r.runs, r.runsOver = nil, true
+	default:
+		r.runs = append(r.runs, [2]int64{offset, offset})
+	}
+	if r.bitsOver {
+		return
+	}
+	i := offset - r.first
+	if i < 0 || i >= state.MaxBits {
+		r.bits, r.bitsOver = nil, true
+		return
+	}
+	for int64(len(r.bits)) <= i/8 {
+		r.bits = append(r.bits, 0)
+	}
+	r.bits[i/8] |= 1 << (i % 8)
+}
+
+// record sets the cut's form of the offsets: runs where they are few, else
+// the bitmap where the file spans few offsets, else none.
+func (r *rowOffsets) record(c *state.Cut) {
+	c.Runs, c.Bits = nil, ""
+	switch {
+	case !r.runsOver:
+		c.Runs = slices.Clone(r.runs)
+	case !r.bitsOver:
+		c.Bits = base64.RawStdEncoding.EncodeToString(r.bits)
+	}
 }
 
 // thaw moves the logged rows to the builders, which it makes if need be.

@@ -132,6 +132,9 @@ func (j *Journal) Owns(source string, part int32) bool {
 // slept through more than KeepClaims handovers (the claim that took its
 // next number was pruned, and the number is free again).
 func (j *Journal) Intend(ctx context.Context, source string, part int32, cut Cut) error {
+	// A claim reads a pending file, whoever wrote it: the offsets the cut
+	// would hold are not kept.
+	cut.Runs, cut.Bits = nil, ""
 	if err := j.next(ctx, source, part, &Op{Kind: "intend", Cut: &cut}); err != nil {
 		return err
 	}

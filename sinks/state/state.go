@@ -37,11 +37,13 @@ package state
 
 import (
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"maps"
+	"math/bits"
 	"path"
 	"slices"
 	"strconv"
@@ -73,10 +75,60 @@ type Cut struct {
 	First       int64  `json:"first"`
 	Last        int64  `json:"last"`
 	Rows        int    `json:"rows"`
+	// Runs or Bits, when set, are the offsets of the file's rows: Runs as
+	// runs of consecutive offsets, [first, last] each, when they make at
+	// most MaxRuns; else Bits, a bitmap from First (bit i, the low bit
+	// first in byte i/8, for offset First+i; base64 without padding), when
+	// the file spans at most MaxBits offsets. A claim then knows which
+	// messages a written file holds without reading it.
+	Runs [][2]int64 `json:"runs,omitempty"`
+	Bits string     `json:"bits,omitempty"`
 }
+
+// MaxRuns and MaxBits bound the offsets a cut records, and so its size.
+const (
+	MaxRuns = 16
+	MaxBits = 2048
+)
 
 // Dir returns the folder of the cut's object.
 func (c Cut) Dir() string { return path.Dir(c.Key) }
+
+// Offsets returns the offsets the cut's runs or bitmap hold, and false
+// when it has neither, or one that does not hold its rows.
+func (c Cut) Offsets() ([]int64, bool) {
+	var out []int64
+	switch {
+	case len(c.Runs) > 0:
+		for _, r := range c.Runs {
+			if r[1] < r[0] || r[0] < c.First || r[1] > c.Last || int64(len(out))+r[1]-r[0] >= int64(c.Rows) {
+				return nil, false
+			}
+			for o := r[0]; o <= r[1]; o++ {
+				out = append(out, o)
+			}
+		}
+	case c.Bits != "":
+		bm, err := base64.RawStdEncoding.DecodeString(c.Bits)
+		if err != nil || len(bm)*8 > MaxBits {
+			return nil, false
+		}
+		out = make([]int64, 0, c.Rows)
+		for i, by := range bm {
+			for ; by != 0; by &= by - 1 {
+				o := c.First + int64(i*8+bits.TrailingZeros8(by))
+				if o > c.Last || len(out) == c.Rows {
+					return nil, false
+				}
+				out = append(out, o)
+			}
+		}
+	}
+	if len(out) == 0 || len(out) != c.Rows {
+		return nil, false
+	}
+	return out, true
+}
 
 // Partition is one state of a source partition.
 type Partition struct {

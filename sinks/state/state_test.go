@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"reflect"
 	"slices"
 	"strings"
 	"sync"
@@ -40,7 +41,7 @@ func TestAppendLatestPrune(t *testing.T) {
 		}
 	}
 	got, err := st.Latest(ctx, "orders/topic", 3)
-	if err != nil || got.Seq != 12 || got.Committed != 120 || len(got.Pending) != 1 || got.Pending[0] != cut ||
+	if err != nil || got.Seq != 12 || got.Committed != 120 || len(got.Pending) != 1 || !reflect.DeepEqual(got.Pending[0], cut) ||
 		got.Pending[0].Dir() != "db.t/date=2026-07-13" {
 		t.Fatalf("latest = %+v, %v", got, err)
 	}
@@ -112,7 +113,7 @@ func TestJournal(t *testing.T) {
 	if err := a.Intend(ctx, "t", 0, c1); err != nil {
 		t.Fatal(err)
 	}
-	if got, _ := store.Latest(ctx, "t", 0); len(got.Pending) != 1 || got.Pending[0] != c1 {
+	if got, _ := store.Latest(ctx, "t", 0); len(got.Pending) != 1 || !reflect.DeepEqual(got.Pending[0], c1) {
 		t.Fatalf("after Intend: %+v", got)
 	}
 	// c1 written; x's file ends at 40 but y still holds 20: durable 20.
@@ -123,7 +124,7 @@ func TestJournal(t *testing.T) {
 		t.Fatal(err)
 	}
 	got, _ := store.Latest(ctx, "t", 0)
-	if got.Committed != 20 || len(got.Written) != 1 || got.Written[0] != c1 || len(got.Pending) != 1 || got.Pending[0] != c2 {
+	if got.Committed != 20 || len(got.Written) != 1 || !reflect.DeepEqual(got.Written[0], c1) || len(got.Pending) != 1 || !reflect.DeepEqual(got.Pending[0], c2) {
 		t.Fatalf("after Done and Intend: %+v", got)
 	}
 	// b takes the partition over: a is fenced out.
@@ -494,7 +495,7 @@ func TestStatesAreDeltas(t *testing.T) {
 		if n == 1234 {
 			// A claim in the middle of a chain of changes.
 			got, err := st.Latest(ctx, "s", 0)
-			if err != nil || len(got.Written) != 1234 || got.Written[1233] != c || len(got.Pending) != 0 || got.Committed != 1 {
+			if err != nil || len(got.Written) != 1234 || !reflect.DeepEqual(got.Written[1233], c) || len(got.Pending) != 0 || got.Committed != 1 {
 				t.Fatalf("the state after 1234 files: %d written, %d pending, committed %d, %v", len(got.Written), len(got.Pending), got.Committed, err)
 			}
 		}
@@ -506,7 +507,7 @@ func TestStatesAreDeltas(t *testing.T) {
 		t.Errorf("%d bytes per state on average: the states are not stored as changes", perState)
 	}
 	claimed, err := state.NewJournal(st, "b").Claim(ctx, "s", 0, "id")
-	if err != nil || !slices.Equal(claimed.Written, full) || claimed.Committed != 1 || claimed.Incarnation != "id" {
+	if err != nil || !reflect.DeepEqual(claimed.Written, full) || claimed.Committed != 1 || claimed.Incarnation != "id" {
 		t.Fatalf("the claim: %d written, committed %d, %q, %v", len(claimed.Written), claimed.Committed, claimed.Incarnation, err)
 	}
 	n := 0
@@ -570,5 +571,31 @@ func TestIntendWaitsOutAnOutage(t *testing.T) {
 	}
 	if sink.Stats().Errors[lake.OpRead] == 0 {
 		t.Error("no failed listing was counted: the test proves nothing")
+	}
+}
+
+// TestCutOffsets: the offsets a cut records are taken only when they are
+// whole: within the cut, as many as its rows.
+func TestCutOffsets(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		cut  state.Cut
+		want []int64 // nil: not taken
+	}{
+		{"runs", state.Cut{First: 5, Last: 9, Rows: 4, Runs: [][2]int64{{5, 6}, {8, 9}}}, []int64{5, 6, 8, 9}},
+		{"bits", state.Cut{First: 5, Last: 13, Rows: 3, Bits: "BQE"}, []int64{5, 7, 13}},
+		{"neither", state.Cut{First: 5, Last: 9, Rows: 4}, nil},
+		{"runs short of the rows", state.Cut{First: 5, Last: 9, Rows: 5, Runs: [][2]int64{{5, 6}, {8, 9}}}, nil},
+		{"runs beyond the rows", state.Cut{First: 5, Last: 9, Rows: 3, Runs: [][2]int64{{5, 6}, {8, 9}}}, nil},
+		{"a run outside the cut", state.Cut{First: 5, Last: 9, Rows: 2, Runs: [][2]int64{{9, 10}}}, nil},
+		{"a run reversed", state.Cut{First: 5, Last: 9, Rows: 2, Runs: [][2]int64{{7, 6}}}, nil},
+		{"bits beyond the cut", state.Cut{First: 5, Last: 12, Rows: 3, Bits: "BQE"}, nil},
+		{"bits not base64", state.Cut{First: 5, Last: 13, Rows: 3, Bits: "B!"}, nil},
+		{"bits short of the rows", state.Cut{First: 5, Last: 13, Rows: 4, Bits: "BQE"}, nil},
+	} {
+		got, ok := tc.cut.Offsets()
+		if ok != (tc.want != nil) || !slices.Equal(got, tc.want) {
+			t.Errorf("%s: %v %v, want %v", tc.name, got, ok, tc.want)
+		}
 	}
 }
