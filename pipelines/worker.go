@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"runtime/debug"
 	"sync"
 	"sync/atomic"
@@ -24,6 +25,7 @@ import (
 	"github.com/cdclake/cdclake/pipelines/source"
 	"github.com/cdclake/cdclake/sinks"
 	"github.com/cdclake/cdclake/sinks/deadletter"
+	"github.com/cdclake/cdclake/sinks/lake"
 	"github.com/cdclake/cdclake/sinks/state"
 	"github.com/cenkalti/backoff/v5"
 	"github.com/valyala/fastjson"
@@ -94,6 +96,8 @@ type window struct {
 type catalogEntry struct {
 	key  string
 	data []byte
+	// version is set for a table version (catalogVersion).
+	version bool
 }
 
 // windowRecords is the number of records in a window: enough to make the
@@ -330,19 +334,34 @@ func (p *Pipeline) endBlock(ctx context.Context, w *worker) error {
 	if err := w.dead.Flush(ctx); err != nil {
 		return p.fail(err)
 	}
-	for _, e := range w.catalog {
-		// Created once: a replay, or an instance that lost the partition,
-		// writes the same bytes under the same key, and nothing replaces
-		// an entry.
-		if err := p.sink.CreateObject(ctx, e.key, e.data, "application/json"); err != nil {
-			return p.fail(fmt.Errorf("writing %s: %w", e.key, err))
-		}
+	if err := writeCatalog(ctx, p.sink, w.catalog, p.log); err != nil {
+		return p.fail(err)
 	}
 	if w.hold != nil {
 		p.batcher.Release(w.block.Source, w.block.Partition, w.hold)
 	}
 	if err := p.batcher.FlushExpired(ctx); err != nil {
 		return p.fail(err)
+	}
+	return nil
+}
+
+// writeCatalog writes a block's catalog entries. Each is created once: a
+// replay, or an instance that lost the partition, writes the same bytes
+// under the same key, and nothing replaces an entry. A table version
+// recorded otherwise at that offset before (the route's settings, or
+// cdclake, changed since) stays: it is what the files written then were
+// cut with.
+func writeCatalog(ctx context.Context, sink *lake.Sink, entries []catalogEntry, log *slog.Logger) error {
+	for _, e := range entries {
+		err := sink.CreateObject(ctx, e.key, e.data, "application/json")
+		if errors.Is(err, sinks.ErrExists) && e.version {
+			log.Debug("a table version recorded before at this offset is kept", "key", e.key)
+			err = nil
+		}
+		if err != nil {
+			return fmt.Errorf("writing %s: %w", e.key, err)
+		}
 	}
 	return nil
 }
@@ -551,7 +570,7 @@ func (p *Pipeline) keepInCatalog(w *worker, s *slot, offset int64, kind, table s
 		return
 	}
 	w.catalog = append(w.catalog, catalogEntry{
-		key: state.CatalogKey(w.block.Source, w.block.Partition, kind, table, offset), data: data})
+		key: state.CatalogKey(w.block.Source, w.block.Partition, kind, table, offset), data: data, version: kind == catalogVersion})
 	s.keep = true
 }
 

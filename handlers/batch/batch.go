@@ -180,7 +180,9 @@ func (e *RowError) Unwrap() error { return e.Err }
 // TableStats counts what landed for one table.
 type TableStats struct {
 	Rows, Files, Bytes int64
-	Versions           map[int]bool
+	// Versions holds the table versions files were written in, by
+	// fingerprint: each source partition numbers its own versions.
+	Versions map[uint64]bool
 }
 
 // Journal records files' cut points around their writes (package state):
@@ -874,7 +876,7 @@ func (b *Batcher) Stats() map[string]TableStats {
 	defer b.statsMu.Unlock()
 	out := make(map[string]TableStats, len(b.stats))
 	for k, v := range b.stats {
-		vs := make(map[int]bool, len(v.Versions))
+		vs := make(map[uint64]bool, len(v.Versions))
 		for x := range v.Versions {
 			vs[x] = true
 		}
@@ -1365,10 +1367,10 @@ func (b *Batcher) count(buf *buffer, f *sinks.File, n int64, cause Cause, took t
 	defer b.statsMu.Unlock()
 	st := b.stats[buf.key.table]
 	if st == nil {
-		st = &TableStats{Versions: map[int]bool{}}
+		st = &TableStats{Versions: map[uint64]bool{}}
 		b.stats[buf.key.table] = st
 	}
-	st.Versions[buf.table.Version] = true
+	st.Versions[buf.table.Fingerprint] = true
 	if f.Rows > 0 {
 		st.Rows += int64(f.Rows)
 		st.Files++

@@ -263,7 +263,7 @@ func TestBatcherRotatesAtMaxRows(t *testing.T) {
 		t.Errorf("%d files open after FlushAll", h.b.OpenFiles())
 	}
 	st := h.b.Stats()["db.t"]
-	if st.Rows != 7 || st.Files != 3 || st.Bytes != 700 || !st.Versions[1] || len(st.Versions) != 1 {
+	if st.Rows != 7 || st.Files != 3 || st.Bytes != 700 || !st.Versions[v1.Fingerprint] || len(st.Versions) != 1 {
 		t.Errorf("stats %+v", st)
 	}
 }
@@ -312,7 +312,7 @@ func TestBatcherInterleavingVersions(t *testing.T) {
 		{Key: key(dir, 0), Table: "db.t", Version: 1, Rows: 3, RecordRows: 3, Ranges: [][2]int{{0, 3}}, First: 0, Last: 4, Source: "orders", Offsets: []int64{0, 2, 4}, Durable: 0},
 		{Key: key(dir, 1), Table: "db.t", Version: 2, Rows: 3, RecordRows: 3, Ranges: [][2]int{{0, 3}}, First: 1, Last: 5, Source: "orders", Offsets: []int64{1, 3, 5}, Durable: 1},
 	})
-	if st := h.b.Stats()["db.t"]; !st.Versions[1] || !st.Versions[2] || st.Files != 2 || st.Rows != 6 {
+	if st := h.b.Stats()["db.t"]; !st.Versions[v1.Fingerprint] || !st.Versions[v2.Fingerprint] || st.Files != 2 || st.Rows != 6 {
 		t.Errorf("stats %+v", st)
 	}
 	if d := h.durable(); d != 6 {

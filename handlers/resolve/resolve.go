@@ -49,6 +49,7 @@ import (
 	"log/slog"
 	"path"
 	"slices"
+	"strconv"
 	"sync"
 	"unicode/utf8"
 
@@ -135,8 +136,12 @@ type Scope struct {
 type tableState struct {
 	opts *TableOptions
 	cur  *schema.Table
-	// versions holds every version of the table by fingerprint.
+	// versions holds every version of the table by fingerprint, and
+	// numbers the number of every version the partition's table took
+	// (also those a Restore knows only by fingerprint); version is the
+	// highest.
 	versions map[uint64]*schema.Table
+	numbers  map[uint64]int
 	version  int
 	// schemaKey is the in-band schema text cur was built from.
 	schemaKey []byte
@@ -214,7 +219,7 @@ func (r *Scope) stale(table string) {
 func (r *Scope) state(table string) *tableState {
 	st, ok := r.tables[table]
 	if !ok {
-		st = &tableState{opts: r.r.options(table), versions: map[uint64]*schema.Table{}}
+		st = &tableState{opts: r.r.options(table), versions: map[uint64]*schema.Table{}, numbers: map[uint64]int{}}
 		r.tables[table] = st
 	}
 	return st
@@ -347,12 +352,18 @@ func (r *Scope) build(st *tableState, c *change.Change, cols []schema.Column, de
 // newVersion returns the version of the given shape: the one the table
 // already has, or a new one.
 func (r *Scope) newVersion(st *tableState, name string, cols []schema.Column, extras []schema.ExtraColumn, declared bool) *schema.Table {
-	t := schema.NewTable(name, st.version+1, st.opts.Layout, cols, extras, declared, st.opts.Ignore)
-	if old, ok := st.versions[t.Fingerprint]; ok {
+	fp := schema.Fingerprint(st.opts.Layout, cols, extras)
+	if old, ok := st.versions[fp]; ok {
 		return old
 	}
-	st.version++
-	st.versions[t.Fingerprint] = t
+	n, ok := st.numbers[fp]
+	if !ok {
+		st.version++
+		n = st.version
+		st.numbers[fp] = n
+	}
+	t := schema.NewTable(name, n, st.opts.Layout, cols, extras, declared, st.opts.Ignore)
+	st.versions[fp] = t
 	return t
 }
 
@@ -518,6 +529,10 @@ type versionRecord struct {
 	Extras      []schema.ExtraColumn `json:"extras,omitempty"`
 	Declared    bool                 `json:"declared,omitempty"`
 	FromMeta    bool                 `json:"from_metadata,omitempty"`
+	// Numbers are the numbers of the table's earlier versions in the
+	// partition, by fingerprint (in decimal): a shape seen again keeps its
+	// number.
+	Numbers map[string]int `json:"numbers,omitempty"`
 }
 
 // Record returns, as JSON, the version the partition's rows of table land
@@ -531,8 +546,17 @@ func (r *Scope) Record(table string) ([]byte, error) {
 		return nil, fmt.Errorf("table %s has no version in this partition", table)
 	}
 	t := st.cur
-	return json.Marshal(versionRecord{Table: t.Name, Version: t.Version, Fingerprint: t.Fingerprint,
-		Columns: t.Columns, Extras: t.Extras, Declared: t.Declared, FromMeta: st.fromMeta})
+	v := versionRecord{Table: t.Name, Version: t.Version, Fingerprint: t.Fingerprint,
+		Columns: t.Columns, Extras: t.Extras, Declared: t.Declared, FromMeta: st.fromMeta}
+	for fp, n := range st.numbers {
+		if fp != t.Fingerprint {
+			if v.Numbers == nil {
+				v.Numbers = map[string]int{}
+			}
+			v.Numbers[strconv.FormatUint(fp, 10)] = n
+		}
+	}
+	return json.Marshal(v) // maps marshal in key order
 }
 
 // ErrRouteChanged is returned by Restore for a version the table's route
@@ -563,12 +587,23 @@ func (r *Scope) Restore(data []byte) error {
 			return fmt.Errorf("table %s version %d, column %s: %w", v.Table, v.Version, col.Name, ErrRouteChanged)
 		}
 	}
+	numbers := map[uint64]int{t.Fingerprint: v.Version}
+	for k, n := range v.Numbers {
+		fp, err := strconv.ParseUint(k, 10, 64)
+		if err != nil {
+			return fmt.Errorf("table %s version %d: a version's fingerprint %q: %w", v.Table, v.Version, k, err)
+		}
+		numbers[fp] = n
+	}
 	if old, ok := st.versions[t.Fingerprint]; ok {
 		t = old
 	} else {
 		st.versions[t.Fingerprint] = t
 	}
+	for fp, n := range numbers {
+		st.numbers[fp] = n
+		st.version = max(st.version, n)
+	}
 	st.cur, st.fromMeta, st.metaStale, st.schemaKey = t, v.FromMeta, false, st.schemaKey[:0]
-	st.version = max(st.version, v.Version)
 	return nil
 }
