@@ -535,21 +535,32 @@ func (s *Store) Catalog(ctx context.Context, source string, part int32, committe
 	if err != nil {
 		return nil, err
 	}
-	var out []CatalogEntry
-	for _, o := range newestBelow(objs, committed) {
-		data, err := s.bucket.ReadAll(ctx, o.key)
-		if err != nil {
-			return nil, err
-		}
-		var e CatalogEntry
-		if err := json.Unmarshal(data, &e); err != nil {
-			return nil, fmt.Errorf("%s: %w", o.key, err)
-		}
-		e.Offset = o.offset // the key says, for entries of the earlier layout too
-		out = append(out, e)
+	// Read side by side: a partition of many tables has an entry of each.
+	newest := newestBelow(objs, committed)
+	out := make([]CatalogEntry, len(newest))
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(catalogReads)
+	for i, o := range newest {
+		g.Go(func() error {
+			data, err := s.bucket.ReadAll(gctx, o.key)
+			if err != nil {
+				return err
+			}
+			if err := json.Unmarshal(data, &out[i]); err != nil {
+				return fmt.Errorf("%s: %w", o.key, err)
+			}
+			out[i].Offset = o.offset // the key says, for entries of the earlier layout too
+			return nil
+		})
+	}
+	if err := g.Wait(); err != nil {
+		return nil, err
 	}
 	return out, nil
 }
+
+// catalogReads bounds the catalog entries a claim reads at once.
+const catalogReads = 32
 
 // PruneCatalog deletes a partition's entries that no replay from committed
 // on can need: those older than the newest of their table below it.
