@@ -173,7 +173,7 @@ kafka_source_tests() {
 step "kafka source tests" kafka_source_tests
 # kill -9 at random moments (make crash-test runs it larger). A failure is
 # shown and the test runs once more: a pass then is reported as a warning
-# (see the README for the one failure it has found).
+# (see CHANGES.md for the one failure it has found).
 kafka_kill9_once() {
   cd "$REPO_DIR" && CDCLAKE_TEST_KAFKA_BROKERS=$KAFKA_BOOTSTRAP \
     go test -count=1 -timeout 15m -v -run 'TestKafkaKill9' ./cmd/cdclake/ 2>&1

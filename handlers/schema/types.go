@@ -298,7 +298,7 @@ func ParseType(s string) (Type, error) {
 		u, err := unit(Micros)
 		if err == nil && u == Nanos {
 			// Spark cannot read Parquet TIMESTAMP(NANOS); nanosecond
-			// values land as int64 (see the README's type table).
+			// values land as int64 (see the type table of docs/types.md).
 			return Type{}, fmt.Errorf("type %q: nanosecond timestamps land as int64 nanoseconds; declare int64", s)
 		}
 		return Type{Kind: Timestamp, Unit: u, UTC: name == "timestamptz"}, err
