@@ -190,14 +190,6 @@ func (s *stepArray) null(i int) bool {
 	return s.valid != nil && s.valid[(s.off+i)>>3]&(1<<((s.off+i)&7)) == 0
 }
 
-// maxPage bounds a page of byte arrays: the page is cut after the row
-// that makes it reach maxPage, where pages are otherwise cut only where a
-// block of ChunkRows rows ends. A page's size is an int32 in its header:
-// a block of a thousand values of a few megabytes each (LOB columns) must
-// not make one page of gigabytes. Only the rows decide where (the cut does
-// not depend on how they came).
-var maxPage = 64 << 20
-
 // writeRows adds the levels and values of rows [lo, hi) to the pages of f.
 func (c *column) writeRows(f *fileWriter, lo, hi int) error {
 	if c.p.kind != vBytes || c.p.lists {
@@ -205,20 +197,20 @@ func (c *column) writeRows(f *fileWriter, lo, hi int) error {
 	}
 	// An upper bound of what the rows add: each its length, its value and
 	// its definition level (2 bytes in size). Under it, no row of the range
-	// can make the page reach maxPage, and writing the rows at once makes
+	// can make the page reach the bound, and writing the rows at once makes
 	// the same page as writing them one by one.
 	grow := int(c.offs[hi]-c.offs[lo]) + 4*(hi-lo)
 	if c.p.maxDef > 0 {
 		grow += 2 * (hi - lo)
 	}
-	if c.size()+grow < maxPage {
+	if c.size()+grow < f.maxPage {
 		return c.write(lo, hi)
 	}
 	for i := lo; i < hi; i++ {
 		if err := c.write(i, i+1); err != nil {
 			return err
 		}
-		if c.size() >= maxPage {
+		if c.size() >= f.maxPage {
 			if err := c.flushPage(f); err != nil {
 				return err
 			}

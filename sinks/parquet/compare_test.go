@@ -312,11 +312,8 @@ func buildCmpRecord(mem memory.Allocator, n int) arrow.RecordBatch {
 
 // pqarrowWrite is Benchmark A's unit of work: the production writer.
 func pqarrowWrite(w io.Writer, rec arrow.RecordBatch, mem memory.Allocator) (err error) {
-	parquet.UsePqarrow(func() {
-		err = parquet.Write(w, rec, [][2]int{{0, int(rec.NumRows())}},
-			parquet.Options{Compression: "zstd", RowGroupRows: cmpRowGroupRows}, mem)
-	})
-	return err
+	return parquet.Write(w, rec, [][2]int{{0, int(rec.NumRows())}},
+		parquet.Options{Compression: "zstd", RowGroupRows: cmpRowGroupRows, Pqarrow: true}, mem)
 }
 
 // pqarrowWriteDelta is pqarrow with parquet-go's default encodings instead

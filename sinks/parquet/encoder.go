@@ -21,9 +21,6 @@ import (
 // length (1,024 values).
 const ChunkRows = 1024
 
-// usePqarrow makes every file pqarrow's (the tests compare the writers).
-var usePqarrow = false
-
 // Encoder writes one Parquet file from rows handed to it in order, as
 // they come: every ChunkRows rows are encoded at once, the rest when it
 // closes. Not safe for concurrent use.
@@ -87,13 +84,17 @@ func NewEncoder(w io.Writer, sch *arrow.Schema, opts Options, mem memory.Allocat
 		pqarrow.WithStoreSchema(),
 		pqarrow.WithCoerceTimestamps(arrow.Microsecond),
 	)
-	if !usePqarrow {
+	if !opts.Pqarrow {
 		p, err := planFor(sch, props, arrProps)
 		if err != nil {
 			return nil, err
 		}
 		if p != nil {
-			fw, err := newFileWriter(w, sch, p, codec, level, rg)
+			maxPage := opts.MaxPage
+			if maxPage <= 0 {
+				maxPage = DefaultMaxPage
+			}
+			fw, err := newFileWriter(w, sch, p, codec, level, rg, maxPage)
 			if err != nil {
 				return nil, err
 			}

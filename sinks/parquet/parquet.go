@@ -1,5 +1,41 @@
 // Package parquet writes Arrow record batches as Parquet files.
 //
+// # Scope of the own writer
+//
+// The own writer (writer.go, column.go, plan.go) writes exactly this, and
+// hands every other file to arrow-go's pqarrow with the same settings:
+//
+//   - Arrow types: boolean; int8, int16, int32 (INT32, with the INT(8) and
+//     INT(16) annotations for the narrow ones), int64 (INT64); date32
+//     (INT32 DATE); time32 in milliseconds (INT32 TIME) and time64 (INT64
+//     TIME); timestamps of every unit as INT64 microseconds (seconds and
+//     milliseconds widened exactly, nanoseconds only when whole
+//     microseconds); float32 and float64 (FLOAT, DOUBLE); string, binary
+//     and the JSON extension type on string storage (BYTE_ARRAY, with the
+//     STRING or JSON annotation); decimal128 (FIXED_LEN_BYTE_ARRAY
+//     DECIMAL); and structs, lists and maps of all of them, nullable or
+//     not at every level. Unsigned integers, the NULL type, large and view
+//     types, dictionaries, time32 in seconds and other extension types go
+//     to pqarrow.
+//   - The Parquet schema is the one pqarrow.ToParquet makes of the Arrow
+//     schema, and the footer stores the Arrow schema under ARROW:schema as
+//     pqarrow does, so readers see the same files either way.
+//   - Encodings: PLAIN values, RLE/bit-packed definition and repetition
+//     levels, in data pages v1; no dictionary, no page index, no bloom
+//     filter.
+//   - Statistics: min, max and null count on every page and column chunk
+//     (the deprecated min/max fields too where the type's order is
+//     signed; a min or max longer than maxStatsSize bytes is left out, as
+//     pqarrow does); no distinct count.
+//   - Pages are cut at blocks of rows, and within a block where a page of
+//     byte arrays reaches Options.MaxPage; row groups hold at most
+//     Options.RowGroupRows rows.
+//   - Its own encoders: the Thrift compact protocol of the page headers
+//     and the footer (thrift.go, tw), and, for zstd pages under 4 KiB at
+//     the default level, one-block zstd frames with predefined FSE tables
+//     (zstdpage.go, smallpage.go). Other codecs and larger pages use
+//     arrow-go's codecs (zstd without its frame checksum).
+//
 // # Writers
 //
 // The files of cdclake's layouts (flat columns of the scalar types,
@@ -56,7 +92,21 @@ type Options struct {
 	Compression  string
 	Level        int
 	RowGroupRows int
+	// MaxPage bounds a page of byte arrays, in bytes (0: DefaultMaxPage):
+	// the page is cut after the row that makes it reach the bound, where
+	// pages are otherwise cut only where a block of rows ends. A page's
+	// size is an int32 in its header: a block of a thousand values of a
+	// few megabytes each (LOB columns) must not make one page of
+	// gigabytes. Only the rows decide where (the cut does not depend on
+	// how they came).
+	MaxPage int
+	// Pqarrow writes the file with arrow-go's pqarrow instead of the
+	// package's own writer (the tests compare the two).
+	Pqarrow bool
 }
+
+// DefaultMaxPage is Options.MaxPage's default.
+const DefaultMaxPage = 64 << 20
 
 // CheckLevel reports whether level suits the named codec: 0 (the default)
 // for any, 1-22 for zstd, 1-9 for gzip.

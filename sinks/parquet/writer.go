@@ -40,6 +40,7 @@ type fileWriter struct {
 	codecID  compress.Compression
 	level    int
 	maxGroup int
+	maxPage  int // Options.MaxPage
 
 	groupRows int
 	rows      int64
@@ -60,8 +61,8 @@ type chunkMeta struct {
 	stats                     stats
 }
 
-func newFileWriter(w io.Writer, sch *arrow.Schema, p *plan, codecID compress.Compression, level, maxGroup int) (*fileWriter, error) {
-	f := &fileWriter{w: w, plan: p, sch: sch, codecID: codecID, level: level, maxGroup: maxGroup}
+func newFileWriter(w io.Writer, sch *arrow.Schema, p *plan, codecID compress.Compression, level, maxGroup, maxPage int) (*fileWriter, error) {
+	f := &fileWriter{w: w, plan: p, sch: sch, codecID: codecID, level: level, maxGroup: maxGroup, maxPage: maxPage}
 	if codecID != compress.Codecs.Uncompressed {
 		c, err := compress.GetCodec(codecID)
 		if err != nil {

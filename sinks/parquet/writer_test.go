@@ -40,11 +40,11 @@ func writeBoth(t *testing.T, mem memory.Allocator, rec arrow.RecordBatch, ranges
 	if err := enc.Close(); err != nil {
 		t.Fatalf("own writer: %v", err)
 	}
-	parquet.UsePqarrow(func() {
-		if err := parquet.Write(&b, rec, ranges, opts, mem); err != nil {
-			t.Fatalf("pqarrow: %v", err)
-		}
-	})
+	viaPqarrow := opts
+	viaPqarrow.Pqarrow = true
+	if err := parquet.Write(&b, rec, ranges, viaPqarrow, mem); err != nil {
+		t.Fatalf("pqarrow: %v", err)
+	}
 	return a.Bytes(), b.Bytes()
 }
 
@@ -557,7 +557,7 @@ func BenchmarkWriteFile(b *testing.B) {
 		for _, codec := range []string{"zstd", "none"} {
 			opts := parquet.Options{Compression: codec, RowGroupRows: 128 * 1024}
 			ranges := [][2]int{{0, rows}}
-			run := func(b *testing.B) {
+			run := func(b *testing.B, opts parquet.Options) {
 				var buf bytes.Buffer
 				b.ReportAllocs()
 				for b.Loop() {
@@ -570,8 +570,10 @@ func BenchmarkWriteFile(b *testing.B) {
 				b.ReportMetric(float64(rows)*float64(b.N)/b.Elapsed().Seconds(), "rows/s")
 			}
 			name := fmt.Sprintf("rows=%d/%s", rows, codec)
-			b.Run(name+"/own", run)
-			b.Run(name+"/pqarrow", func(b *testing.B) { parquet.UsePqarrow(func() { run(b) }) })
+			b.Run(name+"/own", func(b *testing.B) { run(b, opts) })
+			pq := opts
+			pq.Pqarrow = true
+			b.Run(name+"/pqarrow", func(b *testing.B) { run(b, pq) })
 		}
 	}
 }
@@ -782,17 +784,15 @@ func TestWriterLongValues(t *testing.T) {
 	defer rec.Release()
 	const bound = 2 << 20
 	var whole, split []byte
-	parquet.SetMaxPage(bound, func() {
-		opts := parquet.Options{Compression: "none", RowGroupRows: 1 << 20}
-		var a, b bytes.Buffer
-		if err := parquet.Write(&a, rec, [][2]int{{0, 1500}}, opts, mem); err != nil {
-			t.Fatal(err)
-		}
-		if err := parquet.Write(&b, rec, [][2]int{{0, 17}, {17, 900}, {900, 1500}}, opts, mem); err != nil {
-			t.Fatal(err)
-		}
-		whole, split = a.Bytes(), b.Bytes()
-	})
+	opts := parquet.Options{Compression: "none", RowGroupRows: 1 << 20, MaxPage: bound}
+	var a, b bytes.Buffer
+	if err := parquet.Write(&a, rec, [][2]int{{0, 1500}}, opts, mem); err != nil {
+		t.Fatal(err)
+	}
+	if err := parquet.Write(&b, rec, [][2]int{{0, 17}, {17, 900}, {900, 1500}}, opts, mem); err != nil {
+		t.Fatal(err)
+	}
+	whole, split = a.Bytes(), b.Bytes()
 	if !bytes.Equal(whole, split) {
 		t.Error("the file depends on how its rows were split")
 	}
@@ -834,30 +834,28 @@ func TestWriterSplitsWithSmallPages(t *testing.T) {
 	images := buildCmpRecord(mem, 3000)
 	defer images.Release()
 	rng := rand.New(rand.NewPCG(9, 9))
-	opts := parquet.Options{Compression: "snappy", RowGroupRows: 2500}
 	for _, bound := range []int{100, 5000, 30000} {
+		opts := parquet.Options{Compression: "snappy", RowGroupRows: 2500, MaxPage: bound}
 		for name, rec := range map[string]arrow.RecordBatch{"edges": edges, "images": images} {
 			rows := int(rec.NumRows())
-			parquet.SetMaxPage(bound, func() {
-				var whole bytes.Buffer
-				if err := parquet.Write(&whole, rec, [][2]int{{0, rows}}, opts, mem); err != nil {
+			var whole bytes.Buffer
+			if err := parquet.Write(&whole, rec, [][2]int{{0, rows}}, opts, mem); err != nil {
+				t.Fatal(err)
+			}
+			for trial := range 3 {
+				parts := randomParts(rec, rng, 700, 300)
+				var split bytes.Buffer
+				err := parquet.WriteParts(&split, parts, opts, mem)
+				for _, p := range parts {
+					p.Record.Release()
+				}
+				if err != nil {
 					t.Fatal(err)
 				}
-				for trial := range 3 {
-					parts := randomParts(rec, rng, 700, 300)
-					var split bytes.Buffer
-					err := parquet.WriteParts(&split, parts, opts, mem)
-					for _, p := range parts {
-						p.Record.Release()
-					}
-					if err != nil {
-						t.Fatal(err)
-					}
-					if !bytes.Equal(whole.Bytes(), split.Bytes()) {
-						t.Errorf("%s, pages of byte arrays up to %d bytes, trial %d: the file depends on the split", name, bound, trial)
-					}
+				if !bytes.Equal(whole.Bytes(), split.Bytes()) {
+					t.Errorf("%s, pages of byte arrays up to %d bytes, trial %d: the file depends on the split", name, bound, trial)
 				}
-			})
+			}
 		}
 	}
 }
