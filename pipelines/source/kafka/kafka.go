@@ -59,9 +59,13 @@ type tp struct {
 
 // Source reads Kafka topics; see the package documentation.
 type Source struct {
-	cfg   Config
-	log   *slog.Logger
-	cl    *kgo.Client
+	cfg Config
+	log *slog.Logger
+	cl  *kgo.Client
+	// clSet is closed once cl is set: the group's callbacks may run
+	// before Subscribe has it (the client joins the group at once), and
+	// wait for it (client).
+	clSet chan struct{}
 	hooks source.Hooks
 
 	ctx    context.Context
@@ -169,6 +173,7 @@ func (s *Source) Subscribe(ctx context.Context, _ string) (<-chan *message.Messa
 	// deliverers, which use the context and the channel: both exist first.
 	s.ctx, s.cancel = context.WithCancel(ctx)
 	s.out = make(chan *message.Message)
+	s.clSet = make(chan struct{})
 	cl, err := kgo.NewClient(opts...)
 	if err != nil {
 		s.stop()
@@ -177,6 +182,7 @@ func (s *Source) Subscribe(ctx context.Context, _ string) (<-chan *message.Messa
 	s.mu.Lock()
 	s.cl = cl
 	s.mu.Unlock()
+	close(s.clSet)
 	if s.cfg.UntilCaughtUp {
 		// The client joins the group meanwhile: partitions may be assigned
 		// (and claimed) before the targets are known.
@@ -334,7 +340,7 @@ func (s *Source) loadTargets(ctx context.Context) error {
 	}
 	var committed kadm.OffsetResponses
 	if err := retrying(ctx, func() (err error) {
-		committed, err = adm.FetchOffsets(ctx, s.cfg.Group)
+		committed, err = groupOffsets(ctx, adm, s.cfg.Group)
 		return err
 	}); err != nil {
 		return err
@@ -650,9 +656,20 @@ func retrying(ctx context.Context, f func() error) error {
 	return err
 }
 
+// groupOffsets returns the group's committed offsets: none for a group
+// the brokers do not know yet (brokers answer that case with no offsets
+// or with GROUP_ID_NOT_FOUND).
+func groupOffsets(ctx context.Context, adm *kadm.Client, group string) (kadm.OffsetResponses, error) {
+	offs, err := adm.FetchOffsets(ctx, group)
+	if errors.Is(err, kerr.GroupIDNotFound) {
+		return kadm.OffsetResponses{}, nil
+	}
+	return offs, err
+}
+
 // refreshGroupDone reads the group's committed offsets into groupDone.
 func (s *Source) refreshGroupDone(ctx context.Context) error {
-	offs, err := kadm.NewClient(s.cl).FetchOffsets(ctx, s.cfg.Group)
+	offs, err := groupOffsets(ctx, kadm.NewClient(s.cl), s.cfg.Group)
 	if err != nil {
 		return err
 	}
@@ -696,10 +713,29 @@ func (s *Source) onAssigned(_ context.Context, _ *kgo.Client, assigned map[strin
 	s.checkCaughtUp()
 }
 
+// client waits until Subscribe has set s.cl, which the group's callbacks
+// use; after it returns nil, they read s.cl without the lock.
+func (s *Source) client(ctx context.Context) error {
+	select {
+	case <-s.clSet:
+		return nil // set: whatever ctx says
+	default:
+	}
+	select {
+	case <-s.clSet:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
 // adjustOffsets claims newly assigned partitions in the lake: where the
 // lake holds a partition's state, its committed offset wins over the
 // group's (they differ after a crash between the two writes).
 func (s *Source) adjustOffsets(ctx context.Context, offsets map[string]map[int32]kgo.Offset) (map[string]map[int32]kgo.Offset, error) {
+	if err := s.client(ctx); err != nil {
+		return nil, err
+	}
 	deadline := time.Now().Add(retryFor)
 	ids, idErr := s.topicIDs(ctx, deadline, slices.Collect(maps.Keys(offsets)))
 	for topic, parts := range offsets {
@@ -860,7 +896,7 @@ func (s *Source) reclaim(ctx context.Context) {
 	s.mu.Unlock()
 	var group kadm.OffsetResponses
 	if len(waiting) > 0 {
-		group, _ = kadm.NewClient(s.cl).FetchOffsets(ctx, s.cfg.Group)
+		group, _ = groupOffsets(ctx, kadm.NewClient(s.cl), s.cfg.Group)
 	}
 	topics := map[string]bool{}
 	for _, k := range waiting {
@@ -991,6 +1027,9 @@ func (s *Source) release(parts map[string][]int32) []tp {
 // onRevoked hands revoked partitions over: their files are written and
 // their durable offsets committed before the group moves them.
 func (s *Source) onRevoked(ctx context.Context, _ *kgo.Client, revoked map[string][]int32) {
+	if s.client(ctx) != nil {
+		return // the client is closing before it was set: nothing was assigned
+	}
 	gone := s.release(revoked)
 	if len(gone) == 0 {
 		return
@@ -1019,7 +1058,10 @@ func (s *Source) onRevoked(ctx context.Context, _ *kgo.Client, revoked map[strin
 
 // onLost drops partitions taken away without a handover: nothing of them
 // is written or committed by this member any more.
-func (s *Source) onLost(_ context.Context, _ *kgo.Client, lost map[string][]int32) {
+func (s *Source) onLost(ctx context.Context, _ *kgo.Client, lost map[string][]int32) {
+	if s.client(ctx) != nil {
+		return
+	}
 	gone := s.release(lost)
 	if len(gone) > 0 {
 		s.mu.Lock()

@@ -132,7 +132,7 @@ func reference(t *testing.T, broker, topic string) map[[2]int64]int {
 // TestUntilCaughtUpAndResume: a run lands a topic to its end offsets,
 // commits them and exits; a second run lands only what came since.
 func TestUntilCaughtUpAndResume(t *testing.T) {
-	broker := kafkatest.Brokers(t)
+	broker := kafkatest.Cluster(t)
 	topic := kafkatest.Topic(t, broker, 6, 3000, 1)
 	dir := t.TempDir()
 	start(t, broker, topic, "g-"+topic, dir, true, 1_000_000).wait(t, 2*time.Minute)
@@ -186,7 +186,7 @@ func TestUntilCaughtUpAndResume(t *testing.T) {
 // TestStopAndRestart: a long-running instance stopped mid-stream (SIGTERM)
 // writes what it read and commits it; the next one goes on from there.
 func TestStopAndRestart(t *testing.T) {
-	broker := kafkatest.Brokers(t)
+	broker := kafkatest.Cluster(t)
 	topic := kafkatest.Topic(t, broker, 6, 6000, 3)
 	dir := t.TempDir()
 	m := start(t, broker, topic, "g-"+topic, dir, false, 1_000_000)
@@ -208,7 +208,7 @@ func TestStopAndRestart(t *testing.T) {
 // loses (files written, offsets committed), and together they land every
 // row once.
 func TestRebalance(t *testing.T) {
-	broker := kafkatest.Brokers(t)
+	broker := kafkatest.Cluster(t)
 	topic := kafkatest.Topic(t, broker, 6, 3000, 4)
 	cl, err := kgo.NewClient(kgo.SeedBrokers(broker))
 	if err != nil {
@@ -257,7 +257,7 @@ func TestRebalance(t *testing.T) {
 // stops with an error saying so instead of writing on (or acknowledging
 // and dropping what it reads). Every row is in the lake once.
 func TestFencedInstance(t *testing.T) {
-	broker := kafkatest.Brokers(t)
+	broker := kafkatest.Cluster(t)
 	topic := kafkatest.Topic(t, broker, 1, 4000, 21)
 	dir := t.TempDir()
 	group := "g-" + topic
@@ -309,7 +309,7 @@ func TestFencedInstance(t *testing.T) {
 // cannot land are produced there with their original key, value and
 // headers and their position and reason as headers; the lake has none.
 func TestDeadLetterTopic(t *testing.T) {
-	broker := kafkatest.Brokers(t)
+	broker := kafkatest.Cluster(t)
 	topic := kafkatest.Topic(t, broker, 1, 200, 31)
 	dlq := kafkatest.Empty(t, broker, 1)
 	cl, err := kgo.NewClient(kgo.SeedBrokers(broker))
@@ -376,7 +376,7 @@ func consume(t *testing.T, broker, topic string, n int) []*kgo.Record {
 // CDCLAKE_TEST_KAFKA_SASL_SSL (the listener) and CDCLAKE_TEST_KAFKA_CA
 // (the CA's PEM file), which make e2e sets.
 func TestSASLSSL(t *testing.T) {
-	broker := kafkatest.Brokers(t)
+	broker := kafkatest.Cluster(t)
 	secure, ca := os.Getenv("CDCLAKE_TEST_KAFKA_SASL_SSL"), os.Getenv("CDCLAKE_TEST_KAFKA_CA")
 	if secure == "" || ca == "" {
 		t.Skip("CDCLAKE_TEST_KAFKA_SASL_SSL and CDCLAKE_TEST_KAFKA_CA are not set (make e2e sets them)")
@@ -411,7 +411,7 @@ func TestSASLSSL(t *testing.T) {
 // lake's state and lands the rest, instead of taking the group's word that
 // the partitions are done.
 func TestStateWinsOverGroupOffsets(t *testing.T) {
-	broker := kafkatest.Brokers(t)
+	broker := kafkatest.Cluster(t)
 	topic := kafkatest.Topic(t, broker, 2, 1000, 51)
 	dir, group := t.TempDir(), "g-"+topic
 	start(t, broker, topic, group, dir, true, 1_000_000).wait(t, 2*time.Minute)
@@ -441,7 +441,7 @@ func TestStateWinsOverGroupOffsets(t *testing.T) {
 // claimed) before the listing ends are read to their end all the same, not
 // taken for done because no target was known yet.
 func TestAssignedBeforeTargets(t *testing.T) {
-	broker := kafkatest.Brokers(t)
+	broker := kafkatest.Cluster(t)
 	topic := kafkatest.Topic(t, broker, 3, 1500, 61)
 	dir := t.TempDir()
 	m := startWith(t, broker, topic, "g-"+topic, dir, true, memberOptions{maxRows: 1_000_000,
@@ -485,7 +485,7 @@ func TestSubscribeFailureEndsTheRun(t *testing.T) {
 // it records the gap in the lake's _gaps/ and lands on from the log's
 // first offset.
 func TestOffsetOutOfRange(t *testing.T) {
-	broker := kafkatest.Brokers(t)
+	broker := kafkatest.Cluster(t)
 	topic := kafkatest.Topic(t, broker, 1, 300, 81)
 	dir, group := t.TempDir(), "g-"+topic
 	start(t, broker, topic, group, dir, true, 100).wait(t, 2*time.Minute)
@@ -549,7 +549,7 @@ func TestOffsetOutOfRange(t *testing.T) {
 // that meets another one stops with an error saying so and what to do,
 // writing nothing.
 func TestTopicRecreated(t *testing.T) {
-	broker := kafkatest.Brokers(t)
+	broker := kafkatest.Cluster(t)
 	topic := kafkatest.Topic(t, broker, 1, 200, 101)
 	dir, group := t.TempDir(), "g-"+topic
 	start(t, broker, topic, group, dir, true, 100).wait(t, 2*time.Minute)
@@ -624,7 +624,7 @@ func lakeFiles(t *testing.T, dir string) map[string]int64 {
 // lake saying where it began, and the next run, even of another group,
 // lands from there: every message since the first start, none before.
 func TestStartIsRecorded(t *testing.T) {
-	broker := kafkatest.Brokers(t)
+	broker := kafkatest.Cluster(t)
 	topic := kafkatest.Topic(t, broker, 1, 100, 91)
 	dir := t.TempDir()
 	_, ends := kafkatest.Offsets(t, broker, "none-"+topic, topic)
@@ -658,7 +658,7 @@ func TestStartIsRecorded(t *testing.T) {
 // it. Once the states are whole again, the next run lands it; every row
 // once.
 func TestUnclaimablePartitionWaitsAlone(t *testing.T) {
-	broker := kafkatest.Brokers(t)
+	broker := kafkatest.Cluster(t)
 	topic := kafkatest.Topic(t, broker, 3, 600, 95)
 	dir, group := t.TempDir(), "g-"+topic
 	start(t, broker, topic, group, dir, true, 100).wait(t, 2*time.Minute)
@@ -703,7 +703,7 @@ func TestUnclaimablePartitionWaitsAlone(t *testing.T) {
 // have, from the partition's catalog: the lake holds the same files, of
 // the same schemas, as one uninterrupted run.
 func TestDecodingStateMovesWithThePartition(t *testing.T) {
-	broker := kafkatest.Brokers(t)
+	broker := kafkatest.Cluster(t)
 	topic := kafkatest.Empty(t, broker, 1)
 	cl, err := kgo.NewClient(kgo.SeedBrokers(broker))
 	if err != nil {

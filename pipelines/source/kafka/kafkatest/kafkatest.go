@@ -22,6 +22,8 @@ import (
 	"github.com/apache/arrow-go/v18/parquet/pqarrow"
 	"github.com/cdclake/cdclake/cmd/cdcgen/gen"
 	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
@@ -33,6 +35,22 @@ func Brokers(t testing.TB) string {
 		t.Skip("CDCLAKE_TEST_KAFKA_BROKERS is not set (make e2e sets it)")
 	}
 	return b
+}
+
+// Cluster returns the brokers of CDCLAKE_TEST_KAFKA_BROKERS, or else those
+// of an in-process cluster (franz-go's kfake) of three brokers, closed
+// when the test ends: the tests of the group's behaviour run in make test
+// too, and against the real broker in make e2e.
+func Cluster(t testing.TB) string {
+	if b := os.Getenv("CDCLAKE_TEST_KAFKA_BROKERS"); b != "" {
+		return b
+	}
+	c, err := kfake.NewCluster(kfake.NumBrokers(3), kfake.GroupMinSessionTimeout(time.Second))
+	if err != nil {
+		t.Fatalf("starting an in-process Kafka cluster: %v", err)
+	}
+	t.Cleanup(c.Close)
+	return c.ListenAddrs()[0] // a seed: the client finds the others
 }
 
 var tableKey = regexp.MustCompile(`(?:SALES\.T|shop\.public\.t|shop\.t|"table":"t)(\d{3})`)
@@ -263,6 +281,9 @@ func Offsets(t testing.TB, broker, group, topic string) (committed, ends map[int
 	defer cl.Close()
 	adm := kadm.NewClient(cl)
 	offs, err := adm.FetchOffsets(context.Background(), group)
+	if errors.Is(err, kerr.GroupIDNotFound) {
+		offs, err = kadm.OffsetResponses{}, nil // no offsets yet
+	}
 	if err != nil {
 		t.Fatal(err)
 	}
