@@ -7,10 +7,10 @@ import (
 	"log/slog"
 	"testing"
 
-	"github.com/cdclake/cdclake/cmd/cdcgen/gen"
 	"github.com/cdclake/cdclake/config"
 	"github.com/cdclake/cdclake/pipelines"
 	"github.com/cdclake/cdclake/pipelines/source"
+	"github.com/cdclake/cdclake/pipelines/source/gen"
 )
 
 // BenchmarkLand measures the whole pipeline — decode, resolve, batch, Parquet

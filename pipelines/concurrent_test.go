@@ -10,10 +10,10 @@ import (
 	"testing"
 
 	"github.com/apache/arrow-go/v18/arrow/array"
-	"github.com/cdclake/cdclake/cmd/cdcgen/gen"
 	"github.com/cdclake/cdclake/config"
 	"github.com/cdclake/cdclake/pipelines"
 	"github.com/cdclake/cdclake/pipelines/source"
+	"github.com/cdclake/cdclake/pipelines/source/gen"
 	"gocloud.dev/blob"
 )
 

@@ -20,7 +20,7 @@ import (
 	"errors"
 	"testing"
 
-	"github.com/cdclake/cdclake/cmd/cdcgen/gen"
+	"github.com/cdclake/cdclake/pipelines/source/gen"
 	"github.com/valyala/fastjson"
 )
 

@@ -13,7 +13,7 @@ import (
 	"os"
 	"path/filepath"
 
-	"github.com/cdclake/cdclake/cmd/cdcgen/gen"
+	"github.com/cdclake/cdclake/pipelines/source/gen"
 )
 
 func main() {

@@ -15,7 +15,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/cdclake/cdclake/cmd/cdcgen/gen"
+	"github.com/cdclake/cdclake/pipelines/source/gen"
 	"github.com/cdclake/cdclake/pipelines/source/kafka/kafkatest"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"

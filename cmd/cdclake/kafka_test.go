@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/cdclake/cdclake/cmd/cdcgen/gen"
+	"github.com/cdclake/cdclake/pipelines/source/gen"
 	"github.com/cdclake/cdclake/pipelines/source/kafka/kafkatest"
 )
 

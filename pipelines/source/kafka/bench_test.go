@@ -11,10 +11,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/cdclake/cdclake/cmd/cdcgen/gen"
 	"github.com/cdclake/cdclake/config"
 	"github.com/cdclake/cdclake/pipelines"
 	"github.com/cdclake/cdclake/pipelines/source"
+	"github.com/cdclake/cdclake/pipelines/source/gen"
 	"github.com/cdclake/cdclake/pipelines/source/kafka"
 	"github.com/cdclake/cdclake/pipelines/source/kafka/kafkatest"
 	"github.com/cdclake/cdclake/sinks/lake"
