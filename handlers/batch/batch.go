@@ -8,6 +8,21 @@
 // Its name is derived from the source, the partition and the offset of its
 // first row, so a replay of the same input rewrites the same names.
 //
+// # Where each policy lives
+//
+//   - batch.go: the Batcher, its partitions, and appending a row (Add, Skip,
+//     Hold) to the file it opens or continues; run.go: a run of rows at
+//     once (AddRun), on several goroutines;
+//   - rotation.go: when a file closes (full, expired, CloseTable);
+//   - bounds.go: the memory bound and the bound on open files, spill;
+//   - writers.go: writing a file, in line or on the writer pool;
+//   - handover.go: the journal, the replay of a claimed partition (landed
+//     offsets, recorded cuts repeated or their names taken), fencing;
+//   - buffer.go: an open file (its row log, builders, spilled runs and
+//     encoder); rowlog.go, image.go, check.go, encoding.go: its parts;
+//   - tracker.go: the durable offset of a partition; names.go and
+//     template.go: object names and directories.
+//
 // # When a file closes
 //
 //   - max rows, max bytes (estimated from the input size) or max age reached;
@@ -74,19 +89,16 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"runtime"
 	"slices"
 	"sort"
 	"sync"
 	"sync/atomic"
 	"time"
 
-	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/memory"
 	"github.com/cdclake/cdclake/handlers/change"
 	"github.com/cdclake/cdclake/handlers/schema"
 	"github.com/cdclake/cdclake/sinks"
-	"github.com/cdclake/cdclake/sinks/state"
 )
 
 // Config bounds the batcher as a whole.
@@ -152,14 +164,6 @@ const (
 var Causes = []Cause{CauseRows, CauseBytes, CauseAge, CauseDDL, CauseSchema, CauseMemory, CauseOpenFiles,
 	CauseHandover, CauseReplay, CauseShutdown}
 
-// limitCause is why a file that reached a limit of tc closes.
-func limitCause(buf *buffer, tc *TableConfig) Cause {
-	if buf.rows >= tc.MaxRows {
-		return CauseRows
-	}
-	return CauseBytes
-}
-
 // TableConfig is a table's route settings for batching and writing.
 type TableConfig struct {
 	// Path is the directory template (see Template).
@@ -183,41 +187,6 @@ type TableStats struct {
 	// Versions holds the table versions files were written in, by
 	// fingerprint: each source partition numbers its own versions.
 	Versions map[uint64]bool
-}
-
-// Journal records files' cut points around their writes (package state):
-// Intend before a file of an owned partition is written, Done after. The
-// Batcher calls both under its lock.
-type Journal interface {
-	Owns(source string, part int32) bool
-	Intend(ctx context.Context, source string, part int32, cut state.Cut) error
-	Done(ctx context.Context, source string, part int32, cut state.Cut, durable int64) error
-	// Check returns an error wrapping state.ErrFenced once it knows that
-	// another instance claimed the partition (asked before each retry of
-	// a file's write).
-	Check(ctx context.Context, source string, part int32) error
-}
-
-// replay is what a restored partition's state says of the messages a
-// replay reads again: the offsets whose rows are in written files, and the
-// cuts of files that were about to be written and are not there (yet).
-type replay struct {
-	landed []int64 // sorted
-	// cuts are repeated exactly: the buffer that opens at a cut's first
-	// offset, for its table version and directory, is written after the
-	// cut's last offset and not before, whatever else would close it. An
-	// instance that lost the partition while uploading that file may
-	// still complete its upload: it then holds the same rows.
-	cuts []state.Cut // by First
-	// forced are the open buffers of cuts.
-	forced []*buffer
-}
-
-// covered reports whether the row of the message at offset is in a written
-// file (a message lands one row at most).
-func (r *replay) covered(offset int64) bool {
-	_, found := slices.BinarySearch(r.landed, offset)
-	return found
 }
 
 type bufKey struct {
@@ -328,8 +297,6 @@ func New(cfg Config, tables func(string) *TableConfig, sink sinks.Sink, mem memo
 	return b, nil
 }
 
-func halfOf(n int64) int64 { return n / 2 }
-
 // SetJournal makes the Batcher record the cut points of the files of the
 // partitions j owns; call it before the first Add.
 func (b *Batcher) SetJournal(j Journal) { b.journal = j }
@@ -380,159 +347,6 @@ func (b *Batcher) fail(err error) {
 		b.failed.Store(true)
 	}
 	b.errMu.Unlock()
-}
-
-// Restore prepares a claimed partition for the replay of its messages
-// from its committed offset: the messages at the landed offsets (read from
-// the files written above that offset) are not landed again, and the files
-// of cuts (recorded as about to be written, and not found) are cut again
-// at the same offsets.
-func (b *Batcher) Restore(source string, part int32, landed []int64, cuts []state.Cut) {
-	p := b.partition(source, part)
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	p.fenced = false
-	if len(landed) == 0 && len(cuts) == 0 {
-		p.replay = nil
-		return
-	}
-	landed = slices.Clone(landed)
-	slices.Sort(landed)
-	cuts = slices.Clone(cuts)
-	slices.SortFunc(cuts, func(a, c state.Cut) int { return cmp.Compare(a.First, c.First) })
-	p.replay = &replay{landed: landed, cuts: cuts}
-}
-
-// passCuts deals with every recorded cut that begins at or before at and
-// that no buffer repeats: one whose first message has passed, or that
-// begins at at but that the row c of table version t (nil for a message
-// that is no row now) does not open a buffer for. Such a cut's key is
-// taken (takeKey), unless the replay's own file takes it: c opens a file
-// in the cut's directory, named after the same first offset. p's lock is
-// held; the caller returns when p.replay changed (the partition was
-// fenced).
-func (b *Batcher) passCuts(ctx context.Context, p *partition, at sinks.Position, c *change.Change, t *schema.Table) error {
-	rp := p.replay
-	for i := 0; i < len(rp.cuts) && rp.cuts[i].First <= at.Offset; {
-		cut := rp.cuts[i]
-		if cut.First == at.Offset && c != nil {
-			key := b.bufferKey(b.tables(t.Name), c, t, at)
-			if _, open := p.open[key]; !open && cut.Dir() == key.dir {
-				if cut.Table == t.Name && cut.Fingerprint == t.Fingerprint {
-					i++ // repeated: the buffer opened for c takes it (forcedCut)
-					continue
-				}
-				rp.cuts = slices.Delete(rp.cuts, i, i+1)
-				b.log.Warn("a recorded cut is not repeated on replay: its first row lands as another table version, in a file of the same name",
-					"key", cut.Key, "first", cut.First, "last", cut.Last, "version", t.Version)
-				continue
-			}
-		}
-		rp.cuts = slices.Delete(rp.cuts, i, i+1)
-		if err := b.takeKey(ctx, p, cut, t, at); err != nil || p.replay != rp {
-			return err
-		}
-	}
-	return nil
-}
-
-// takeKey deals with a recorded cut the replay does not repeat: the
-// decoding state, or the route's settings, differ from those the previous
-// owner cut it with, and its rows land in files of other names. The
-// previous owner may still be uploading the cut's file (it lost the
-// partition during the upload): an empty file now takes the name, created
-// once, so that its upload fails and the rows do not land twice. A file
-// already there is that upload's: its rows landed, and are passed over
-// here. t, when of the cut's table, gives the empty file its columns, so
-// that it reads as one more file of the table. p's lock is held.
-func (b *Batcher) takeKey(ctx context.Context, p *partition, cut state.Cut, t *schema.Table, at sinks.Position) error {
-	b.log.Warn("a recorded cut is not repeated on replay: its rows land in files of other names, and an empty file takes its name",
-		"key", cut.Key, "first", cut.First, "last", cut.Last, "rows", cut.Rows)
-	if t == nil || t.Name != cut.Table {
-		t = schema.NewTable(cut.Table, 0, schema.LayoutImages, nil, nil, false, nil)
-	}
-	rb := array.NewRecordBuilder(b.mem, t.Arrow)
-	rec := rb.NewRecordBatch()
-	rb.Release()
-	defer rec.Release()
-	tc := b.tables(cut.Table)
-	src, part := at.Source, at.Partition
-	f := &sinks.File{Key: cut.Key, Table: cut.Table, Version: t.Version, Parts: []sinks.Part{{Record: rec}},
-		First: sinks.Position{Source: src, Partition: part, Offset: cut.First}, LastOffset: cut.Last,
-		Options: tc.Write, Once: true}
-	if b.journal != nil {
-		f.Check = func(ctx context.Context) error { return b.journal.Check(ctx, src, part) }
-	}
-	_, err := b.sink.Write(ctx, f)
-	switch {
-	case errors.Is(err, state.ErrFenced):
-		b.fence(p, at, cut.Key, err)
-		return nil
-	case errors.Is(err, sinks.ErrExists):
-		if b.cfg.Landed == nil {
-			return fmt.Errorf("%s, a recorded cut not repeated on replay, was written meanwhile by the instance that recorded it, "+
-				"and its rows cannot be read here: %w", cut.Key, err)
-		}
-		offs, err := b.cfg.Landed(ctx, cut.Key)
-		if err != nil {
-			return fmt.Errorf("reading the offsets of %s, written meanwhile by the instance that recorded its cut: %w", cut.Key, err)
-		}
-		b.log.Info("the file of a recorded cut not repeated was written by the instance that recorded it: its rows are not landed again",
-			"key", cut.Key, "rows", len(offs))
-		rp := p.replay
-		rp.landed = append(rp.landed, offs...)
-		slices.Sort(rp.landed)
-		rp.landed = slices.Compact(rp.landed)
-		return nil
-	case err != nil:
-		return fmt.Errorf("taking the name of %s, a recorded cut not repeated on replay: %w", cut.Key, err)
-	}
-	return nil
-}
-
-// forcedCut returns, and forgets, the recorded cut of a buffer opening at
-// offset for table version t in dir.
-func (r *replay) forcedCut(t *schema.Table, dir string, offset int64) *state.Cut {
-	for i, c := range r.cuts {
-		if c.First == offset && c.Table == t.Name && c.Fingerprint == t.Fingerprint && c.Dir() == dir {
-			r.cuts = slices.Delete(r.cuts, i, i+1)
-			return &c
-		}
-	}
-	return nil
-}
-
-// settle deals with the recorded cuts that begin at or before offset and
-// are not repeated (passCuts), and writes the files of the repeated ones
-// that end at or before it: their last message was handed over. One that
-// did not receive that message as its last row was cut differently than
-// recorded (the decoding state differs); it is written as it is, and a
-// warning says so. p's lock is held.
-func (b *Batcher) settle(ctx context.Context, p *partition, at sinks.Position) error {
-	rp := p.replay
-	if rp == nil {
-		return nil
-	}
-	if err := b.passCuts(ctx, p, at, nil, nil); err != nil || p.replay != rp {
-		return err
-	}
-	for i := 0; i < len(rp.forced); {
-		buf := rp.forced[i]
-		if buf.forced.Last > at.Offset {
-			i++
-			continue
-		}
-		if buf.last != buf.forced.Last {
-			b.log.Warn("a recorded cut ended differently on replay", "key", buf.forced.Key, "last", buf.forced.Last, "replayed_last", buf.last)
-		}
-		if err := b.flush(ctx, p, buf, CauseReplay); err != nil {
-			return err
-		}
-		if p.replay != rp {
-			return nil // fenced meanwhile
-		}
-	}
-	return nil
 }
 
 // Durable returns the offset below which every message of a source
@@ -601,7 +415,7 @@ func (b *Batcher) add(ctx context.Context, p *partition, c *change.Change, t *sc
 	if it.Err != nil && holder != nil {
 		p.tracker.open(at.Offset, holder)
 	}
-	if buf.forced == nil && (buf.rows >= tc.MaxRows || buf.bytes >= tc.MaxBytes) {
+	if full(buf, tc) {
 		if ferr := b.flush(ctx, p, buf, limitCause(buf, tc)); ferr != nil {
 			return ferr
 		}
@@ -633,27 +447,6 @@ func (b *Batcher) openBuffer(p *partition, tc *TableConfig, c *change.Change, t 
 // goes to.
 func (b *Batcher) bufferKey(tc *TableConfig, c *change.Change, t *schema.Table, at sinks.Position) bufKey {
 	return bufKey{table: t.Name, fp: t.Fingerprint, dir: tc.Path.Expand(t.Name, dirMicros(c)), source: at.Source, part: at.Partition}
-}
-
-// account takes buf's footprint into the memory bound. The bound counts
-// what the buffer holds, not the input: a Connect schema repeated in every
-// message costs nothing here, and an open buffer's builders cost
-// something before any row.
-func (b *Batcher) account(buf *buffer) {
-	mem := buf.footprint()
-	b.held.Add(mem - buf.held)
-	buf.held = mem
-	if d := buf.spilledBytes - buf.heldSpilled; d != 0 {
-		b.spilledHeld.Add(d)
-		buf.heldSpilled = buf.spilledBytes
-	}
-}
-
-// unaccount takes buf, no longer open, out of the memory bound.
-func (b *Batcher) unaccount(buf *buffer) {
-	b.held.Add(-buf.held)
-	b.spilledHeld.Add(-buf.heldSpilled)
-	buf.heldSpilled = 0
 }
 
 // Skip records that a message needed no landing (tombstones, heartbeats,
@@ -694,103 +487,6 @@ func (b *Batcher) Release(source string, part int32, holder any) {
 	p.mu.Unlock()
 }
 
-// CloseTable writes every open file of a table (on DDL or schema change,
-// the cause), whatever its source partition, but for the files of recorded
-// cuts a replay repeats: they close at their recorded last offset, since
-// when a DDL of another partition arrives depends on timing alone.
-func (b *Batcher) CloseTable(ctx context.Context, table string, cause Cause) error {
-	return b.flushWhere(ctx, cause, func(p *partition) []*buffer {
-		bufs := slices.DeleteFunc(slices.Clone(p.byTable[table]), func(buf *buffer) bool { return buf.forced != nil })
-		sortBuffers(bufs)
-		return bufs
-	})
-}
-
-// flushWhere writes the open files pick returns, a partition after
-// another, each partition's oldest first; pick runs under the
-// partition's lock.
-func (b *Batcher) flushWhere(ctx context.Context, cause Cause, pick func(*partition) []*buffer) error {
-	for _, p := range b.partitions() {
-		err := func() error {
-			p.mu.Lock()
-			defer p.mu.Unlock()
-			for _, buf := range pick(p) {
-				if err := b.flush(ctx, p, buf, cause); err != nil {
-					return err
-				}
-			}
-			return nil
-		}()
-		if err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-// FlushPartition writes every open file of a source partition (before the
-// partition moves to another consumer).
-func (b *Batcher) FlushPartition(ctx context.Context, source string, part int32) error {
-	p := b.partition(source, part)
-	err := func() error {
-		p.mu.Lock()
-		defer p.mu.Unlock()
-		var bufs []*buffer
-		for _, buf := range p.sorted(nil) {
-			if p.complete(buf) {
-				bufs = append(bufs, buf)
-			}
-		}
-		return b.writeAll(ctx, p, bufs, CauseHandover)
-	}()
-	return cmp.Or(err, b.waitWrites())
-}
-
-// complete reports whether buf may be written before its rows reached a
-// limit: always, unless it repeats a recorded cut whose last offset was not
-// handed over yet. Such a buffer is left unwritten when its partition is
-// handed over or the run ends; its next reader repeats the cut.
-func (p *partition) complete(buf *buffer) bool {
-	return buf.forced == nil || p.tracker.next > buf.forced.Last
-}
-
-// DropPartition forgets a source partition without writing its open files
-// (the partition was lost to another consumer, which will read those
-// messages again): its buffers are released and its positions reset.
-func (b *Batcher) DropPartition(source string, part int32) {
-	p := b.partition(source, part)
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	b.drop(p)
-}
-
-// drop releases p's buffers and forgets its positions; p's lock is held.
-func (b *Batcher) drop(p *partition) {
-	for k, buf := range p.open {
-		b.unaccount(buf)
-		b.nopen.Add(-1)
-		buf.release()
-		delete(p.open, k)
-	}
-	clear(p.byTable)
-	p.aging = 0
-	p.tracker = newTracker()
-	p.replay = nil
-}
-
-// FlushExpired writes files older than their table's max age.
-func (b *Batcher) FlushExpired(ctx context.Context) error {
-	now := b.now().UnixNano()
-	return b.flushWhere(ctx, CauseAge, func(p *partition) []*buffer {
-		if p.aging == 0 {
-			return nil
-		}
-		return p.sorted(func(buf *buffer) bool {
-			return buf.maxAge > 0 && now-buf.born >= buf.maxAge && buf.forced == nil
-		})
-	})
-}
-
 // FlushAll writes every open file, but those repeating a recorded cut
 // that the input did not complete (see complete), and returns once they
 // are stored.
@@ -816,60 +512,6 @@ func (b *Batcher) FlushAll(ctx context.Context) error {
 	return b.waitWrites()
 }
 
-// writeAll writes bufs of p, in order; p's lock is held.
-func (b *Batcher) writeAll(ctx context.Context, p *partition, bufs []*buffer, cause Cause) error {
-	b.finishEncoders(bufs)
-	for i, buf := range bufs {
-		bufs[i] = nil // written: its memory is free to go
-		if err := b.flush(ctx, p, buf, cause); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-// finishEncoders encodes bufs, files about to be written, to their end
-// (starting an encoder for those that have none) on a goroutine per core,
-// and returns when they are done: the files written in line after it (a
-// journaled partition's, in order) then only store what was encoded. A
-// failure is the file's write's.
-func (b *Batcher) finishEncoders(bufs []*buffer) {
-	if b.encoding == nil {
-		return
-	}
-	slots := make(chan struct{}, runtime.GOMAXPROCS(0))
-	var done sync.WaitGroup
-	for _, buf := range bufs {
-		// Files with spilled or logged rows are left to their writes,
-		// which decode those one file at a time.
-		if len(buf.spilled) > 0 || buf.log.rows > 0 || (buf.enc == nil && !buf.live()) || b.startEncoding(buf) != nil {
-			continue
-		}
-		parts, err := buf.parts()
-		if err != nil {
-			continue
-		}
-		buf.sealed = true
-		slots <- struct{}{}
-		done.Add(1)
-		go func() {
-			defer done.Done()
-			if enc, err := buf.enc.finish(); err == nil {
-				_ = enc.Finish(parts)
-			}
-			<-slots
-		}()
-	}
-	done.Wait()
-}
-
-// waitWrites waits, holding no partition's lock, until every file being
-// written is stored, and returns the first write failure.
-func (b *Batcher) waitWrites() error {
-	b.writes.Wait()
-	return b.failure()
-}
-
 // Stats returns a copy of the per-table counters.
 func (b *Batcher) Stats() map[string]TableStats {
 	b.statsMu.Lock()
@@ -887,20 +529,6 @@ func (b *Batcher) Stats() map[string]TableStats {
 
 // OpenFiles returns the number of open buffers.
 func (b *Batcher) OpenFiles() int { return int(b.nopen.Load()) }
-
-// Memory is what the batcher holds against Config.MaxBufferedBytes.
-type Memory struct {
-	// Buffered is what open files and files being written hold; Spilled
-	// the part of it that open files keep as compressed rows.
-	Buffered, Spilled int64
-	// Bound is Config.MaxBufferedBytes.
-	Bound int64
-}
-
-// Memory returns what the batcher holds now.
-func (b *Batcher) Memory() Memory {
-	return Memory{Buffered: b.held.Load() + b.inflight.Load(), Spilled: b.spilledHeld.Load(), Bound: b.bound.Load()}
-}
 
 // Written returns the number of files stored.
 func (b *Batcher) Written() int64 { return b.written.Load() }
@@ -991,314 +619,6 @@ func sortBuffers(out []*buffer) {
 	})
 }
 
-// openBuf is an open buffer of a partition, as enforceBounds sees it.
-type openBuf struct {
-	p   *partition
-	buf *buffer
-	// used, held and the flags are read under its partition's lock.
-	used, held int64
-	// forced: it repeats a recorded cut; spillable: it has builders.
-	forced, spillable bool
-}
-
-// openBuffers returns every open buffer, in the order of their latest
-// rows. The slice is reused by the next call; b.mu is held.
-func (b *Batcher) openBuffers() []openBuf {
-	out := b.obufs[:0]
-	b.parts.Range(func(_, v any) bool {
-		p := v.(*partition)
-		p.mu.Lock()
-		for _, buf := range p.open {
-			out = append(out, openBuf{p: p, buf: buf, used: buf.used, held: buf.held,
-				forced: buf.forced != nil, spillable: buf.forced == nil && buf.rb != nil})
-		}
-		p.mu.Unlock()
-		return true
-	})
-	slices.SortFunc(out, func(x, y openBuf) int { return cmp.Compare(x.used, y.used) })
-	b.obufs = out
-	return out
-}
-
-// overBounds reports whether the open files are over a bound, or open
-// and in-flight files together over the memory bound.
-func (b *Batcher) overBounds() bool {
-	bound, held := b.bound.Load(), b.held.Load()
-	return held > bound || b.nopen.Load() > int64(b.cfg.MaxOpenFiles) ||
-		(b.cfg.Writers > 0 && b.inflight.Load() > 0 && held+b.inflight.Load() > bound)
-}
-
-// enforceBounds brings the open files back under the bounds. Over the
-// memory bound, buffers give their builders back (spill: the files stay
-// open, their rows kept compressed), those idle the longest first, so that
-// the tables being written keep theirs, until three quarters of the bound;
-// if spilled rows alone still exceed that, the largest files are written.
-// Buffers repeating a recorded cut are exempt: they hold no more than they
-// held when the cut was made. It holds no partition's lock when called.
-func (b *Batcher) enforceBounds(ctx context.Context) error {
-	if !b.overBounds() {
-		return nil
-	}
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	bound := b.bound.Load()
-	if b.held.Load() > bound {
-		bufs := b.openBuffers()
-		defer clear(bufs) // no written buffer stays reachable
-		for _, o := range bufs {
-			if b.held.Load() <= bound*3/4 {
-				break
-			}
-			if !o.spillable {
-				continue
-			}
-			if err := b.spill(o.p, o.buf); err != nil {
-				return err
-			}
-		}
-		// The largest first; among equals, those idle the longest.
-		slices.SortStableFunc(bufs, func(x, y openBuf) int { return cmp.Compare(y.held, x.held) })
-		for _, o := range bufs {
-			if b.held.Load() <= bound*3/4 {
-				break
-			}
-			if o.forced {
-				continue
-			}
-			if err := b.flushOpen(ctx, o.p, o.buf, CauseMemory); err != nil {
-				return err
-			}
-		}
-	}
-	// Files being written count too: wait for writes to end while open and
-	// in-flight files together are above the bound.
-	for b.cfg.Writers > 0 && b.inflight.Load() > 0 && b.held.Load()+b.inflight.Load() > bound {
-		<-b.wrote
-	}
-	// Over the open files' bound, the file idle the longest is written: a
-	// file still being appended to (a table's metadata dataset, today's
-	// file) stays open, one whose table moved on (yesterday's) goes.
-	for b.nopen.Load() > int64(b.cfg.MaxOpenFiles) {
-		p, idle := b.idlest()
-		if idle == nil {
-			return nil
-		}
-		if err := b.flushOpen(ctx, p, idle, CauseOpenFiles); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-// idlest returns the open buffer idle the longest, but those repeating a
-// recorded cut, and its partition.
-func (b *Batcher) idlest() (*partition, *buffer) {
-	var (
-		idleP *partition
-		idle  *buffer
-		used  int64
-	)
-	b.parts.Range(func(_, v any) bool {
-		p := v.(*partition)
-		p.mu.Lock()
-		for _, buf := range p.open {
-			if buf.forced == nil && (idle == nil || buf.used < used) {
-				idleP, idle, used = p, buf, buf.used
-			}
-		}
-		p.mu.Unlock()
-		return true
-	})
-	return idleP, idle
-}
-
-// spill makes buf, an open buffer of p, give its builders back, unless it
-// was written or spilled meanwhile.
-func (b *Batcher) spill(p *partition, buf *buffer) error {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.open[buf.key] != buf || buf.rb == nil {
-		return nil
-	}
-	before := buf.held
-	if err := buf.spill(); err != nil {
-		return err
-	}
-	b.account(buf)
-	b.log.Debug("file spilled", "table", buf.key.table, "dir", buf.dir, "rows", buf.rows,
-		"held_before", before, "held", buf.held)
-	return nil
-}
-
-// flushOpen writes buf, an open buffer of p, unless it was written
-// meanwhile.
-func (b *Batcher) flushOpen(ctx context.Context, p *partition, buf *buffer, cause Cause) error {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.open[buf.key] != buf {
-		return nil
-	}
-	return b.flush(ctx, p, buf, cause)
-}
-
-// fence gives up a partition another instance took over: its open files
-// are dropped unwritten, and its messages ignored until it is restored.
-func (b *Batcher) fence(p *partition, at sinks.Position, key string, err error) {
-	b.log.Warn("another instance took the partition over; its files here are dropped for it to write",
-		"source", at.Source, "partition", at.Partition, "key", key, "err", err)
-	b.drop(p)
-	p.fenced = true
-	b.fenced.Add(1)
-	if b.cfg.Fenced != nil {
-		b.cfg.Fenced(at.Source, at.Partition, key)
-	}
-}
-
-// flush writes buf, a buffer of p closed for cause, and forgets it; p's
-// lock is held. On failure buf is kept open (its rows are not durable) and
-// the error returned.
-func (b *Batcher) flush(ctx context.Context, p *partition, buf *buffer, cause Cause) error {
-	if err := b.failure(); err != nil {
-		return err
-	}
-	if p.open[buf.key] != buf {
-		return nil // dropped: its partition was fenced
-	}
-	// The built record stays with the buffer until it is written, so a
-	// failed write can be retried with the same rows; spilled rows are
-	// decoded for this write and released after it.
-	parts, err := buf.parts()
-	if err != nil {
-		return err
-	}
-	buf.sealed = true
-	spilled := parts[:len(buf.spilled)]
-	owned := true
-	defer func() {
-		if owned {
-			releaseParts(spilled)
-		}
-	}()
-	valid := buf.encodedRows
-	tc := b.tables(buf.key.table)
-	// A file is named after its first row that lands: a row that failed
-	// conversion goes to the dead letters, and a replay must not name a
-	// new file after it when the rows that followed it are in a written
-	// file of that name already.
-	first := buf.src
-	named := buf.named
-	if named {
-		first.Offset = buf.first
-	}
-	for _, p := range parts {
-		for _, r := range p.Ranges {
-			valid += r[1] - r[0]
-		}
-		if !named && len(p.Ranges) > 0 {
-			first.Offset = p.Record.Column(7).(*array.Int64).Value(p.Ranges[0][0])
-			named = true
-		}
-	}
-	f := &sinks.File{Key: buf.dir + "/" + sinks.ObjectName(first, ".parquet"),
-		Table: buf.table.Name, Version: buf.table.Version, Parts: parts, Rows: valid,
-		First: first, LastOffset: buf.last, Options: tc.Write}
-	var n int64
-	journaled := valid > 0 && b.journal != nil && b.journal.Owns(buf.src.Source, buf.src.Partition)
-	if valid > 0 && b.journal != nil && !journaled {
-		// Every file of a partition handed over between instances must be
-		// recorded; one that is not could be rewritten with other rows.
-		b.log.Warn("writing a file of a partition this instance has not claimed",
-			"key", f.Key, "partition", buf.src.Partition)
-	}
-	cut := state.Cut{Key: f.Key, Table: buf.table.Name, Fingerprint: buf.table.Fingerprint,
-		First: buf.src.Offset, Last: buf.last, Rows: valid}
-	buf.offsets.record(&cut)
-	if journaled {
-		if err := b.journal.Intend(ctx, buf.src.Source, buf.src.Partition, cut); err != nil {
-			if errors.Is(err, state.ErrFenced) {
-				b.fence(p, buf.src, f.Key, err)
-				return nil
-			}
-			return fmt.Errorf("recording the cut of %s: %w", f.Key, err)
-		}
-	}
-	if valid > 0 && !journaled && b.cfg.Writers > 0 {
-		p.detach(buf)
-		b.nopen.Add(-1)
-		owned = false
-		b.writeBeside(ctx, p, buf, f, spilled, cause)
-		return nil
-	}
-	var took time.Duration
-	if valid > 0 {
-		var err error
-		start := time.Now()
-		// A journaled file is created once: nothing replaces a file a
-		// state names, whoever wrote it.
-		f.Once = journaled
-		if journaled {
-			src, part := buf.src.Source, buf.src.Partition
-			f.Check = func(ctx context.Context) error { return b.journal.Check(ctx, src, part) }
-		}
-		n, err = b.write(ctx, buf, f)
-		if errors.Is(err, state.ErrFenced) {
-			// The partition went to another instance while the store
-			// failed: the new owner writes the file.
-			b.fence(p, buf.src, f.Key, err)
-			return nil
-		}
-		if errors.Is(err, sinks.ErrExists) && buf.forced != nil && buf.last == buf.forced.Last && valid == buf.forced.Rows {
-			// The previous owner, which recorded this cut, wrote it
-			// meanwhile (it lost the partition during its upload): the
-			// same rows are there.
-			b.log.Info("a file repeating a recorded cut was written by the instance that recorded it", "key", f.Key)
-			err = nil
-			cut.Runs, cut.Bits = nil, "" // what the file holds is that instance's: a claim reads it
-		}
-		if errors.Is(err, sinks.ErrExists) {
-			return fmt.Errorf("writing %s (%d rows): another instance, which lost the partition, wrote other rows under its name; "+
-				"the file is left as it is and the run stops: %w", f.Key, valid, err)
-		}
-		if err != nil {
-			return fmt.Errorf("writing %s (%d rows): %w", f.Key, valid, err)
-		}
-		took = time.Since(start)
-	}
-	p.detach(buf)
-	b.nopen.Add(-1)
-	b.unaccount(buf)
-	p.tracker.close(buf)
-	buf.release()
-	if journaled {
-		durable, _ := p.tracker.durable()
-		b.log.Debug("file recorded", "key", f.Key, "first", cut.First, "last", cut.Last, "durable", durable)
-		if err := b.journal.Done(ctx, buf.src.Source, buf.src.Partition, cut, durable); err != nil {
-			if errors.Is(err, state.ErrFenced) {
-				// The file holds the rows the new owner's replay puts in
-				// it: that replay repeats this file's recorded cut.
-				b.fence(p, buf.src, f.Key, err)
-				return nil
-			}
-			return fmt.Errorf("recording %s as written: %w", f.Key, err)
-		}
-	}
-	b.count(buf, f, n, cause, took)
-	return nil
-}
-
-// write stores f, the file of buf, after the rows buf's encoder holds,
-// if it has one.
-func (b *Batcher) write(ctx context.Context, buf *buffer, f *sinks.File) (int64, error) {
-	if buf.enc != nil {
-		enc, err := buf.enc.finish()
-		if err != nil {
-			return 0, err
-		}
-		f.Encoder = enc
-	}
-	return b.sink.Write(ctx, f)
-}
-
 // detach takes buf out of the open files.
 func (p *partition) detach(buf *buffer) {
 	delete(p.open, buf.key)
@@ -1313,68 +633,5 @@ func (p *partition) detach(buf *buffer) {
 	}
 	if rp := p.replay; rp != nil && buf.forced != nil {
 		rp.forced = slices.DeleteFunc(rp.forced, func(x *buffer) bool { return x == buf })
-	}
-}
-
-// writeBeside writes the detached buf of p as f on a goroutine of its own,
-// at most Config.Writers at once, and releases the decoded spilled parts.
-// Its rows stay pending in p's tracker, and its bytes in the memory bound,
-// until f is stored.
-func (b *Batcher) writeBeside(ctx context.Context, p *partition, buf *buffer, f *sinks.File, spilled []sinks.Part, cause Cause) {
-	b.unaccount(buf)
-	b.inflight.Add(buf.held)
-	b.slots <- struct{}{} // a writer's token is returned before it takes p's lock
-	b.writes.Add(1)
-	go func() {
-		defer b.writes.Done()
-		start := time.Now()
-		n, err := b.write(ctx, buf, f)
-		took := time.Since(start)
-		releaseParts(spilled)
-		// The detached buffer is this goroutine's: its memory goes
-		// before the partition's lock is taken, which FlushAll holds
-		// while it writes the partition's other files.
-		buf.release()
-		<-b.slots
-		b.inflight.Add(-buf.held)
-		select {
-		case b.wrote <- struct{}{}:
-		default:
-		}
-		if err != nil {
-			b.fail(fmt.Errorf("writing %s (%d rows): %w", f.Key, f.Rows, err))
-			return
-		}
-		// Told before the rows count as durable: whoever reads the
-		// counters after an offset commit sees the file.
-		b.count(buf, f, n, cause, took)
-		p.mu.Lock()
-		p.tracker.close(buf)
-		p.mu.Unlock()
-	}()
-}
-
-// count adds a written file to its table's counters and tells
-// Config.Written.
-func (b *Batcher) count(buf *buffer, f *sinks.File, n int64, cause Cause, took time.Duration) {
-	if f.Rows > 0 {
-		b.written.Add(1)
-		if b.cfg.Written != nil {
-			b.cfg.Written(WrittenFile{Table: buf.key.table, Cause: cause, Rows: f.Rows, Bytes: n, Took: took})
-		}
-	}
-	b.statsMu.Lock()
-	defer b.statsMu.Unlock()
-	st := b.stats[buf.key.table]
-	if st == nil {
-		st = &TableStats{Versions: map[uint64]bool{}}
-		b.stats[buf.key.table] = st
-	}
-	st.Versions[buf.table.Fingerprint] = true
-	if f.Rows > 0 {
-		st.Rows += int64(f.Rows)
-		st.Files++
-		st.Bytes += n
-		b.log.Debug("file written", "key", f.Key, "rows", f.Rows, "bytes", n)
 	}
 }

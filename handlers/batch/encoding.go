@@ -4,6 +4,7 @@ import (
 	"sync"
 
 	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/cdclake/cdclake/handlers/schema"
 	"github.com/cdclake/cdclake/sinks"
 )
 
@@ -107,7 +108,7 @@ func (buf *buffer) toEncoder() {
 		buf.encodedRows += r[1] - r[0]
 	}
 	if !buf.named && len(ranges) > 0 {
-		buf.first, buf.named = rec.Column(7).(*array.Int64).Value(ranges[0][0]), true
+		buf.first, buf.named = rec.Column(schema.OffsetIndex).(*array.Int64).Value(ranges[0][0]), true
 	}
 	buf.invalid, buf.base = buf.invalid[:0], buf.rows
 	buf.handed = buf.alloc.hand(rec)

@@ -116,7 +116,7 @@ func (b *Batcher) segment(ctx context.Context, p *partition, items []Item, holde
 		buf.planned++
 		buf.plannedBytes += int64(it.Size)
 		rs.bufs = append(rs.bufs, buf)
-		if buf.rows+buf.planned >= tc.MaxRows || buf.bytes+buf.plannedBytes >= tc.MaxBytes {
+		if full(buf, tc) {
 			end, fill = i+1, i
 			break
 		}

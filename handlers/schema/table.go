@@ -96,6 +96,16 @@ var (
 	NumMeta = len(metaFields)
 )
 
+// OffsetIndex is the index of ColOffset among a table version's columns
+// (every layout's metadata columns lead, in one order).
+const OffsetIndex = 7
+
+func init() {
+	if metaFields[OffsetIndex].Name != ColOffset {
+		panic("schema: OffsetIndex does not name " + ColOffset)
+	}
+}
+
 // ExtraColumn is a format-specific metadata column of a table version.
 type ExtraColumn struct {
 	Name string
