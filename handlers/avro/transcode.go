@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"math"
 	"strconv"
+
+	"github.com/cdclake/cdclake/handlers/jsontext"
 )
 
 // Transcode appends to dst the Connect JSON payload of the Avro binary
@@ -274,33 +276,6 @@ func appendBase64(b []byte, v []byte) []byte {
 	return append(b, '"')
 }
 
-const hexDigits = "0123456789abcdef"
-
 // appendString appends v as a JSON string. Bytes that are not UTF-8 are
 // kept as they are, for the stages that check strings to reject.
-func appendString(b []byte, v []byte) []byte {
-	b = append(b, '"')
-	start := 0
-	for i := 0; i < len(v); i++ {
-		c := v[i]
-		if c >= 0x20 && c != '"' && c != '\\' {
-			continue
-		}
-		b = append(b, v[start:i]...)
-		switch c {
-		case '"', '\\':
-			b = append(b, '\\', c)
-		case '\n':
-			b = append(b, '\\', 'n')
-		case '\r':
-			b = append(b, '\\', 'r')
-		case '\t':
-			b = append(b, '\\', 't')
-		default:
-			b = append(b, '\\', 'u', '0', '0', hexDigits[c>>4], hexDigits[c&0xf])
-		}
-		start = i + 1
-	}
-	b = append(b, v[start:]...)
-	return append(b, '"')
-}
+func appendString(b []byte, v []byte) []byte { return jsontext.AppendString(b, v, false) }

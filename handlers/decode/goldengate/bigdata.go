@@ -11,12 +11,7 @@ import (
 type BigData struct {
 	opts   BigDataOptions
 	opList string
-
-	tables  decode.Interner
-	xid     decode.Recent
-	slab    decode.Slab
-	scratch []byte
-	meta    metaBuilder
+	frame
 }
 
 // FormatBigData is the format name of BigData.

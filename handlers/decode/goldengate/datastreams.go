@@ -14,13 +14,8 @@ import (
 type DataStreams struct {
 	opts   Options
 	opList string // the accepted op_type values, for error messages
-
-	tables  decode.Interner
-	xid     decode.Recent
-	stmt    decode.Recent
-	slab    decode.Slab
-	scratch []byte
-	meta    metaBuilder
+	stmt   decode.Recent
+	frame
 }
 
 // FormatDataStreams is the format name of DataStreams.

@@ -97,10 +97,9 @@
 package goldengate
 
 import (
-	"unicode/utf8"
-
 	"github.com/cdclake/cdclake/handlers/change"
 	"github.com/cdclake/cdclake/handlers/decode"
+	"github.com/cdclake/cdclake/handlers/jsontext"
 	"github.com/valyala/fastjson"
 )
 
@@ -223,6 +222,17 @@ func addRawJSON(c *change.Change, name string, b []byte) {
 	c.Extras = append(c.Extras, change.Extra{Name: name, Kind: change.ExtraJSON, Start: start, End: len(c.ExtraBuf)})
 }
 
+// frame is what both decoders keep from one message to the next, so that
+// decoding does not allocate per message: table names, transaction ids
+// and other strings, scratch space, and the _gg_meta builder.
+type frame struct {
+	tables  decode.Interner
+	xid     decode.Recent
+	slab    decode.Slab
+	scratch []byte
+	meta    metaBuilder
+}
+
 // metaBuilder collects unrecognised top-level fields into one JSON object.
 type metaBuilder struct {
 	buf []byte
@@ -241,7 +251,7 @@ func (m *metaBuilder) add(k []byte, v *fastjson.Value) {
 		m.buf = append(m.buf, ',')
 	}
 	m.n++
-	m.buf = appendJSONString(m.buf, k)
+	m.buf = jsontext.AppendString(m.buf, k, true)
 	m.buf = append(m.buf, ':')
 	m.buf = v.MarshalTo(m.buf)
 }
@@ -253,46 +263,6 @@ func (m *metaBuilder) flush(c *change.Change) {
 	}
 	m.buf = append(m.buf, '}')
 	addRawJSON(c, ExtraMeta, m.buf)
-}
-
-const hexDigits = "0123456789abcdef"
-
-// appendJSONString appends s as a JSON string literal. Invalid UTF-8 is
-// replaced by U+FFFD so that the result is always valid JSON.
-func appendJSONString(dst, s []byte) []byte {
-	dst = append(dst, '"')
-	for i := 0; i < len(s); {
-		c := s[i]
-		if c < utf8.RuneSelf {
-			switch {
-			case c == '"' || c == '\\':
-				dst = append(dst, '\\', c)
-			case c < 0x20:
-				switch c {
-				case '\n':
-					dst = append(dst, '\\', 'n')
-				case '\r':
-					dst = append(dst, '\\', 'r')
-				case '\t':
-					dst = append(dst, '\\', 't')
-				default:
-					dst = append(dst, '\\', 'u', '0', '0', hexDigits[c>>4], hexDigits[c&0xf])
-				}
-			default:
-				dst = append(dst, c)
-			}
-			i++
-			continue
-		}
-		r, size := utf8.DecodeRune(s[i:])
-		if r == utf8.RuneError && size == 1 {
-			dst = append(dst, "\ufffd"...)
-		} else {
-			dst = append(dst, s[i:i+size]...)
-		}
-		i += size
-	}
-	return append(dst, '"')
 }
 
 // clip shortens a value quoted in an error message.
