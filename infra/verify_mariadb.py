@@ -16,10 +16,10 @@ Checks, per table of database shop:
    messages (op c/u/d/r; tombstones and the transaction and schema-change
    topics excluded), by (file, line): none missing, none twice, none extra,
    same operation. Dead letters: none are expected.
-2. types: each column's DuckDB type is the one the README's type table
+2. types: each column's DuckDB type is the one the type table of docs/types.md
    gives for the MariaDB type (TYPES below); a TIME column may have a text
    sibling <column>__text (VARCHAR) for values beyond a day.
-3. current state: the table rebuilt from its change rows (README, "Current
+3. current state: the table rebuilt from its change rows (docs/types.md, "Current
    state of a table") equals SELECT * on MariaDB, in DuckDB and in Spark,
    value for value: integers (BIGINT UNSIGNED from DECIMAL(20,0)), decimals
    as exact numbers (DECIMAL(65,30) from its text), FLOAT and DOUBLE bit for

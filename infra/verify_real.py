@@ -30,7 +30,7 @@ objects that cdclake wrote through the S3 API, from the file system). Checks:
    lake's value of c is c__text when c is NULL and c__text is not.
    _cdc_xid is source.txId (else source.xid, else transaction.id).
 3. types: each column lands with the Parquet/DuckDB (and Spark) type the
-   README's type table gives for the PostgreSQL type (schemas enabled), or an
+   type table of docs/types.md gives for the PostgreSQL type (schemas enabled), or an
    inferred type (schemas disabled). PREFIX+catalog=LAKE_DIR names a lake of
    the schemaless connector landed with its catalog
    (testdata/e2e/shopraw-catalog.yaml): its columns must have the types of
@@ -39,7 +39,7 @@ objects that cdclake wrote through the S3 API, from the file system). Checks:
    letters (EXPECTED_DEAD_LETTERS), the only rows the state may lack.
    The decimals of a connector with decimal.handling.mode=string (read from
    the capture's _connectors.json) are exact decimal text.
-4. current state: the table rebuilt from its change rows (README "Current state
+4. current state: the table rebuilt from its change rows (docs/types.md "Current state
    of a table": the latest change per key decides whether the row exists; each
    column takes its latest value from an after image that carried it; a
    TRUNCATE removes the rows changed before it) equals SELECT * on PostgreSQL,
@@ -247,7 +247,7 @@ def zoned_to_us(s):
 
 
 def zoned_fits(s):
-    """Whether a ZonedTimestamp text can land as TIMESTAMP(µs, UTC) (README):
+    """Whether a ZonedTimestamp text can land as TIMESTAMP(µs, UTC) (docs/types.md):
     "infinity" and "-infinity" (as int64 max / -(int64 max)), and finite
     values with no non-zero digit past microseconds whose microseconds since
     1970 lie strictly between those two (the extremes mean infinity)."""
@@ -690,7 +690,7 @@ def duck_struct_fields(con, src, image):
 
 
 def duck_rebuild(con, src, cols, keys, types):
-    """The current state with DuckDB, as the README describes ("latest" by
+    """The current state with DuckDB, as docs/types.md describes ("latest" by
     source operation time, then offset: _cdc_ts DESC, _cdc_offset DESC)."""
     kx = ", ".join(f"coalesce(after.{q(k)}, before.{q(k)}) AS {q('k_' + k)}" for k in keys)
     kk = ", ".join(q("k_" + k) for k in keys)
@@ -750,7 +750,7 @@ def spark_error(e):
 
 
 def spark_rebuild(spark, path, cols, keys):
-    """The current state with Spark (the README's window form, "latest" by
+    """The current state with Spark (docs/types.md's window form, "latest" by
     _cdc_ts then _cdc_offset; per column max_by over the (time, offset) of
     the after images that carried the column)."""
     from pyspark.sql import Window
@@ -1039,7 +1039,7 @@ def verify_prefix(rep, args, prefix, lake, pg, con, spark):
             lake_xids.add(m_xid)
             src_block = msg_source.get(off) or {}
             want_ts = src_block.get("ts_us") or (src_block.get("ts_ms") or 0) * 1000
-            # README: _cdc_xid is the source block's txId (PostgreSQL: the
+            # docs/types.md: _cdc_xid is the source block's txId (PostgreSQL: the
             # same for every event of a transaction), else its xid, else
             # Debezium's transaction.id (PostgreSQL: txId:lsn, per event).
             txb = msg_tx.get(off)

@@ -99,16 +99,20 @@ check(one(f"SELECT list(_cdc_op ORDER BY _cdc_offset), list(coalesce(after.id, b
 check(one(f"SELECT count(*) FROM {scan('_transactions')} WHERE _cdc_op = 'TRANSACTION'")[0] > 0, True, "transaction events landed")
 b = scan("QASOURCE.TCUSTORD")
 check(one(f"SELECT count(*), count(*) FILTER (WHERE _cdc_op = 'TRUNCATE') FROM {b}"), (4, 1), "Big Data formatter ops incl. truncate")
-# The README's queries run on the samples lake and give the documented state.
+# The documented queries run on the samples lake and give the documented
+# state: the README's quick start, and docs/types.md's current state.
 import os
 import re
 
-readme = open(os.path.join(os.path.dirname(__file__), "..", "..", "README.md")).read()
-queries = [q.replace("'lake/", f"'{lake}/") for q in re.findall(r"```sql\n(.*?)```", readme, re.S)]
-check(len(queries), 3, "README has its three DuckDB queries")
+root = os.path.join(os.path.dirname(__file__), "..", "..")
+queries = []
+for doc in ("README.md", os.path.join("docs", "types.md")):
+    text = open(os.path.join(root, doc)).read()
+    queries += [q.replace("'lake/", f"'{lake}/") for q in re.findall(r"```sql\n(.*?)```", text, re.S)]
+check(len(queries), 3, "README.md and docs/types.md have their three DuckDB queries")
 check(len(con.execute(queries[0]).fetchall()), 7, "README change-rows query")
 check(con.execute(queries[1]).fetchall(), [("9999999999999999999", 'NEW "rush"\tline', "18043674494432.4369")],
-      "README current-state query (partial images)")
-check(con.execute(queries[2]).fetchall(), [(3, "Jeff", "Cole", "jeff@cole.org")], "README current-state query (full images, truncate)")
+      "docs/types.md current-state query (partial images)")
+check(con.execute(queries[2]).fetchall(), [(3, "Jeff", "Cole", "jeff@cole.org")], "docs/types.md current-state query (full images, truncate)")
 print(f"{passed} passed, {failed} failed")
 sys.exit(1 if failed else 0)
