@@ -121,6 +121,9 @@ type Pipeline struct {
 	stats   Stats
 	fatal   error
 	fatalMu sync.Mutex
+	// closing counts the source closes a failure started (fail); Run
+	// waits for them.
+	closing sync.WaitGroup
 
 	// gaps counts the gaps recorded (on_gap=skip).
 	gaps atomic.Int64
@@ -380,7 +383,18 @@ func (p *Pipeline) Stats() *Stats { return &p.stats }
 
 // Run lands the source until it ends or ctx is cancelled, then writes every
 // open file. It returns the first fatal error.
+//
+// Shutdown, in order: the source is drained, ctx ends, or a failure or
+// too many dead letters halt the run; the router is closed (once it runs)
+// and Run's router returns once its handlers finished their blocks; the
+// source is closed; the background loops (progress, expiry, the router's
+// closer) are waited for; the open files are written (FlushAll) with the
+// landing context, which a signal gives shutdown_timeout; a Handover
+// source records the final durable positions (Finish); the batcher and
+// the dead letters are closed; and the source closes a failure started
+// are waited for. Every goroutine Run starts ends before it returns.
 func (p *Pipeline) Run(ctx context.Context) error {
+	defer p.closing.Wait()
 	if p.journal != nil {
 		// The partitions' states are fenced by create-once writes: a store
 		// that ignores them would let two owners write on silently.
@@ -410,7 +424,7 @@ func (p *Pipeline) Run(ctx context.Context) error {
 	bg.Go(func() { p.progress(runCtx) })
 	bg.Go(func() { p.expire(runCtx, router) })
 	stop := make(chan struct{})
-	go func() {
+	bg.Go(func() {
 		// The source says when it is drained; a signal or a fatal error
 		// closes the router early.
 		select {
@@ -430,7 +444,7 @@ func (p *Pipeline) Run(ctx context.Context) error {
 			return
 		}
 		_ = router.Close()
-	}()
+	})
 	runErr := router.Run(runCtx)
 	close(stop)
 	_ = p.source.Close()
@@ -632,7 +646,9 @@ func (p *Pipeline) fail(err error) error {
 		p.fatal = err
 	}
 	p.fatalMu.Unlock()
-	go func() { _ = p.source.Close() }()
+	// Not in line: a stage that fails holds a block Close waits for. Run
+	// waits for it before it returns.
+	p.closing.Go(func() { _ = p.source.Close() })
 	return err
 }
 

@@ -771,8 +771,14 @@ func (s *Source) adjustOffsets(ctx context.Context, offsets map[string]map[int32
 		}
 	}
 	// A partition whose state already reaches its target has nothing to
-	// read: one with nothing anywhere ends the run now.
-	go s.checkCaughtUp()
+	// read: one with nothing anywhere ends the run now. Not on the
+	// client's goroutine, which runs this callback; waited for as the
+	// deliverers are.
+	s.mu.Lock()
+	if !s.stopping {
+		s.wg.Go(s.checkCaughtUp)
+	}
+	s.mu.Unlock()
 	return offsets, nil
 }
 
