@@ -2,4 +2,14 @@ package pipelines
 
 // WithBatchFault runs f before the batch stage takes each window, for
 // tests that make the batch stage panic.
-func WithBatchFault(f func()) Option { return func(o *options) { o.batchFault = f } }
+func WithBatchFault(f func()) Option {
+	return WithStageFault(func(stage string) {
+		if stage == "batch" {
+			f()
+		}
+	})
+}
+
+// WithStageFault runs f before each stage takes a window, with the
+// stage's name, for tests that make a stage panic.
+func WithStageFault(f func(stage string)) Option { return func(o *options) { o.stageFault = f } }

@@ -2,6 +2,7 @@ package pipelines_test
 
 import (
 	"context"
+	"errors"
 	"io"
 	"log/slog"
 	"runtime"
@@ -46,8 +47,10 @@ func TestBatchStagePanic(t *testing.T) {
 	case <-time.After(time.Minute):
 		t.Fatalf("the run did not end after a panic in the batch stage:\n%s", stacks())
 	}
-	if err == nil || !strings.Contains(err.Error(), "panic in the batch stage: injected fault") {
-		t.Fatalf("run error %v, want the injected panic", err)
+	var sp *pipelines.StagePanic
+	if !errors.As(err, &sp) || sp.Stage != "batch" || sp.Value != "injected fault" || sp.At.Source == "" ||
+		!strings.Contains(err.Error(), "panic in the batch stage at ") {
+		t.Fatalf("run error %v, want the injected panic as a StagePanic naming the batch stage and a record", err)
 	}
 	if s := stacks(); strings.Contains(s, "pipelines.(*Pipeline).partition") || strings.Contains(s, "pipelines.(*lane).window") {
 		t.Fatalf("stages still running after the run ended:\n%s", s)
@@ -77,4 +80,38 @@ func TestBatchStagePanic(t *testing.T) {
 func stacks() string {
 	buf := make([]byte, 1<<22)
 	return string(buf[:runtime.Stack(buf, true)])
+}
+
+// TestLaneStagePanic makes the classify stage panic on a lane: the run
+// ends with a StagePanic naming the stage and a record of the block, and
+// leaves no lane or handler running.
+func TestLaneStagePanic(t *testing.T) {
+	blocks := partitionedStream(t, 3000, 6, 2, 500)
+	cfg, err := config.Load("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.ProgressInterval = 0
+	var windows atomic.Int32
+	fault := pipelines.WithStageFault(func(stage string) {
+		if stage == "classify" && windows.Add(1) == 20 {
+			panic("injected fault")
+		}
+	})
+	p, _ := newPipeline(t, cfg, source.NewMemory(blocks...), slog.New(slog.NewTextHandler(io.Discard, nil)),
+		pipelines.WithWorkers(2), pipelines.WithLanes(3), fault)
+	done := make(chan error, 1)
+	go func() { done <- p.Run(context.Background()) }()
+	select {
+	case err = <-done:
+	case <-time.After(time.Minute):
+		t.Fatalf("the run did not end after a panic in the classify stage:\n%s", stacks())
+	}
+	var sp *pipelines.StagePanic
+	if !errors.As(err, &sp) || sp.Stage != "classify" || sp.Value != "injected fault" || sp.At.Source == "" {
+		t.Fatalf("run error %v, want the injected panic as a StagePanic of the classify stage", err)
+	}
+	if s := stacks(); strings.Contains(s, "pipelines.(*Pipeline).partition") || strings.Contains(s, "pipelines.(*lane).window") {
+		t.Fatalf("stages still running after the run ended:\n%s", s)
+	}
 }

@@ -141,7 +141,7 @@ type Pipeline struct {
 	beat    atomic.Int64
 	durable progress
 
-	batchFault func()
+	stageFault func(stage string)
 }
 
 // progress remembers when what the batcher holds as durable last moved.
@@ -204,9 +204,9 @@ type options struct {
 	workers int
 	lanes   int
 	metrics prometheus.Registerer
-	// batchFault, when set, runs before the batch stage takes a window:
-	// tests make it panic.
-	batchFault func()
+	// stageFault, when set, runs before a stage takes a window: tests
+	// make it panic.
+	stageFault func(stage string)
 }
 
 // WithWorkers sets the number of workers, the most blocks handled at once
@@ -240,7 +240,7 @@ func New(plan *Plan, src source.Source, bucket *blob.Bucket, log *slog.Logger, o
 	cfg := plan.Config()
 	mem := memory.NewGoAllocator()
 	landCtx, landCancel := context.WithCancel(context.Background())
-	p := &Pipeline{plan: plan, log: log, source: src, landCtx: landCtx, landCancel: landCancel, batchFault: o.batchFault,
+	p := &Pipeline{plan: plan, log: log, source: src, landCtx: landCtx, landCancel: landCancel, stageFault: o.stageFault,
 		sink:   lake.New(bucket, mem).Retrying(lake.Retry{For: time.Duration(cfg.Sink.RetryFor), Log: log.With("component", "store")}),
 		bucket: bucket, halt: make(chan struct{})}
 	p.beat.Store(time.Now().UnixNano())
@@ -627,8 +627,8 @@ func (p *Pipeline) addHandler(router *message.Router, unwrap, classify func(*lan
 	land := router.AddConsumerHandler("land", "records", p.source, batch)
 	land.AddMiddleware(
 		p.partition,
-		p.stage(unwrap),
-		p.stage(classify),
+		p.stage("unwrap", unwrap),
+		p.stage("classify", classify),
 	)
 }
 

@@ -55,6 +55,8 @@ type worker struct {
 	catalog []catalogEntry
 	// scope is the block's partition's decoding state.
 	scope *resolve.Scope
+	// at is the record the batch stage took last.
+	at sinks.Position
 	// bcounts are the batch stage's counters.
 	bcounts counts
 	// run is the run of records the batch stage hands to the batcher
@@ -79,7 +81,10 @@ type lane struct {
 	key     []byte          // scratch: a transcoded record key
 	// abort stops the block: a stage met an error that is no record's
 	// fault and could not wait it out.
-	abort  error
+	abort error
+	// stage and rec are the stage running and its record in the window.
+	stage  string
+	rec    int
 	counts counts
 }
 
@@ -268,7 +273,14 @@ func (p *Pipeline) partition(next message.HandlerFunc) message.HandlerFunc {
 				defer ln.counts.addTo(&p.stats)
 				defer func() {
 					if r := recover(); r != nil {
-						errs[li] = fmt.Errorf("panic in a stage: %v\n%s", r, debug.Stack())
+						// The window the stage held goes back to the lane,
+						// and the run stops: what a panicking stage left
+						// is not known to be whole.
+						select {
+						case ln.win.free <- struct{}{}:
+						default: // it was not taken
+						}
+						errs[li] = p.fail(&StagePanic{Stage: ln.stage, At: b.Position(ln.win.base + ln.rec), Value: r, Stack: debug.Stack()})
 						stop.Store(true)
 					}
 				}()
@@ -289,7 +301,7 @@ func (p *Pipeline) partition(next message.HandlerFunc) message.HandlerFunc {
 				break
 			}
 			if err == nil {
-				if err = p.guard(func() error { return p.batchWindow(w, win) }); err != nil {
+				if err = p.guard(w, func() error { return p.batchWindow(w, win) }); err != nil {
 					stop.Store(true)
 				}
 			}
@@ -308,7 +320,7 @@ func (p *Pipeline) partition(next message.HandlerFunc) message.HandlerFunc {
 		if err != nil {
 			return nil, err
 		}
-		return nil, p.guard(func() error { return p.endBlock(p.landCtx, w) })
+		return nil, p.guard(w, func() error { return p.endBlock(p.landCtx, w) })
 	}
 }
 
@@ -317,15 +329,32 @@ func (p *Pipeline) partition(next message.HandlerFunc) message.HandlerFunc {
 // storage failure does: no open file is written after it, and what was
 // not written is read again by the next run. The caller then stops and
 // waits for its lanes as after any failure.
-func (p *Pipeline) guard(f func() error) (err error) {
+func (p *Pipeline) guard(w *worker, f func() error) (err error) {
 	defer func() {
 		if r := recover(); r != nil {
-			err = fmt.Errorf("panic in the batch stage: %v\n%s", r, debug.Stack())
+			err = &StagePanic{Stage: "batch", At: w.at, Value: r, Stack: debug.Stack()}
 			p.batcher.Fail(err)
 			err = p.fail(err)
 		}
 	}()
 	return f()
+}
+
+// StagePanic is a panic in a stage, recovered: the run stops with it as
+// its error, saying which stage and which record.
+type StagePanic struct {
+	// Stage is "unwrap", "classify" or "batch".
+	Stage string
+	// At is the record the stage was handling (in the batch stage, the
+	// last one it took).
+	At    sinks.Position
+	Value any
+	Stack []byte
+}
+
+func (e *StagePanic) Error() string {
+	return fmt.Sprintf("panic in the %s stage at %s partition %d offset %d: %v\n%s",
+		e.Stage, e.At.Source, e.At.Partition, e.At.Offset, e.Value, e.Stack)
 }
 
 // endBlock writes the block's dead letters and catalog entries, after
@@ -368,12 +397,17 @@ func writeCatalog(ctx context.Context, sink *lake.Sink, entries []catalogEntry, 
 
 // stage makes a middleware that runs one stage over every record of the
 // lane's window that no earlier stage settled.
-func (p *Pipeline) stage(run func(ln *lane, i int)) message.HandlerMiddleware {
+func (p *Pipeline) stage(name string, run func(ln *lane, i int)) message.HandlerMiddleware {
 	return func(next message.HandlerFunc) message.HandlerFunc {
 		return func(msg *message.Message) ([]*message.Message, error) {
 			ln := laneOf(msg)
+			ln.stage, ln.rec = name, 0
+			if p.stageFault != nil {
+				p.stageFault(name)
+			}
 			for i := range ln.win.slots {
 				if a := ln.win.slots[i].act; a != actSkip && a != actDead && ln.abort == nil {
+					ln.rec = i // for a panic's StagePanic
 					run(ln, i)
 				}
 			}
@@ -600,8 +634,8 @@ func (p *Pipeline) batchStage(msg *message.Message) error {
 // files in parallel; a DDL, a dead letter or a record kept in the catalog
 // ends the run and is handled on its own.
 func (p *Pipeline) batchWindow(w *worker, win *window) error {
-	if p.batchFault != nil {
-		p.batchFault()
+	if p.stageFault != nil {
+		p.stageFault("batch")
 	}
 	ctx := p.landCtx // a stop signal ends reading, not the landing of what was read
 	b := w.block
@@ -610,6 +644,7 @@ func (p *Pipeline) batchWindow(w *worker, win *window) error {
 		s := &win.slots[i]
 		j := win.base + i
 		at := b.Position(j)
+		w.at = at
 		if s.act != actSkip && s.act != actDead {
 			p.resolve(w, s, at.Offset)
 		}
