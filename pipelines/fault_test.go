@@ -40,13 +40,7 @@ func TestBatchStagePanic(t *testing.T) {
 	})
 	p, bucket := newPipeline(t, cfg, source.NewMemory(blocks...), slog.New(slog.NewTextHandler(io.Discard, nil)),
 		pipelines.WithWorkers(2), pipelines.WithLanes(3), fault)
-	done := make(chan error, 1)
-	go func() { done <- p.Run(context.Background()) }()
-	select {
-	case err = <-done:
-	case <-time.After(time.Minute):
-		t.Fatalf("the run did not end after a panic in the batch stage:\n%s", stacks())
-	}
+	err = runPanicking(t, p, "batch")
 	var sp *pipelines.StagePanic
 	if !errors.As(err, &sp) || sp.Stage != "batch" || sp.Value != "injected fault" || sp.At.Source == "" ||
 		!strings.Contains(err.Error(), "panic in the batch stage at ") {
@@ -76,6 +70,21 @@ func TestBatchStagePanic(t *testing.T) {
 	}
 }
 
+// runPanicking runs p, which a stage's panic must end within a minute,
+// and returns its error.
+func runPanicking(t *testing.T, p *pipelines.Pipeline, stage string) error {
+	t.Helper()
+	done := make(chan error, 1)
+	go func() { done <- p.Run(context.Background()) }()
+	select {
+	case err := <-done:
+		return err
+	case <-time.After(time.Minute):
+		t.Fatalf("the run did not end after a panic in the %s stage:\n%s", stage, stacks())
+	}
+	return nil
+}
+
 // stacks returns every goroutine's stack.
 func stacks() string {
 	buf := make([]byte, 1<<22)
@@ -100,13 +109,7 @@ func TestLaneStagePanic(t *testing.T) {
 	})
 	p, _ := newPipeline(t, cfg, source.NewMemory(blocks...), slog.New(slog.NewTextHandler(io.Discard, nil)),
 		pipelines.WithWorkers(2), pipelines.WithLanes(3), fault)
-	done := make(chan error, 1)
-	go func() { done <- p.Run(context.Background()) }()
-	select {
-	case err = <-done:
-	case <-time.After(time.Minute):
-		t.Fatalf("the run did not end after a panic in the classify stage:\n%s", stacks())
-	}
+	err = runPanicking(t, p, "classify")
 	var sp *pipelines.StagePanic
 	if !errors.As(err, &sp) || sp.Stage != "classify" || sp.Value != "injected fault" || sp.At.Source == "" {
 		t.Fatalf("run error %v, want the injected panic as a StagePanic of the classify stage", err)
