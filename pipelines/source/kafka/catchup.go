@@ -1,0 +1,198 @@
+// Catching up (--until-caught-up): the end offsets read at start, and when
+// every partition has reached them.
+
+package kafka
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"regexp"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
+)
+
+// loadTargets records, for UntilCaughtUp, each partition's end offset and
+// where the group starts reading it.
+func (s *Source) loadTargets(ctx context.Context) error {
+	if s.beforeLoad != nil {
+		s.beforeLoad()
+	}
+	adm := kadm.NewClient(s.cl)
+	topics := s.cfg.Topics
+	if s.cfg.Regex {
+		all, err := adm.ListTopics(ctx)
+		if err != nil {
+			return err
+		}
+		topics = nil
+		for _, name := range all.Names() {
+			for _, expr := range s.cfg.Topics {
+				if ok, _ := regexp.MatchString("^(?:"+expr+")$", name); ok {
+					topics = append(topics, name)
+					break
+				}
+			}
+		}
+	}
+	if len(topics) == 0 {
+		s.mu.Lock()
+		s.loaded = true
+		s.mu.Unlock()
+		return nil
+	}
+	// A topic just created can be missing from the first answers: ask
+	// again until every topic has its partitions, rather than take an
+	// empty answer for "nothing to read".
+	var ends kadm.ListedOffsets
+	for attempt := 0; ; attempt++ {
+		var err error
+		ends, err = adm.ListEndOffsets(ctx, topics...)
+		if err == nil {
+			err = ends.Error()
+		}
+		complete := err == nil
+		for _, topic := range topics {
+			if len(ends[topic]) == 0 {
+				complete = false
+			}
+		}
+		if complete {
+			break
+		}
+		if attempt == 20 {
+			if err == nil {
+				err = fmt.Errorf("no partitions listed for every topic of %v", topics)
+			}
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(250 * time.Millisecond):
+		}
+	}
+	startAt := ends
+	if s.cfg.Start == "earliest" {
+		if err := retrying(ctx, func() (err error) {
+			startAt, err = adm.ListStartOffsets(ctx, topics...)
+			return err
+		}); err != nil {
+			return err
+		}
+	}
+	var committed kadm.OffsetResponses
+	if err := retrying(ctx, func() (err error) {
+		committed, err = groupOffsets(ctx, adm, s.cfg.Group)
+		return err
+	}); err != nil {
+		return err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var backlog int64
+	ends.Each(func(o kadm.ListedOffset) {
+		k := tp{o.Topic, o.Partition}
+		s.targets[k] = o.Offset
+		if r, claimed := s.resume[k]; claimed {
+			s.starts[k] = r // claimed already: the lake's state says
+		} else if c, ok := committed.Lookup(o.Topic, o.Partition); ok && c.Err == nil && c.At >= 0 {
+			s.starts[k] = c.At
+		} else if so, ok := startAt.Lookup(o.Topic, o.Partition); ok && so.Err == nil {
+			s.starts[k] = so.Offset
+		}
+		if n := o.Offset - s.starts[k]; n > 0 {
+			backlog += n
+		}
+	})
+	s.loaded = true
+	s.log.Info("reading up to the end offsets", "partitions", len(s.targets), "records", backlog)
+	return nil
+}
+
+// checkCaughtUp closes Drained once, in UntilCaughtUp mode, every
+// partition that had something to read at start was read to its target:
+// an assigned one by this member, from where the lake's state says it
+// starts (its claim; the group's offset may be ahead of the lake); one
+// assigned to another member by the group (a commit at or past it). A
+// member alone in the group does it all; a member whose partitions moved
+// to another does not wait for them.
+func (s *Source) checkCaughtUp() {
+	if !s.cfg.UntilCaughtUp {
+		return
+	}
+	s.mu.Lock()
+	done := s.assigned && s.loaded
+	for k, target := range s.targets {
+		p, assigned := s.parts[k]
+		if !assigned {
+			if s.starts[k] >= target || s.groupDone[k] {
+				continue
+			}
+			done = false
+			break
+		}
+		if _, waiting := s.unclaimed[k]; waiting {
+			continue // ends the run with its error, below
+		}
+		if !s.claimed[k] {
+			done = false
+			break
+		}
+		if s.starts[k] >= target {
+			continue
+		}
+		if len(p.queue) > 0 || p.next < target {
+			done = false
+			break
+		}
+	}
+	var unclaimed []error
+	if done {
+		for k, err := range s.unclaimed {
+			unclaimed = append(unclaimed, fmt.Errorf("%s partition %d: its state in the lake cannot be claimed, so it was not read: %w",
+				k.topic, k.part, err))
+		}
+	}
+	s.mu.Unlock()
+	if len(unclaimed) > 0 {
+		s.fail(errors.Join(unclaimed...))
+		return
+	}
+	if done {
+		s.drainOne.Do(func() {
+			s.log.Debug("caught up", "targets", fmt.Sprint(s.targets), "starts", fmt.Sprint(s.starts), "group_done", fmt.Sprint(s.groupDone))
+			close(s.drained)
+		})
+	}
+}
+
+// groupOffsets returns the group's committed offsets: none for a group
+// the brokers do not know yet (brokers answer that case with no offsets
+// or with GROUP_ID_NOT_FOUND).
+func groupOffsets(ctx context.Context, adm *kadm.Client, group string) (kadm.OffsetResponses, error) {
+	offs, err := adm.FetchOffsets(ctx, group)
+	if errors.Is(err, kerr.GroupIDNotFound) {
+		return kadm.OffsetResponses{}, nil
+	}
+	return offs, err
+}
+
+// refreshGroupDone reads the group's committed offsets into groupDone.
+func (s *Source) refreshGroupDone(ctx context.Context) error {
+	offs, err := groupOffsets(ctx, kadm.NewClient(s.cl), s.cfg.Group)
+	if err != nil {
+		return err
+	}
+	s.mu.Lock()
+	for k, target := range s.targets {
+		if o, ok := offs.Lookup(k.topic, k.part); ok && o.Err == nil && o.At >= target {
+			s.groupDone[k] = true
+		}
+	}
+	s.mu.Unlock()
+	s.checkCaughtUp()
+	return nil
+}
