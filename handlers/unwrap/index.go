@@ -7,8 +7,8 @@ import (
 
 // schemaIndex finds cached Connect schemas by their text. A lookup hashes
 // the text's length and its last tailLen bytes, not the whole text (a
-// Debezium schema is a few kilobytes, and hashing it was about 3% of a
-// run), and compares the text whole with the schemas of that hash. The
+// Debezium schema is a few kilobytes, and hashing it whole cost a visible
+// share of a run), and compares the text whole with the schemas of that hash. The
 // tail of a Debezium schema names the table's envelope
 // ("name":"server.db.table.Envelope"), so schemas of different tables
 // rarely share it; those that do are told apart by the comparison.

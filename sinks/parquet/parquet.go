@@ -53,22 +53,20 @@
 // # Settings
 //
 // Compression is one of Compressions (zstd, snappy, gzip, lz4, none), at
-// Level (CheckLevel); level 0 is zstd's fastest level, 1, which took 5-14%
-// less time than its default level 3 for files 3-4% larger on cdclake's
-// benchmark streams, and gzip's own default. Row groups hold at most
+// Level (CheckLevel); level 0 is zstd's fastest level, 1, rather than its
+// default 3 (less time for slightly larger files on cdclake's benchmark
+// streams: bench/README.md), and gzip's own default. Row groups hold at most
 // RowGroupRows rows. Timestamps are written as
 // INT64 microseconds (no INT96): milliseconds are widened exactly, and a
 // nanosecond timestamp with a non-zero digit below the microsecond fails
 // the write. The Arrow schema is stored so Arrow readers recover
 // extension types.
 //
-// Every column is written plain, without a dictionary. On cdclake's
-// benchmark streams, dictionaries on every column made files 8-13% larger
-// than plain values under zstd and took 15-20% longer to write; kept for
-// the metadata columns of a handful of values a file alone (operation,
-// table, source, absent columns) they made files 0.1-0.9% smaller for a
-// third of the run's allocations (arrow-go's dictionary encoder allocates
-// for every value it looks up). And a column whose dictionary fills up
+// Every column is written plain, without a dictionary: on cdclake's
+// benchmark streams dictionaries made files larger under zstd and writing
+// slower, and arrow-go's dictionary encoder allocates for every value it
+// looks up (the figures: docs/architecture.md, "Plain values, no
+// dictionaries"). And a column whose dictionary fills up
 // falls back to plain pages mid-file, which arrow-go records in its footer
 // in an order that changes from run to run.
 package parquet

@@ -13,10 +13,9 @@ import (
 // costs a few microseconds a page whatever its size, which is most of the
 // cost of a page of a few hundred bytes and saves little of it: with many
 // small tables most pages are that small. The page is still a zstd frame
-// that any reader decodes. At 4 KiB rather than 1 KiB, the 1,000-table
-// stream landed 4.5% faster with lakes 0.1–1.3% larger; at 16 KiB, pages
-// of text lost too much of the Huffman coding of their literals (a
-// GoldenGate lake 29% larger).
+// that any reader decodes. The limit was chosen by measurement (the
+// figures: docs/architecture.md, "Small pages, own zstd frames"): larger,
+// pages of text lose too much of the Huffman coding of their literals.
 const smallPage = 4 << 10
 
 // pageEncoders holds the encoders of small pages at zstd's fastest level

@@ -17,8 +17,8 @@ import (
 // pageSize is the size a data page is cut at (where a block of ChunkRows
 // rows ends). Parquet writers default to 1 MiB; at 128 KiB a column's page
 // buffer is reused from page to page instead of growing to a megabyte and
-// being cleared and copied on the way: Debezium with schemas 4% faster and
-// 50–70 MiB less peak RSS on one core, lakes 0.1–0.4% smaller or larger.
+// being cleared and copied on the way, which made the landing faster and
+// its peak memory smaller (bench/CHANGES.md).
 const pageSize = 128 << 10
 
 // fileWriter writes a Parquet file of the landed layouts itself: every
