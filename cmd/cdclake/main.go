@@ -531,7 +531,7 @@ func startProfiles(cpu, mem, tr string, stderr io.Writer) (func(), error) {
 		}
 		if err != nil {
 			stopAll()
-			return nil, fmt.Errorf("%s: %v", pr.flag, err)
+			return nil, fmt.Errorf("%s: %w", pr.flag, err)
 		}
 		stops = append(stops, func() {
 			if err := pr.stop(f); err != nil {

@@ -910,8 +910,11 @@ func (b *buffer) spill() error {
 			return fmt.Errorf("spilling the rows of %s: %w", b.dir, err)
 		}
 		prefix, err := streamPrefix(b.table.Arrow, b.mem)
-		if err != nil || !bytes.HasPrefix(out.Bytes(), prefix) || !bytes.HasSuffix(out.Bytes(), eos) {
-			return fmt.Errorf("spilling the rows of %s: the IPC stream does not start with its schema (%v)", b.dir, err)
+		if err != nil {
+			return fmt.Errorf("spilling the rows of %s: %w", b.dir, err)
+		}
+		if !bytes.HasPrefix(out.Bytes(), prefix) || !bytes.HasSuffix(out.Bytes(), eos) {
+			return fmt.Errorf("spilling the rows of %s: the IPC stream does not start with its schema", b.dir)
 		}
 		data := bytes.Clone(out.Bytes()[len(prefix) : out.Len()-len(eos)])
 		b.spilled = append(b.spilled, spilled{data: data, ranges: ranges})
@@ -981,7 +984,10 @@ func decodeSpilled(data []byte, sch *arrow.Schema, mem memory.Allocator) (arrow.
 	}
 	defer r.Release()
 	if !r.Next() {
-		return nil, fmt.Errorf("no record batch (%v)", r.Err())
+		if err := r.Err(); err != nil {
+			return nil, fmt.Errorf("no record batch: %w", err)
+		}
+		return nil, errors.New("no record batch")
 	}
 	rec := r.RecordBatch()
 	rec.Retain()

@@ -253,7 +253,7 @@ func Replay(t Type, b array.Builder, app Appender) Replayer {
 			}
 			v, err := p.ParseBytes(text)
 			if err != nil {
-				return nil, fmt.Errorf("%w: %v", ErrLogCorrupt, err)
+				return nil, fmt.Errorf("%w: %w", ErrLogCorrupt, err)
 			}
 			return rest, app(v)
 		}
