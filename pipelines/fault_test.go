@@ -46,7 +46,7 @@ func TestBatchStagePanic(t *testing.T) {
 		!strings.Contains(err.Error(), "panic in the batch stage at ") {
 		t.Fatalf("run error %v, want the injected panic as a StagePanic naming the batch stage and a record", err)
 	}
-	if s := stacks(); strings.Contains(s, "pipelines.(*Pipeline).partition") || strings.Contains(s, "pipelines.(*lane).window") {
+	if s := stacks(); strings.Contains(s, "pipelines.(*Pipeline).partition") || strings.Contains(s, "pipelines.(*Pipeline).runLane") {
 		t.Fatalf("stages still running after the run ended:\n%s", s)
 	}
 
@@ -114,7 +114,7 @@ func TestLaneStagePanic(t *testing.T) {
 	if !errors.As(err, &sp) || sp.Stage != "classify" || sp.Value != "injected fault" || sp.At.Source == "" {
 		t.Fatalf("run error %v, want the injected panic as a StagePanic of the classify stage", err)
 	}
-	if s := stacks(); strings.Contains(s, "pipelines.(*Pipeline).partition") || strings.Contains(s, "pipelines.(*lane).window") {
+	if s := stacks(); strings.Contains(s, "pipelines.(*Pipeline).partition") || strings.Contains(s, "pipelines.(*Pipeline).runLane") {
 		t.Fatalf("stages still running after the run ended:\n%s", s)
 	}
 }

@@ -253,71 +253,7 @@ func (p *Pipeline) partition(next message.HandlerFunc) message.HandlerFunc {
 		}()
 		w.start(b, p.resolver)
 		defer w.bcounts.addTo(&p.stats)
-		// Window k goes to lane k mod lanes; the lanes take their windows
-		// in order, so the batch stage reads them back in record order
-		// by going round the lanes. A lane that fails stops the others
-		// at their next window.
-		windows := (len(b.Records) + windowRecords - 1) / windowRecords
-		lanes := min(len(w.lanes), max(windows, 1))
-		var stop atomic.Bool
-		errs := make([]error, lanes)
-		var wg sync.WaitGroup
-		for li, ln := range w.lanes[:lanes] {
-			m := message.NewMessage(msg.UUID, msg.Payload)
-			m.Metadata = msg.Metadata
-			m.SetContext(context.WithValue(msg.Context(), laneKey{}, ln))
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				defer close(ln.done)
-				defer ln.counts.addTo(&p.stats)
-				defer func() {
-					if r := recover(); r != nil {
-						// The window the stage held goes back to the lane,
-						// and the run stops: what a panicking stage left
-						// is not known to be whole.
-						select {
-						case ln.win.free <- struct{}{}:
-						default: // it was not taken
-						}
-						errs[li] = p.fail(&StagePanic{Stage: ln.stage, At: b.Position(ln.win.base + ln.rec), Value: r, Stack: debug.Stack()})
-						stop.Store(true)
-					}
-				}()
-				for k := li; k < windows && !stop.Load(); k += lanes {
-					lo := k * windowRecords
-					ln.window(lo, min(lo+windowRecords, len(b.Records)))
-					if _, err := next(m); err != nil {
-						errs[li] = err
-						stop.Store(true)
-						return
-					}
-				}
-			}()
-		}
-		for k := 0; ; k++ {
-			win, ok := <-w.lanes[k%lanes].done
-			if !ok {
-				break
-			}
-			if err == nil {
-				if err = p.guard(w, func() error { return p.batchWindow(w, win) }); err != nil {
-					stop.Store(true)
-				}
-			}
-			win.free <- struct{}{}
-		}
-		// After a failure, windows other lanes finished are not batched.
-		for _, ln := range w.lanes[:lanes] {
-			for win := range ln.done {
-				win.free <- struct{}{}
-			}
-		}
-		wg.Wait()
-		if err == nil {
-			err = errors.Join(errs...)
-		}
-		if err != nil {
+		if err := p.fanOut(msg, next, w, b); err != nil {
 			return nil, err
 		}
 		return nil, p.guard(w, func() error { return p.endBlock(p.landCtx, w) })
