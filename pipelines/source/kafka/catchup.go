@@ -93,22 +93,24 @@ func (s *Source) loadTargets(ctx context.Context) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	var backlog int64
+	targets := 0
 	ends.Each(func(o kadm.ListedOffset) {
-		k := tp{o.Topic, o.Partition}
-		s.targets[k] = o.Offset
-		if r, claimed := s.resume[k]; claimed {
-			s.starts[k] = r // claimed already: the lake's state says
+		st := s.state(tp{o.Topic, o.Partition})
+		st.bounded, st.target = true, o.Offset
+		if st.resume >= 0 {
+			st.start = st.resume // claimed already: the lake's state says
 		} else if c, ok := committed.Lookup(o.Topic, o.Partition); ok && c.Err == nil && c.At >= 0 {
-			s.starts[k] = c.At
+			st.start = c.At
 		} else if so, ok := startAt.Lookup(o.Topic, o.Partition); ok && so.Err == nil {
-			s.starts[k] = so.Offset
+			st.start = so.Offset
 		}
-		if n := o.Offset - s.starts[k]; n > 0 {
+		if n := o.Offset - st.start; n > 0 {
 			backlog += n
 		}
+		targets++
 	})
 	s.loaded = true
-	s.log.Info("reading up to the end offsets", "partitions", len(s.targets), "records", backlog)
+	s.log.Info("reading up to the end offsets", "partitions", targets, "records", backlog)
 	return nil
 }
 
@@ -125,35 +127,40 @@ func (s *Source) checkCaughtUp() {
 	}
 	s.mu.Lock()
 	done := s.assigned && s.loaded
-	for k, target := range s.targets {
-		p, assigned := s.parts[k]
-		if !assigned {
-			if s.starts[k] >= target || s.groupDone[k] {
+	for _, st := range s.parts {
+		if !st.bounded {
+			continue
+		}
+		p := st.deliv
+		if p == nil {
+			if st.start >= st.target || st.groupDone {
 				continue
 			}
 			done = false
 			break
 		}
-		if _, waiting := s.unclaimed[k]; waiting {
+		if st.unclaimed != nil {
 			continue // ends the run with its error, below
 		}
-		if !s.claimed[k] {
+		if !st.claimed {
 			done = false
 			break
 		}
-		if s.starts[k] >= target {
+		if st.start >= st.target {
 			continue
 		}
-		if len(p.queue) > 0 || p.next < target {
+		if len(p.queue) > 0 || p.next < st.target {
 			done = false
 			break
 		}
 	}
 	var unclaimed []error
 	if done {
-		for k, err := range s.unclaimed {
-			unclaimed = append(unclaimed, fmt.Errorf("%s partition %d: its state in the lake cannot be claimed, so it was not read: %w",
-				k.topic, k.part, err))
+		for k, st := range s.parts {
+			if st.unclaimed != nil {
+				unclaimed = append(unclaimed, fmt.Errorf("%s partition %d: its state in the lake cannot be claimed, so it was not read: %w",
+					k.topic, k.part, st.unclaimed))
+			}
 		}
 	}
 	s.mu.Unlock()
@@ -163,7 +170,7 @@ func (s *Source) checkCaughtUp() {
 	}
 	if done {
 		s.drainOne.Do(func() {
-			s.log.Debug("caught up", "targets", fmt.Sprint(s.targets), "starts", fmt.Sprint(s.starts), "group_done", fmt.Sprint(s.groupDone))
+			s.log.Debug("caught up")
 			close(s.drained)
 		})
 	}
@@ -187,9 +194,9 @@ func (s *Source) refreshGroupDone(ctx context.Context) error {
 		return err
 	}
 	s.mu.Lock()
-	for k, target := range s.targets {
-		if o, ok := offs.Lookup(k.topic, k.part); ok && o.Err == nil && o.At >= target {
-			s.groupDone[k] = true
+	for k, st := range s.parts {
+		if o, ok := offs.Lookup(k.topic, k.part); st.bounded && ok && o.Err == nil && o.At >= st.target {
+			st.groupDone = true
 		}
 	}
 	s.mu.Unlock()

@@ -41,9 +41,7 @@ func (s *Source) commitLoop() {
 func (s *Source) commit(ctx context.Context, only []tp) error {
 	if only == nil {
 		s.mu.Lock()
-		for k := range s.parts {
-			only = append(only, k)
-		}
+		only = s.assignedParts()
 		s.mu.Unlock()
 	}
 	// Durable waits for the partition's lock, which a write waiting out a
@@ -60,10 +58,11 @@ func (s *Source) commit(ctx context.Context, only []tp) error {
 	s.mu.Lock()
 	for i, k := range only {
 		off, ok := durable[i].off, durable[i].ok
-		if r, claimed := s.resume[k]; claimed && (!ok || r > off) {
+		st := s.state(k)
+		if r := st.resume; r >= 0 && (!ok || r > off) {
 			off, ok = r, true
 		}
-		if c, done := s.committed[k]; !ok || (done && off <= c) {
+		if !ok || (st.committed >= 0 && off <= st.committed) {
 			continue
 		}
 		if offsets[k.topic] == nil {
@@ -96,8 +95,8 @@ func (s *Source) commit(ctx context.Context, only []tp) error {
 	s.mu.Lock()
 	for topic, ps := range offsets {
 		for part, o := range ps {
-			s.committed[tp{topic, part}] = o.Offset
-			s.commitAt[tp{topic, part}] = now
+			st := s.state(tp{topic, part})
+			st.committed, st.commitAt = o.Offset, now
 		}
 	}
 	s.mu.Unlock()

@@ -67,11 +67,12 @@ func (s *Source) poll() {
 func (s *Source) outOfRange(topic string, part int32) {
 	k := tp{topic, part}
 	s.mu.Lock()
-	from, known := s.committed[k]
-	if p := s.parts[k]; p != nil && p.next >= 0 {
+	st := s.state(k)
+	from, known := st.committed, st.committed >= 0
+	if p := st.deliv; p != nil && p.next >= 0 {
 		from, known = p.next, true
-	} else if r, ok := s.resume[k]; ok {
-		from, known = r, true
+	} else if st.resume >= 0 {
+		from, known = st.resume, true
 	}
 	s.mu.Unlock()
 	ctx, cancel := context.WithTimeout(s.ctx, 30*time.Second)
@@ -112,12 +113,13 @@ func (s *Source) outOfRange(topic string, part int32) {
 func (s *Source) enqueue(fp kgo.FetchTopicPartition) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	p := s.parts[tp{fp.Topic, fp.Partition}]
-	if p == nil {
+	st := s.parts[tp{fp.Topic, fp.Partition}]
+	if st == nil || st.deliv == nil {
 		return // not assigned (any more)
 	}
+	p := st.deliv
 	p.hwm = fp.HighWatermark
-	target, bounded := s.targets[p.tp]
+	target, bounded := st.target, st.bounded
 	for _, r := range fp.Records {
 		if s.cfg.UntilCaughtUp && (!bounded || r.Offset >= target) {
 			break // read next time

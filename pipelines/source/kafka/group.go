@@ -24,11 +24,12 @@ func (s *Source) onAssigned(_ context.Context, _ *kgo.Client, assigned map[strin
 	for topic, parts := range assigned {
 		for _, part := range parts {
 			k := tp{topic, part}
-			if _, ok := s.parts[k]; ok {
+			st := s.state(k)
+			if st.deliv != nil {
 				continue
 			}
 			p := &partition{tp: k, next: -1, wake: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{})}
-			s.parts[k] = p
+			st.deliv = p
 			if s.stopping {
 				close(p.done) // assigned after the end: nothing to deliver
 				continue
@@ -182,16 +183,17 @@ func (e retriableError) Unwrap() error { return e.error }
 func (s *Source) claimedAt(k tp, off int64, ok bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.claimed[k] = true
-	delete(s.unclaimed, k)
+	st := s.state(k)
+	st.claimed = true
+	st.unclaimed = nil
 	s.counts.Claimed++
 	if ok {
 		// The group learns the lake's offset with the next commit, and
 		// reading starts there.
-		s.resume[k] = off
-		delete(s.committed, k)
-		if _, bounded := s.targets[k]; bounded {
-			s.starts[k] = off
+		st.resume = off
+		st.committed = -1
+		if st.bounded {
+			st.start = off
 		}
 	}
 }
@@ -205,7 +207,7 @@ func (s *Source) unclaimable(k tp, err error) {
 		err = re.error
 	}
 	s.mu.Lock()
-	s.unclaimed[k] = err
+	s.state(k).unclaimed = err
 	s.mu.Unlock()
 	s.cl.PauseFetchPartitions(map[string][]int32{k.topic: {k.part}})
 	if errors.Is(err, source.ErrRecreated) {
@@ -226,11 +228,13 @@ func (s *Source) unclaimable(k tp, err error) {
 func (s *Source) reclaim(ctx context.Context) {
 	s.mu.Lock()
 	var waiting []tp
-	for k := range s.unclaimed {
-		if _, assigned := s.parts[k]; assigned {
+	for k, st := range s.parts {
+		switch {
+		case st.unclaimed == nil:
+		case st.deliv != nil:
 			waiting = append(waiting, k)
-		} else {
-			delete(s.unclaimed, k)
+		default:
+			st.unclaimed = nil
 		}
 	}
 	s.mu.Unlock()
@@ -258,7 +262,7 @@ func (s *Source) reclaim(ctx context.Context) {
 		}
 		if err != nil {
 			s.mu.Lock()
-			s.unclaimed[k] = err
+			s.state(k).unclaimed = err
 			s.mu.Unlock()
 			continue
 		}
@@ -309,21 +313,17 @@ func (s *Source) release(parts map[string][]int32) []tp {
 	var gone []*partition
 	for topic, ps := range parts {
 		for _, part := range ps {
-			k := tp{topic, part}
-			_, waiting := s.unclaimed[k]
-			delete(s.unclaimed, k)
-			if p, ok := s.parts[k]; ok {
-				delete(s.parts, k)
+			st := s.state(tp{topic, part})
+			if p := st.deliv; p != nil {
 				close(p.stop)
 				gone = append(gone, p)
-				if p.paused || waiting {
+				if p.paused || st.unclaimed != nil {
 					// The client keeps a pause across rebalances: a
 					// partition assigned here again must be fetched.
 					s.cl.ResumeFetchPartitions(map[string][]int32{topic: {part}})
 				}
 			}
-			delete(s.resume, k)
-			delete(s.claimed, k)
+			st.release()
 		}
 	}
 	s.mu.Unlock()

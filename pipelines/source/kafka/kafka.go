@@ -33,6 +33,9 @@
 //
 //   - kafka.go: the Source, its subscription and its end (Close, Finish),
 //     its status (Backlog, Partitions, Ready);
+//   - state.go: what is known of each partition, in one struct: its
+//     commits and target for the run, its deliverer and claim while
+//     assigned;
 //   - group.go: the group's callbacks: a partition assigned is claimed in
 //     the lake (its topic's ID, its start), one revoked is handed over,
 //     one lost dropped; partitions that cannot be claimed wait alone;
@@ -79,38 +82,20 @@ type Source struct {
 	out    chan *message.Message
 	wg     sync.WaitGroup
 
-	mu        sync.Mutex
-	parts     map[tp]*partition
-	committed map[tp]int64
-	// commitAt is when committed last moved, per partition.
-	commitAt map[tp]time.Time
+	mu sync.Mutex
+	// parts holds every partition's state (state.go).
+	parts map[tp]*partState
 	// counts are the group's events (Counters).
 	counts Counters
-	// targets are the end offsets at start (UntilCaughtUp), starts the
-	// offsets consumption begins at.
-	targets map[tp]int64
-	starts  map[tp]int64
-	// loaded is set once targets and starts are known: the group may
-	// assign partitions before (the client joins while they are listed).
+	// loaded is set once the targets and starts are known (UntilCaughtUp):
+	// the group may assign partitions before (the client joins while they
+	// are listed).
 	loaded bool
 	// beforeLoad, when set (tests), runs before the targets are listed.
 	beforeLoad func()
-	// groupDone marks target partitions the group committed up to their
-	// target: landed by this member or another.
-	groupDone map[tp]bool
-	// resume holds the offsets claimed partitions resume from (the lake's
-	// state): at least that much is committed.
-	resume map[tp]int64
-	// claimed marks assigned partitions whose state in the lake was read:
-	// only then is it known where they start.
-	claimed map[tp]bool
-	// unclaimed holds the assigned partitions whose state in the lake
-	// could not be read (claimError): they are paused, and claimed again
-	// every CommitInterval, while the others land on.
-	unclaimed map[tp]error
-	assigned  bool
-	err       error
-	closed    bool
+	assigned   bool
+	err        error
+	closed     bool
 	// stopping is set once the subscription ended: no deliverer starts
 	// after it, and out is closed once those running have returned.
 	stopping bool
@@ -139,9 +124,7 @@ func New(cfg Config, log *slog.Logger) (*Source, error) {
 	if cfg.CommitInterval <= 0 {
 		cfg.CommitInterval = 5 * time.Second
 	}
-	return &Source{cfg: cfg, log: log.With("component", "kafka"), parts: map[tp]*partition{},
-		committed: map[tp]int64{}, commitAt: map[tp]time.Time{}, targets: map[tp]int64{}, starts: map[tp]int64{}, groupDone: map[tp]bool{}, resume: map[tp]int64{},
-		claimed: map[tp]bool{}, unclaimed: map[tp]error{},
+	return &Source{cfg: cfg, log: log.With("component", "kafka"), parts: map[tp]*partState{},
 		drained: make(chan struct{}), stopped: make(chan struct{})}, nil
 }
 
@@ -310,8 +293,10 @@ func (s *Source) Ready(ctx context.Context) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	var errs []error
-	for k, err := range s.unclaimed {
-		errs = append(errs, fmt.Errorf("%s partition %d cannot be claimed: %w", k.topic, k.part, err))
+	for k, st := range s.parts {
+		if st.unclaimed != nil {
+			errs = append(errs, fmt.Errorf("%s partition %d cannot be claimed: %w", k.topic, k.part, st.unclaimed))
+		}
 	}
 	return errors.Join(errs...)
 }
@@ -321,7 +306,13 @@ func (s *Source) Ready(ctx context.Context) error {
 func (s *Source) Unclaimed() int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return len(s.unclaimed)
+	n := 0
+	for _, st := range s.parts {
+		if st.unclaimed != nil {
+			n++
+		}
+	}
+	return n
 }
 
 // Backlog returns the records not yet landed in the assigned partitions,
@@ -330,8 +321,8 @@ func (s *Source) Backlog() int64 {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	var n int64
-	for _, p := range s.parts {
-		if p.next >= 0 && p.hwm > p.next {
+	for _, st := range s.parts {
+		if p := st.deliv; p != nil && p.next >= 0 && p.hwm > p.next {
 			n += p.hwm - p.next
 		}
 	}
@@ -382,16 +373,20 @@ func (p PartitionStatus) Lag() int64 {
 // and partition order.
 func (s *Source) Partitions() []PartitionStatus {
 	s.mu.Lock()
-	out := make([]PartitionStatus, 0, len(s.parts))
-	for k, p := range s.parts {
-		st := PartitionStatus{Topic: k.topic, Partition: k.part, End: -1, Committed: -1, CommittedAt: s.commitAt[k]}
+	var out []PartitionStatus
+	for k, ps := range s.parts {
+		p := ps.deliv
+		if p == nil {
+			continue
+		}
+		st := PartitionStatus{Topic: k.topic, Partition: k.part, End: -1, Committed: -1, CommittedAt: ps.commitAt}
 		if p.hwm > 0 || p.next >= 0 {
 			st.End = max(p.hwm, p.next)
 		}
-		if c, ok := s.committed[k]; ok {
-			st.Committed = c
-		} else if r, ok := s.resume[k]; ok {
-			st.Committed = r
+		if ps.committed >= 0 {
+			st.Committed = ps.committed
+		} else if ps.resume >= 0 {
+			st.Committed = ps.resume
 		}
 		out = append(out, st)
 	}
