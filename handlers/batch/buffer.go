@@ -23,6 +23,34 @@ import (
 	"github.com/valyala/fastjson"
 )
 
+// bufState is where a buffer's newest rows go, and whether it takes more.
+// Rows moved on before stay where they went: the spilled runs and the
+// file's encoder hold earlier rows in any state but released.
+//
+//	logging ──build──▶ building ──unbuild (spill)──▶ logging
+//	logging, building ──seal──▶ sealed ──release──▶ released
+//
+// A buffer is made logging. Its rows go to the row log (log) until the
+// log reaches its limit or the file is written; build then moves them to
+// Arrow builders (thaw), which take the rows after them. Under the memory
+// bound the builders' rows move to the encoder or to a spilled run, and
+// the builders are dropped (unbuild). seal marks the file being written:
+// the encoder takes no more rows, and a write that fails keeps the built
+// record for a retry (sealed again). release frees everything once the
+// file is written or dropped.
+type bufState uint8
+
+const (
+	logging bufState = iota
+	building
+	sealed
+	released
+)
+
+func (s bufState) String() string {
+	return [...]string{"logging", "building", "sealed", "released"}[s]
+}
+
 // buffer accumulates the rows of one output file: one table version, one
 // partition directory, one source partition.
 type buffer struct {
@@ -78,13 +106,13 @@ type buffer struct {
 	encodedRows int
 	first       int64
 	named       bool
-	// sealed is set once the file is being written: its encoder takes
-	// no more rows.
-	sealed bool
+	// state is the buffer's stage (bufState); its transitions are build,
+	// unbuild, seal and release.
+	state bufState
 	// handed is the size of the last run of rows handed to the encoder,
 	// counted until the next (the encoder frees it when it wants).
 	handed int64
-	// log holds the rows that came while the buffer had no builders, in
+	// log holds the rows that came while the buffer was logging, in
 	// order after every other row of it (see rowLog).
 	log      rowLog
 	logLimit int64
@@ -259,9 +287,13 @@ func newBuffer(mem memory.Allocator, key bufKey, t *schema.Table, dir string, sr
 		alloc:   &countingAllocator{Allocator: mem}, fixed: fixed, logLimit: logLimit(fixed)}
 }
 
-// build makes the buffer's builders, when its logged rows move to them.
+// build makes the buffer's builders, when its logged rows move to them:
+// logging becomes building (a sealed buffer stays sealed).
 func (b *buffer) build() {
 	b.builds++
+	if b.state == logging {
+		b.state = building
+	}
 	t := b.table
 	b.rb, b.conv = &fieldBuilders{fields: make([]array.Builder, t.Arrow.NumFields())}, schema.NewConverters(b.alloc)
 	// f returns the Arrow builder of field i, made on first use.
@@ -871,7 +903,7 @@ func (b *buffer) spill() error {
 	if b.rb == nil || b.built != nil {
 		return nil
 	}
-	if b.enc != nil && !b.sealed {
+	if b.enc != nil && b.state != sealed {
 		// The file's encoder takes the rows.
 		if b.live() {
 			b.toEncoder()
@@ -921,8 +953,21 @@ func (b *buffer) spill() error {
 		b.spilledBytes += int64(len(data))
 		b.invalid, b.base = b.invalid[:0], b.rows
 	}
-	b.dropBuilders()
+	b.unbuild()
 	return nil
+}
+
+// seal marks the file being written: its encoder takes no more rows.
+func (b *buffer) seal() { b.state = sealed }
+
+// unbuild drops the builders once their rows went to the encoder or a
+// spilled run: building becomes logging again (a sealed buffer stays
+// sealed).
+func (b *buffer) unbuild() {
+	b.dropBuilders()
+	if b.state == building {
+		b.state = logging
+	}
 }
 
 // dropBuilders releases the builders and forgets every reference to them.
@@ -1186,7 +1231,10 @@ func (a *countingAllocator) Free(b []byte) {
 	a.Allocator.Free(b)
 }
 
+// release frees the buffer's rows in every form: the file was written or
+// dropped.
 func (b *buffer) release() {
+	b.state = released
 	if b.enc != nil {
 		b.enc.abort()
 		b.enc = nil

@@ -77,7 +77,7 @@ func (e *encoding) abort() {
 // the write (the spilled runs come before the builders' rows), as does one
 // being written or whose write failed (sealed).
 func (b *Batcher) encodeRows(buf *buffer) error {
-	if b.encoding == nil || buf.rb == nil || buf.built != nil || buf.sealed || len(buf.spilled) > 0 || buf.rows-buf.base < encodeEvery {
+	if b.encoding == nil || buf.rb == nil || buf.built != nil || buf.state == sealed || len(buf.spilled) > 0 || buf.rows-buf.base < encodeEvery {
 		return nil
 	}
 	if err := b.startEncoding(buf); err != nil {

@@ -315,6 +315,51 @@ func TestColdFilesKeepNoBuilders(t *testing.T) {
 	}
 }
 
+// TestBufferStates follows one file through its states: logging until its
+// log is full, building, logging again after a spill under the memory
+// bound, sealed while written, released after; the builders exist exactly
+// while it is building (or sealed with rows in them).
+func TestBufferStates(t *testing.T) {
+	h := newHarness(t, Config{}, TableConfig{MaxRows: 1 << 20})
+	tb := table("db.t", 1, schema.LayoutImages, textCols())
+	off := int64(0)
+	var buf *buffer
+	add := func(want bufState) {
+		t.Helper()
+		h.add(insert(t, tb.Name, fmt.Sprintf(`{"id":%d,"s":"row %d"}`, off, off)), tb, at(off), 100)
+		off++
+		for _, b := range allOpen(h.b) {
+			buf = b
+		}
+		if buf.state != want || (buf.rb != nil) != (want == building) {
+			t.Fatalf("after row %d: %s with builders %v, want %s", off-1, buf.state, buf.rb != nil, want)
+		}
+	}
+	add(logging)
+	for buf.log.rows > 0 && off < 10000 {
+		add(map[bool]bufState{true: logging, false: building}[int64(cap(buf.log.data)) < buf.logLimit])
+	}
+	if buf.state != building || buf.builds != 1 {
+		t.Fatalf("the log never moved to builders: %s, built %d times", buf.state, buf.builds)
+	}
+	add(building)
+	setBound(h.b, h.b.held.Load()-1) // the next row spills the builders
+	add(logging)
+	if len(buf.spilled) == 0 {
+		t.Fatal("nothing spilled at the bound")
+	}
+	setBound(h.b, 1<<40)
+	must(t, h.b.FlushAll(context.Background()))
+	if buf.state != released || len(h.sink.files) != 1 {
+		t.Fatalf("after the flush: %s, %d files", buf.state, len(h.sink.files))
+	}
+	for _, f := range h.sink.files {
+		if int64(f.Rows) != off {
+			t.Errorf("%d rows landed of %d", f.Rows, off)
+		}
+	}
+}
+
 // FuzzRowLog: whatever a change holds, in every layout, it lands the
 // same from a file's log (converted when logged, replayed when the file
 // is written) as appended to builders from the first, and is refused

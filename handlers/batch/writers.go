@@ -50,7 +50,7 @@ func (b *Batcher) finishEncoders(bufs []*buffer) {
 		if err != nil {
 			continue
 		}
-		buf.sealed = true
+		buf.seal()
 		slots <- struct{}{}
 		done.Add(1)
 		go func() {
@@ -88,7 +88,7 @@ func (b *Batcher) flush(ctx context.Context, p *partition, buf *buffer, cause Ca
 	if err != nil {
 		return err
 	}
-	buf.sealed = true
+	buf.seal()
 	spilled := parts[:len(buf.spilled)]
 	owned := true
 	defer func() {
