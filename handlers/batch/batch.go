@@ -18,8 +18,8 @@
 //   - writers.go: writing a file, in line or on the writer pool;
 //   - handover.go: the journal, the replay of a claimed partition (landed
 //     offsets, recorded cuts repeated or their names taken), fencing;
-//   - buffer.go: an open file (its row log, builders, spilled runs and
-//     encoder); rowlog.go, image.go, check.go, encoding.go: its parts;
+//   - buffer.go: an open file (its frozen rows, builders, spilled runs and
+//     encoder); frozen.go, image.go, check.go, encoding.go: its parts;
 //   - tracker.go: the durable offset of a partition; names.go and
 //     template.go: object names and directories.
 //
@@ -35,11 +35,11 @@
 //     Config.MaxOpenFiles are open, the one idle the longest is written;
 //   - end of input (FlushAll).
 //
-// # Row logs
+// # Frozen rows
 //
 // A file opens without builders: its rows are checked (converted into
-// scratch builders every table shares) and kept in a compact binary log,
-// until the log is half of what the file's builders would cost; then they
+// scratch builders every table shares) and frozen in a compact binary form,
+// until they take half of what the file's builders would cost; then they
 // move to builders. A file of a few rows costs its rows' bytes, so that
 // thousands of tables' files fit the bound without closing early.
 //
@@ -214,7 +214,7 @@ type partition struct {
 	// fenced is set when another instance took the partition over while
 	// this one held it: nothing more of it is landed here until Restore.
 	fenced bool
-	// checks checks the rows its files log (scratch builders are not
+	// checks checks the rows its files freeze (scratch builders are not
 	// shared between partitions): checks[k] is the k-th appender's of a
 	// run (AddRun), checks[0] that of single rows.
 	checks []*checks
@@ -253,10 +253,10 @@ type Batcher struct {
 	fenced  atomic.Int64
 	// encoding is sink, when it encodes files while they are open.
 	encoding sinks.Encoding
-	// logLimit is how large a file's log grows before its rows move to
+	// freezeLimit is how large a file's frozen rows grow before its rows move to
 	// builders, given what the file's builders are estimated to cost (see
 	// buffer.append).
-	logLimit func(builders int64) int64
+	freezeLimit func(builders int64) int64
 	// appends counts rows appended, to order buffers by their latest row.
 	appends atomic.Int64
 	journal Journal
@@ -287,7 +287,7 @@ func New(cfg Config, tables func(string) *TableConfig, sink sinks.Sink, mem memo
 			cfg.MaxBufferedBytes, cfg.MaxOpenFiles)
 	}
 	b := &Batcher{cfg: cfg, tables: tables, sink: sink, mem: mem, log: log, now: time.Now,
-		stats: map[string]*TableStats{}, logLimit: halfOf}
+		stats: map[string]*TableStats{}, freezeLimit: halfOf}
 	b.bound.Store(cfg.MaxBufferedBytes)
 	b.encoding, _ = sink.(sinks.Encoding)
 	if cfg.Writers > 0 {
@@ -435,7 +435,7 @@ func (b *Batcher) openBuffer(p *partition, tc *TableConfig, c *change.Change, t 
 	}
 	dir := key.dir
 	// The clock dates the file for max_age alone; nothing landed reads it.
-	buf := newBuffer(b.mem, key, t, dir, at, b.now().UnixNano(), b.logLimit)
+	buf := newBuffer(b.mem, key, t, dir, at, b.now().UnixNano(), b.freezeLimit)
 	buf.maxAge = int64(tc.MaxAge)
 	p.attach(buf)
 	b.nopen.Add(1)

@@ -387,7 +387,7 @@ func checkIndex(t *testing.T, b *Batcher) {
 }
 
 // textCols is an id and a text column.
-// never is a logLimit that logs no row: rows go to builders.
+// never is a freezeLimit that freezes no row: rows go to builders.
 func never(int64) int64 { return 0 }
 
 func textCols() []schema.Column {
@@ -409,7 +409,7 @@ func openHeld(b *Batcher) int64 {
 // it, the largest buffers are written until three quarters remain.
 func TestBatcherMemoryBound(t *testing.T) {
 	h := newHarness(t, Config{}, TableConfig{})
-	h.b.logLimit = never // rows go to builders from the first
+	h.b.freezeLimit = never // rows go to builders from the first
 	a := table("db.a", 1, schema.LayoutImages, textCols())
 	b := table("db.b", 1, schema.LayoutImages, textCols())
 	c := table("db.c", 1, schema.LayoutImages, textCols())
@@ -514,18 +514,18 @@ func TestBatcherMaxOpenFilesKeepsBusyFiles(t *testing.T) {
 }
 
 // TestBatcherRowErrors: rows that do not convert are rejected, whether
-// the file logs its rows (then they are never stored) or appends them to
+// the file freezes its rows (then they are never stored) or appends them to
 // builders (then they are skipped on write).
 func TestBatcherRowErrors(t *testing.T) {
-	for _, logged := range []bool{true, false} {
-		t.Run(fmt.Sprint("logged=", logged), func(t *testing.T) { testBatcherRowErrors(t, logged) })
+	for _, frozen := range []bool{true, false} {
+		t.Run(fmt.Sprint("frozen=", frozen), func(t *testing.T) { testBatcherRowErrors(t, frozen) })
 	}
 }
 
-func testBatcherRowErrors(t *testing.T, logged bool) {
+func testBatcherRowErrors(t *testing.T, frozen bool) {
 	h := newHarness(t, Config{}, TableConfig{})
-	if !logged {
-		h.b.logLimit = never
+	if !frozen {
+		h.b.freezeLimit = never
 	}
 	v1 := table("db.t", 1, schema.LayoutImages, cols("v"))
 	rows := []struct {
@@ -562,7 +562,7 @@ func testBatcherRowErrors(t *testing.T, logged bool) {
 		Ranges: [][2]int{{0, 1}, {2, 4}, {7, 8}}, First: 0, Last: 7, Source: "orders",
 		Offsets: []int64{0, 2, 3, 7}, Durable: 0,
 	}
-	if logged {
+	if frozen {
 		want.RecordRows, want.Ranges = 4, [][2]int{{0, 4}}
 	}
 	checkFiles(t, h.sink.files, []written{want})
@@ -884,7 +884,7 @@ func jsonish(a arrow.Array, i int) string {
 
 func TestBatcherFlatLayout(t *testing.T) {
 	h := newHarness(t, Config{}, TableConfig{})
-	h.b.logLimit = never // the rejected row is in the record
+	h.b.freezeLimit = never // the rejected row is in the record
 	flat := table("db.f", 1, schema.LayoutFlat, cols("v", "w"))
 	h.add(insert(t, "db.f", `{"id":1,"v":1}`), flat, at(0), 1)
 	h.add(&change.Change{Kind: change.KindDML, Op: change.OpDelete, Table: "db.f", Before: image(t, `{"id":2,"v":2,"w":2}`),
@@ -988,14 +988,14 @@ func (j *journal) Done(_ context.Context, _ string, _ int32, c state.Cut, durabl
 
 // TestBatcherRecordsOffsetRuns: a file's recorded cut holds the offsets of
 // its rows (a claim then needs not read it), without the rows that did not
-// convert, whether the file logs its rows or builds them: as runs, else as
+// convert, whether the file freezes its rows or builds them: as runs, else as
 // a bitmap, else (too many runs over too many offsets) not at all.
 func TestBatcherRecordsOffsetRuns(t *testing.T) {
-	for _, logged := range []bool{true, false} {
-		t.Run(fmt.Sprint("logged=", logged), func(t *testing.T) {
+	for _, frozen := range []bool{true, false} {
+		t.Run(fmt.Sprint("frozen=", frozen), func(t *testing.T) {
 			h := newHarness(t, Config{}, TableConfig{})
-			if !logged {
-				h.b.logLimit = never
+			if !frozen {
+				h.b.freezeLimit = never
 			}
 			j := &journal{sink: h.sink}
 			h.b.SetJournal(j)
@@ -1206,7 +1206,7 @@ func TestBatcherSpillsIdleFilesFirst(t *testing.T) {
 		h.add(insert(t, tb.Name, fmt.Sprintf(`{"id":%d,"s":"row %d"}`, off, off)), tb, at(off), 100)
 		off++
 	}
-	h.b.logLimit = never // every file has builders
+	h.b.freezeLimit = never // every file has builders
 	add(hot)
 	setBound(h.b, 8*h.b.held.Load()) // a few buffers' builders
 	for range 5 {

@@ -1,5 +1,5 @@
 // The bounds over all open files: the memory they hold (their builders,
-// row logs and spilled runs) and their number. Idle files spill first;
+// frozen rows and spilled runs) and their number. Idle files spill first;
 // what still exceeds a bound is written.
 
 package batch
@@ -10,8 +10,8 @@ import (
 	"slices"
 )
 
-// halfOf is the default row-log limit: a file logs its rows until the log
-// would take half of what its builders would (see buffer.logLimit).
+// halfOf is the default freeze limit: a file freezes its rows until they
+// would take half of what its builders would (see buffer.freezeLimit).
 func halfOf(n int64) int64 { return n / 2 }
 
 // account takes buf's footprint into the memory bound. The bound counts

@@ -27,11 +27,11 @@ import (
 // Rows moved on before stay where they went: the spilled runs and the
 // file's encoder hold earlier rows in any state but released.
 //
-//	logging ──build──▶ building ──unbuild (spill)──▶ logging
-//	logging, building ──seal──▶ sealed ──release──▶ released
+//	freezing ──build──▶ building ──unbuild (spill)──▶ freezing
+//	freezing, building ──seal──▶ sealed ──release──▶ released
 //
-// A buffer is made logging. Its rows go to the row log (log) until the
-// log reaches its limit or the file is written; build then moves them to
+// A buffer is made freezing. Its rows are frozen (frozenRows) until they
+// reach their limit or the file is written; build then moves them to
 // Arrow builders (thaw), which take the rows after them. Under the memory
 // bound the builders' rows move to the encoder or to a spilled run, and
 // the builders are dropped (unbuild). seal marks the file being written:
@@ -41,14 +41,14 @@ import (
 type bufState uint8
 
 const (
-	logging bufState = iota
+	freezing bufState = iota
 	building
 	sealed
 	released
 )
 
 func (s bufState) String() string {
-	return [...]string{"logging", "building", "sealed", "released"}[s]
+	return [...]string{"freezing", "building", "sealed", "released"}[s]
 }
 
 // buffer accumulates the rows of one output file: one table version, one
@@ -68,7 +68,7 @@ type buffer struct {
 	// files idle the longest spill first.
 	used int64
 	// builds counts how often the builders were made (tests): once per
-	// move of logged rows to builders.
+	// move of frozen rows to builders.
 	builds int
 	// invalid holds the builders' rows that failed conversion (counted
 	// from base); they are skipped on write.
@@ -112,10 +112,10 @@ type buffer struct {
 	// handed is the size of the last run of rows handed to the encoder,
 	// counted until the next (the encoder frees it when it wants).
 	handed int64
-	// log holds the rows that came while the buffer was logging, in
-	// order after every other row of it (see rowLog).
-	log      rowLog
-	logLimit int64
+	// frozen holds the rows that came while the buffer was freezing, in
+	// order after every other row of it (see frozenRows).
+	frozen      frozenRows
+	freezeLimit int64
 	// planned and plannedBytes count the rows of a run (Batcher.AddRun)
 	// assigned to the buffer and not appended yet.
 	planned      int
@@ -203,11 +203,11 @@ type imageBuilder struct {
 	st       *imageStruct // nil in the flat layout
 	noStruct bool         // images layout of a table without columns
 	app      []schema.Appender
-	// rep appends each column's values from a value log (replay); nil
+	// rep appends each column's values from packed values (replay); nil
 	// in the checks.
 	rep []schema.Replayer
 	// absent lists the image's absent columns (nil when they are not
-	// kept: the checks of logged rows).
+	// kept: the checks of frozen rows).
 	absent *nameList
 	// seen says which columns the image named; found counts them, and
 	// siblings says whether the table has text siblings at all.
@@ -219,7 +219,7 @@ type imageBuilder struct {
 	names [][]byte
 	gone  [][]byte
 	// check: the builder only checks that the image converts (the checks
-	// of logged rows), and appends no NULL for the columns it lacks.
+	// of frozen rows), and appends no NULL for the columns it lacks.
 	check bool
 	// The image's columns: one of texts[i] and builders[i] is set (none
 	// in the checks). A column an image does not name is NULL there, and
@@ -277,21 +277,21 @@ type eventBuilders struct {
 	eventExt                array.Builder
 }
 
-// newBuffer returns a buffer without builders: its first rows are logged
-// (see rowLog) up to logLimit of what its builders would cost.
+// newBuffer returns a buffer without builders: its first rows are frozen
+// (see frozenRows) up to freezeLimit of what its builders would cost.
 func newBuffer(mem memory.Allocator, key bufKey, t *schema.Table, dir string, src sinks.Position, now int64,
-	logLimit func(builders int64) int64) *buffer {
+	freezeLimit func(builders int64) int64) *buffer {
 	fixed := bytesPerBuilder * int64(countFields(t.Arrow.Fields()))
 	return &buffer{key: key, table: t, dir: dir, src: src, last: src.Offset, born: now, mem: mem,
 		offsets: rowOffsets{first: src.Offset},
-		alloc:   &countingAllocator{Allocator: mem}, fixed: fixed, logLimit: logLimit(fixed)}
+		alloc:   &countingAllocator{Allocator: mem}, fixed: fixed, freezeLimit: freezeLimit(fixed)}
 }
 
-// build makes the buffer's builders, when its logged rows move to them:
-// logging becomes building (a sealed buffer stays sealed).
+// build makes the buffer's builders, when its frozen rows move to them:
+// freezing becomes building (a sealed buffer stays sealed).
 func (b *buffer) build() {
 	b.builds++
-	if b.state == logging {
+	if b.state == freezing {
 		b.state = building
 	}
 	t := b.table
@@ -397,10 +397,10 @@ var errDuplicateKey = errors.New("duplicate column in image")
 // returned as rowErr: it is counted, and never written. err is an
 // internal failure.
 //
-// A buffer without builders logs the row, once it converts (chk, of
-// checks its caller owns, tells), until its log
-// is logLimit bytes (half of what its builders would hold before any row);
-// then the log moves to builders (thaw) and the row is appended there. A
+// A buffer without builders freezes the row, once it converts (chk, of
+// checks its caller owns, tells), until its frozen rows take freezeLimit
+// bytes (half of what its builders would hold before any row); then they
+// move to builders (thaw) and the row is appended there. A
 // row that does not convert is appended too (with NULLs where values
 // failed) and marked invalid, so builders stay aligned.
 func (b *buffer) append(c *change.Change, at sinks.Position, size int, chk *checks) (rowErr, err error) {
@@ -408,9 +408,9 @@ func (b *buffer) append(c *change.Change, at sinks.Position, size int, chk *chec
 	b.bytes += int64(size)
 	b.last = at.Offset
 	if b.rb == nil {
-		if int64(cap(b.log.data)) < b.logLimit {
+		if int64(cap(b.frozen.data)) < b.freezeLimit {
 			b.base++ // the builders hold no row
-			rowErr = b.log.add(b.table, c, at.Offset, chk.of(b.table))
+			rowErr = b.frozen.add(b.table, c, at.Offset, chk.of(b.table))
 			if rowErr == nil {
 				b.offsets.add(at.Offset)
 			}
@@ -478,25 +478,25 @@ func (r *rowOffsets) record(c *state.Cut) {
 	}
 }
 
-// thaw moves the logged rows to the builders, which it makes if need be.
+// thaw moves the frozen rows to the builders, which it makes if need be.
 func (b *buffer) thaw() error {
 	if b.rb == nil {
 		b.build()
 	}
-	n := b.log.rows
+	n := b.frozen.rows
 	if n == 0 {
 		return nil
 	}
 	b.reserve(n)
-	err := b.log.each(b.table, func(c *change.Change, r *loggedRow, offset int64) error {
+	err := b.frozen.each(b.table, func(c *change.Change, r *frozenRow, offset int64) error {
 		at := sinks.Position{Source: b.src.Source, Partition: b.src.Partition, Offset: offset}
-		if err := b.appendLogged(c, r, at); err != nil {
-			return fmt.Errorf("the logged row at offset %d: %w", offset, err)
+		if err := b.appendThawed(c, r, at); err != nil {
+			return fmt.Errorf("the frozen row at offset %d: %w", offset, err)
 		}
 		return nil
 	})
 	b.base -= n
-	b.log = rowLog{}
+	b.frozen = frozenRows{}
 	if err != nil {
 		return fmt.Errorf("moving the rows of %s to builders: %w", b.dir, err)
 	}
@@ -546,9 +546,10 @@ func (b *buffer) appendRow(c *change.Change, at sinks.Position) error {
 	return errors.Join(checkText(c), err)
 }
 
-// appendLogged appends a logged row, c with the parts r, to the builders:
-// it converted when it was logged, so an error here means a corrupt log.
-func (b *buffer) appendLogged(c *change.Change, r *loggedRow, at sinks.Position) error {
+// appendThawed appends a frozen row, c with the parts r, to the builders:
+// it converted when it was frozen, so an error here means corrupt frozen
+// rows.
+func (b *buffer) appendThawed(c *change.Change, r *frozenRow, at sinks.Position) error {
 	b.appendMeta(c, at)
 	switch b.table.Layout {
 	case schema.LayoutImages:
@@ -731,7 +732,7 @@ func (ib *imageBuilder) append(t *schema.Table, img change.Image) error {
 	return first
 }
 
-// replay appends an image from its value log (see checks), or an absent
+// replay appends an image from its packed values (see checks), or an absent
 // image when the row has none.
 func (ib *imageBuilder) replay(t *schema.Table, data []byte, present bool) error {
 	if !present {
@@ -742,9 +743,9 @@ func (ib *imageBuilder) replay(t *schema.Table, data []byte, present bool) error
 	}
 	ib.unmark()
 	for len(data) > 0 {
-		i, value, rest, err := schema.LogEntry(data)
+		i, value, rest, err := schema.PackedEntry(data)
 		if err == nil && i >= len(ib.app) {
-			err = schema.ErrLogCorrupt
+			err = schema.ErrPackedCorrupt
 		}
 		if err != nil {
 			return err
@@ -961,12 +962,12 @@ func (b *buffer) spill() error {
 func (b *buffer) seal() { b.state = sealed }
 
 // unbuild drops the builders once their rows went to the encoder or a
-// spilled run: building becomes logging again (a sealed buffer stays
+// spilled run: building becomes freezing again (a sealed buffer stays
 // sealed).
 func (b *buffer) unbuild() {
 	b.dropBuilders()
 	if b.state == building {
-		b.state = logging
+		b.state = freezing
 	}
 }
 
@@ -989,7 +990,7 @@ func (b *buffer) dropBuilders() {
 // (built). The caller releases the spilled runs' batches (the first
 // len(parts)-1 when the builders hold rows).
 func (b *buffer) parts() ([]sinks.Part, error) {
-	if b.log.rows > 0 {
+	if b.frozen.rows > 0 {
 		if err := b.thaw(); err != nil {
 			return nil, err
 		}
@@ -1083,7 +1084,7 @@ const bytesPerBuilder = 1664
 // allocator counted them, the builders themselves while it has them, and
 // its spilled rows.
 func (b *buffer) footprint() int64 {
-	n := b.spilledBytes + b.alloc.n.Load() + int64(cap(b.log.data))
+	n := b.spilledBytes + b.alloc.n.Load() + int64(cap(b.frozen.data))
 	if b.enc != nil {
 		n += b.enc.size + b.handed
 	}
@@ -1247,5 +1248,5 @@ func (b *buffer) release() {
 		b.dropBuilders()
 	}
 	b.spilled, b.spilledBytes = nil, 0
-	b.log = rowLog{}
+	b.frozen = frozenRows{}
 }

@@ -11,7 +11,7 @@ import (
 
 // BenchmarkOpenBuffer measures what opening a file and landing its first
 // row costs (a 12-column table in the images layout): the buffer, and the
-// row checked and logged (no builders). Its allocations are what an open
+// row checked and frozen (no builders). Its allocations are what an open
 // file holds beyond its rows.
 func BenchmarkOpenBuffer(b *testing.B) {
 	var cs []schema.Column
@@ -36,7 +36,7 @@ func BenchmarkOpenBuffer(b *testing.B) {
 // BenchmarkFileRows measures landing the rows of a file of 64 rows (a
 // 12-column table in the images layout, GoldenGate-like partial after
 // images) up to its record: appended to builders from the first row, or
-// logged as they come (converted into the value log) and replayed into
+// frozen as they come (converted into packed values) and replayed into
 // builders when the file is written, as a file of a few rows is.
 func BenchmarkFileRows(b *testing.B) {
 	cs := []schema.Column{{Name: "id", Type: schema.Type{Kind: schema.Int64}}}
@@ -59,7 +59,7 @@ func BenchmarkFileRows(b *testing.B) {
 	for _, c := range []struct {
 		name  string
 		limit func(int64) int64
-	}{{"built", func(int64) int64 { return 0 }}, {"logged", func(int64) int64 { return 1 << 40 }}} {
+	}{{"built", func(int64) int64 { return 0 }}, {"frozen", func(int64) int64 { return 1 << 40 }}} {
 		b.Run(c.name, func(b *testing.B) {
 			mem := memory.NewGoAllocator()
 			chk := newChecks(mem)

@@ -11,8 +11,8 @@ import (
 	"github.com/cdclake/cdclake/handlers/schema"
 )
 
-// checks converts the images of the rows files log (rowLog) into the
-// logs, as schema value logs: a row whose images convert is logged with
+// checks converts the images of the rows files freeze (frozenRows) into
+// schema's packed values: a row whose images convert is frozen with
 // their converted values, which reach the file's builders later without
 // being converted again (thaw); a row that does not convert is refused
 // with the error appending it to builders would give. A checker is
@@ -22,7 +22,7 @@ import (
 // checks, used under its lock.
 type checks struct {
 	mem     memory.Allocator
-	w       schema.LogWriter
+	w       schema.PackWriter
 	scratch map[string]array.Builder // by the Arrow type's fingerprint
 	kinds   map[checkerKey]*checker
 	convs   []*schema.Converters
@@ -40,7 +40,7 @@ func newChecks(mem memory.Allocator) *checks {
 // checker converts the images of the table versions of one checkerKey.
 type checker struct {
 	set *checks
-	img *imageBuilder // writes value logs; nil in the events layout
+	img *imageBuilder // writes packed values; nil in the events layout
 }
 
 type checkerKey struct {
@@ -65,7 +65,7 @@ func (cs *checks) of(t *schema.Table) *checker {
 			case schema.Struct, schema.List, schema.Map:
 				scratch = cs.builder(c.Type.Arrow())
 			}
-			ib.app = append(ib.app, conv.CompileLog(c.Name, j, c.Type, &cs.w, scratch))
+			ib.app = append(ib.app, conv.CompilePacker(c.Name, j, c.Type, &cs.w, scratch))
 		}
 		k.img = ib
 	}
@@ -84,8 +84,8 @@ func (cs *checks) builder(dt arrow.DataType) array.Builder {
 	return b
 }
 
-// image appends to d image img of a row of table version t as a value
-// log, after its length (4 bytes, little endian), and returns the error
+// image appends to d image img of a row of table version t as packed
+// values, after its length (4 bytes, little endian), and returns the error
 // appending it to builders would return.
 func (k *checker) image(t *schema.Table, d []byte, img change.Image) ([]byte, error) {
 	at := len(d)

@@ -17,7 +17,7 @@ import (
 
 // TestPartialImagesLand: images that name some of the table's columns,
 // or are absent, land with NULL in the others and list them as absent,
-// however the rows reach the file: appended to builders, logged first,
+// however the rows reach the file: appended to builders, frozen first,
 // written early under the memory bound, or handed to the file's encoder
 // in runs while it is open. One column is left out of a long run of rows
 // (across runs and files), one is named only by the last rows, one only
@@ -32,10 +32,10 @@ func TestPartialImagesLand(t *testing.T) {
 			encode bool
 		}{
 			{"built", never, 1 << 40, false},
-			{"logged", func(int64) int64 { return 8 << 10 }, 1 << 40, false},
+			{"frozen", func(int64) int64 { return 8 << 10 }, 1 << 40, false},
 			{"written early", never, 128 << 10, false},
 			{"encoded while open", never, 1 << 40, true},
-			{"logged, encoded while open", halfOf, 1 << 40, true},
+			{"frozen, encoded while open", halfOf, 1 << 40, true},
 		} {
 			t.Run(fmt.Sprintf("%v/%s", layout, c.name), func(t *testing.T) {
 				testPartialImages(t, layout, c.limit, c.bound, c.encode)
@@ -60,7 +60,7 @@ func testPartialImages(t *testing.T, layout schema.Layout, limit func(int64) int
 		h.b, h.sink.b = b, b
 		b.now = func() time.Time { return day }
 	}
-	h.b.logLimit = limit
+	h.b.freezeLimit = limit
 	setBound(h.b, bound)
 	tb := table("db.p", 1, layout, []schema.Column{
 		{Name: "id", Type: schema.Type{Kind: schema.Int64}},

@@ -146,7 +146,7 @@ func TestAddRunBoundsByOffsets(t *testing.T) {
 		for _, lens := range [][]int{{1}, {64}, {7, 300, 64}, {2000}} {
 			cfg.Appenders = appenders
 			h := newHarness(t, cfg, TableConfig{})
-			h.b.logLimit = never // every file has builders, which spill
+			h.b.freezeLimit = never // every file has builders, which spill
 			landInRuns(t, h, items, lens...)
 			files := landedFiles(t, h)
 			if ref == nil {

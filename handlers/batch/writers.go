@@ -41,9 +41,9 @@ func (b *Batcher) finishEncoders(bufs []*buffer) {
 	slots := make(chan struct{}, runtime.GOMAXPROCS(0))
 	var done sync.WaitGroup
 	for _, buf := range bufs {
-		// Files with spilled or logged rows are left to their writes,
+		// Files with spilled or frozen rows are left to their writes,
 		// which decode those one file at a time.
-		if len(buf.spilled) > 0 || buf.log.rows > 0 || (buf.enc == nil && !buf.live()) || b.startEncoding(buf) != nil {
+		if len(buf.spilled) > 0 || buf.frozen.rows > 0 || (buf.enc == nil && !buf.live()) || b.startEncoding(buf) != nil {
 			continue
 		}
 		parts, err := buf.parts()

@@ -123,7 +123,7 @@ func (c *Converters) Compile(name string, t Type, b array.Builder) Appender {
 }
 
 // The targets of the kinds whose values are not text (textTarget): an
-// Arrow builder of the kind, or a value log (CompileLog).
+// Arrow builder of the kind, or packed values (CompilePacker).
 type (
 	boolTarget interface {
 		Append(bool)

@@ -68,7 +68,7 @@ func convert(t *testing.T, typ Type, inputs ...string) (arrow.Array, []error) {
 		j := int64(i)
 		if err == nil && !array.SliceEqual(arr, j, j+1, replayed, j, j+1) &&
 			!array.SliceApproxEqual(arr, j, j+1, replayed, j, j+1, array.WithNaNsEqual(true), array.WithAbsTolerance(0)) {
-			t.Fatalf("value %s replayed from a value log as %v, built as %v", inputs[i], replayed, arr)
+			t.Fatalf("value %s replayed from packed values as %v, built as %v", inputs[i], replayed, arr)
 		}
 	}
 	for i, err := range errs {
@@ -81,8 +81,8 @@ func convert(t *testing.T, typ Type, inputs ...string) (arrow.Array, []error) {
 	return arr, errs
 }
 
-// replayLogged converts inputs as convert does, into a value log
-// (CompileLog) instead, checks that each fails as it did there (errs),
+// replayLogged converts inputs as convert does, into packed values
+// (CompilePacker) instead, checks that each fails as it did there (errs),
 // replays the log into a builder of typ.Arrow() and returns its array,
 // with NULL for the values that failed.
 func replayLogged(t *testing.T, typ Type, inputs []string, errs []error) arrow.Array {
@@ -94,8 +94,8 @@ func replayLogged(t *testing.T, typ Type, inputs []string, errs []error) arrow.A
 	defer conv.Release()
 	scratch := array.NewBuilder(mem, typ.Arrow())
 	defer scratch.Release()
-	var w LogWriter
-	logged := conv.CompileLog("col", col, typ, &w, scratch)
+	var w PackWriter
+	logged := conv.CompilePacker("col", col, typ, &w, scratch)
 	b := array.NewBuilder(mem, typ.Arrow())
 	defer b.Release()
 	app := conv.Compile("col", typ, b)
@@ -114,7 +114,7 @@ func replayLogged(t *testing.T, typ Type, inputs []string, errs []error) arrow.A
 			b.AppendNull()
 			continue
 		}
-		c, value, rest, err := LogEntry(w.Buf)
+		c, value, rest, err := PackedEntry(w.Buf)
 		if err != nil || c != col {
 			t.Fatalf("value %s: entry of column %d (%v), want %d", in, c, err, col)
 		}
@@ -1066,7 +1066,7 @@ func TestIntegerReasons(t *testing.T) {
 	}
 }
 
-// fuzzTypes are the column types FuzzValueLog converts to: every kind and
+// fuzzTypes are the column types FuzzPackedValues converts to: every kind and
 // encoding family.
 var fuzzTypes = []Type{
 	{Kind: Null}, {Kind: Bool}, {Kind: Int8}, {Kind: Int16}, {Kind: Int32}, {Kind: Int64},
@@ -1083,10 +1083,10 @@ var fuzzTypes = []Type{
 	{Kind: Map, Key: &Type{Kind: String}, Value: &Type{Kind: Int64}},
 }
 
-// FuzzValueLog: any JSON value converts into a value log with the error
+// FuzzPackedValues: any JSON value converts into packed values with the error
 // Compile's Appender gives it, and one that converts replays into the
 // value Compile's Appender appends (convert checks both).
-func FuzzValueLog(f *testing.F) {
+func FuzzPackedValues(f *testing.F) {
 	for _, s := range []string{`null`, `true`, `-128`, `1e2`, `"12.5"`, `"AAEC"`, `"0a0b"`, `"2024-01-31"`, `19000`,
 		`"12:34:56.789"`, `"2024-01-31T12:34:56.123456+02:00"`, `[1,null,"2"]`, `{"a":"x","b":1.5}`, `{"k":1}`, `[["k",2]]`,
 		`{"scale":2,"value":"AQ=="}`, `"NaN"`, `-0.0`, `"\u00e9"`} {

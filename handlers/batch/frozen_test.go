@@ -147,7 +147,7 @@ func logRows(t testing.TB, n int) []*change.Change {
 	return out
 }
 
-// landRecords lands logRows(n) with the given log limit and returns the
+// landRecords lands logRows(n) with the given freeze limit and returns the
 // files' rows and the rows rejected (by offset, with their errors).
 func landRecords(t *testing.T, n int, limit func(int64) int64, bound int64) (*recordSink, map[int64]string) {
 	t.Helper()
@@ -167,7 +167,7 @@ func landRecords(t *testing.T, n int, limit func(int64) int64, bound int64) (*re
 	}
 	defer b.Close()
 	b.now = func() time.Time { return day }
-	b.logLimit = limit
+	b.freezeLimit = limit
 	ts := logTables()
 	rejected := map[int64]string{}
 	for i, c := range logRows(t, n) {
@@ -191,11 +191,11 @@ func landRecords(t *testing.T, n int, limit func(int64) int64, bound int64) (*re
 	return sink, rejected
 }
 
-// TestLoggedRowsLandAsBuilt: a file's rows land the same, and the same
-// rows are rejected with the same errors, whether they were logged until
-// the file was written, logged and moved to builders on the way, or
+// TestFrozenRowsLandAsBuilt: a file's rows land the same, and the same
+// rows are rejected with the same errors, whether they were frozen until
+// the file was written, frozen and moved to builders on the way, or
 // appended to builders from the first, under a bound that spills or not.
-func TestLoggedRowsLandAsBuilt(t *testing.T) {
+func TestFrozenRowsLandAsBuilt(t *testing.T) {
 	const n = 3000
 	built, builtRejected := landRecords(t, n, never, 1<<40)
 	if len(built.files) != 3 || len(builtRejected) == 0 {
@@ -206,8 +206,8 @@ func TestLoggedRowsLandAsBuilt(t *testing.T) {
 		limit func(int64) int64
 		bound int64
 	}{
-		{"logged to the end", func(int64) int64 { return 1 << 40 }, 1 << 40},
-		{"logged, then built", func(int64) int64 { return 4 << 10 }, 1 << 40},
+		{"frozen to the end", func(int64) int64 { return 1 << 40 }, 1 << 40},
+		{"frozen, then built", func(int64) int64 { return 4 << 10 }, 1 << 40},
 		{"default", halfOf, 1 << 40},
 		{"spilling", halfOf, 256 << 10},
 	} {
@@ -268,7 +268,7 @@ func concatRecords(t *testing.T, recs []arrow.RecordBatch) arrow.RecordBatch {
 
 // TestColdFilesKeepNoBuilders: many tables with a few rows each, under a
 // bound that holds the builders of a few of them, stay open with their rows
-// logged (no builders, nothing spilled or written early), and each gets
+// frozen (no builders, nothing spilled or written early), and each gets
 // one file; the hot table's file moves its rows to builders once.
 func TestColdFilesKeepNoBuilders(t *testing.T) {
 	h := newHarness(t, Config{}, TableConfig{MaxRows: 1 << 20})
@@ -300,8 +300,8 @@ func TestColdFilesKeepNoBuilders(t *testing.T) {
 		switch {
 		case k.table == "db.hot" && buf.builds != 1:
 			t.Errorf("the hot table built its builders %d times", buf.builds)
-		case k.table != "db.hot" && (buf.builds != 0 || buf.log.rows != 5 || len(buf.spilled) != 0):
-			t.Errorf("%s: built %d times, %d rows logged, %d spilled runs", k.table, buf.builds, buf.log.rows, len(buf.spilled))
+		case k.table != "db.hot" && (buf.builds != 0 || buf.frozen.rows != 5 || len(buf.spilled) != 0):
+			t.Errorf("%s: built %d times, %d rows frozen, %d spilled runs", k.table, buf.builds, buf.frozen.rows, len(buf.spilled))
 		}
 	}
 	must(t, h.b.FlushAll(context.Background()))
@@ -315,8 +315,8 @@ func TestColdFilesKeepNoBuilders(t *testing.T) {
 	}
 }
 
-// TestBufferStates follows one file through its states: logging until its
-// log is full, building, logging again after a spill under the memory
+// TestBufferStates follows one file through its states: freezing until its
+// frozen rows reach their limit, building, freezing again after a spill under the memory
 // bound, sealed while written, released after; the builders exist exactly
 // while it is building (or sealed with rows in them).
 func TestBufferStates(t *testing.T) {
@@ -335,16 +335,16 @@ func TestBufferStates(t *testing.T) {
 			t.Fatalf("after row %d: %s with builders %v, want %s", off-1, buf.state, buf.rb != nil, want)
 		}
 	}
-	add(logging)
-	for buf.log.rows > 0 && off < 10000 {
-		add(map[bool]bufState{true: logging, false: building}[int64(cap(buf.log.data)) < buf.logLimit])
+	add(freezing)
+	for buf.frozen.rows > 0 && off < 10000 {
+		add(map[bool]bufState{true: freezing, false: building}[int64(cap(buf.frozen.data)) < buf.freezeLimit])
 	}
 	if buf.state != building || buf.builds != 1 {
-		t.Fatalf("the log never moved to builders: %s, built %d times", buf.state, buf.builds)
+		t.Fatalf("the frozen rows never moved to builders: %s, built %d times", buf.state, buf.builds)
 	}
 	add(building)
 	setBound(h.b, h.b.held.Load()-1) // the next row spills the builders
-	add(logging)
+	add(freezing)
 	if len(buf.spilled) == 0 {
 		t.Fatal("nothing spilled at the bound")
 	}
@@ -360,11 +360,11 @@ func TestBufferStates(t *testing.T) {
 	}
 }
 
-// FuzzRowLog: whatever a change holds, in every layout, it lands the
-// same from a file's log (converted when logged, replayed when the file
+// FuzzFrozenRows: whatever a change holds, in every layout, it lands the
+// same from a file's frozen rows (converted when frozen, replayed when the file
 // is written) as appended to builders from the first, and is refused
 // with the same error.
-func FuzzRowLog(f *testing.F) {
+func FuzzFrozenRows(f *testing.F) {
 	f.Add(`{"id":1,"name":"x"}`, `{"id":1}`, "csn", []byte{1, 2}, int64(5), true)
 	f.Add(`{"a":"\u0000\ud83d\ude00","b":[1e400,-0.0]}`, ``, "", []byte(nil), int64(-1), false)
 	f.Add(`{"id":2,"price":"1.5","at":"2024-01-31T12:00:00Z","doc":[1,{"x":null}],"raw":"AAEC","small":-128}`, `{"id":2,"at":"2024-01-31T12:34:56.1234567Z","secret":1}`,
@@ -400,20 +400,20 @@ func FuzzRowLog(f *testing.F) {
 		c.AddBytes("key", key)
 		c.AddTimestamp("commit_ts", micros)
 		for _, tb := range ts {
-			logged, loggedErr := landOnce(t, tb, c, 1<<40)
+			frozen, frozenErr := landOnce(t, tb, c, 1<<40)
 			built, builtErr := landOnce(t, tb, c, 0)
-			if fmt.Sprint(loggedErr) != fmt.Sprint(builtErr) {
-				t.Fatalf("%s: logged with error %v, built with %v", tb.Name, loggedErr, builtErr)
+			if fmt.Sprint(frozenErr) != fmt.Sprint(builtErr) {
+				t.Fatalf("%s: frozen with error %v, built with %v", tb.Name, frozenErr, builtErr)
 			}
-			if (logged == nil) != (built == nil) || logged != nil && !array.RecordEqual(logged, built) {
-				t.Fatalf("%s: rows from the log differ from those built:\n%v\n%v", tb.Name, logged, built)
+			if (frozen == nil) != (built == nil) || frozen != nil && !array.RecordEqual(frozen, built) {
+				t.Fatalf("%s: rows thawed differ from those built:\n%v\n%v", tb.Name, frozen, built)
 			}
 		}
 	})
 }
 
 // landOnce lands c twice, at offsets 7 and 8, in a file of table version
-// tb whose rows are logged up to limit bytes, and returns the file's
+// tb whose rows are frozen up to limit bytes, and returns the file's
 // valid rows (nil without any) and the first row's error.
 func landOnce(t *testing.T, tb *schema.Table, c *change.Change, limit int64) (arrow.RecordBatch, error) {
 	mem := memory.NewCheckedAllocator(memory.NewGoAllocator())

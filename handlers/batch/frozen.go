@@ -10,12 +10,13 @@ import (
 	"github.com/cdclake/cdclake/handlers/schema"
 )
 
-// rowLog holds the rows of a file that has no builders: a file opens with
-// one, and a file whose builders spilled logs its next rows. Each row is
+// frozenRows holds the rows of a file that has no builders, frozen: a
+// file opens with none, and a file whose builders spilled freezes its next
+// rows. Each row is
 // kept in a compact binary form, its images converted as they would be
-// into builders (a schema value log, see checks), so that a row that does
+// into builders (schema's packed values, see checks), so that a row that does
 // not convert is refused when it comes; the rows move to builders (thaw)
-// when the log costs about what builders would, or when the file is
+// when they cost about what builders would, or when the file is
 // written, and their values are appended there without being converted
 // again. A file of a few rows then costs those rows' bytes, not builders
 // (tens of KB each): many tables' files fit the memory bound without
@@ -25,38 +26,38 @@ import (
 // (varints); the operation time when it has one; table, transaction id,
 // position and statement; for each extra column of the table version, a
 // tag (absent, NULL, value), the change's kind of it and its value; then
-// the images that land, each a value log after its length (4 bytes,
+// the images that land, each as packed values after its length (4 bytes,
 // little endian): before and after in the images layout, the one that
 // lands in the flat layout; in the events layout, the event's JSON text
 // after its length. Strings are length-prefixed (uvarint).
-type rowLog struct {
+type frozenRows struct {
 	data []byte
 	rows int
 }
 
 const (
-	logHasTS = 1 << iota
-	logBefore
-	logAfter
-	logRaw
+	frozenHasTS = 1 << iota
+	frozenBefore
+	frozenAfter
+	frozenRaw
 )
 
 const (
-	logExtraAbsent = iota
-	logExtraNull
-	logExtraValue
+	frozenExtraAbsent = iota
+	frozenExtraNull
+	frozenExtraValue
 )
 
 // add appends c, at offset, converting its images with k, the checker of
 // t, and returns the error appending c to builders would return; a row
-// with one is not logged.
-func (l *rowLog) add(t *schema.Table, c *change.Change, offset int64, k *checker) error {
+// with one is not frozen.
+func (l *frozenRows) add(t *schema.Table, c *change.Change, offset int64, k *checker) error {
 	k.set.counted()
 	d := l.data
 	mark := len(d)
 	flags := byte(0)
 	if c.HasTS {
-		flags |= logHasTS
+		flags |= frozenHasTS
 	}
 	// The images that land: flat lands the after image, or else the
 	// before image; events lands the event.
@@ -69,14 +70,14 @@ func (l *rowLog) add(t *schema.Table, c *change.Change, offset int64, k *checker
 	case schema.LayoutEvents:
 		before, after = change.Image{}, change.Image{}
 		if c.Raw != nil {
-			flags |= logRaw
+			flags |= frozenRaw
 		}
 	}
 	if before.Present() {
-		flags |= logBefore
+		flags |= frozenBefore
 	}
 	if after.Present() {
-		flags |= logAfter
+		flags |= frozenAfter
 	}
 	d = append(d, byte(c.Kind), byte(c.Op), flags)
 	d = binary.AppendVarint(d, offset)
@@ -92,14 +93,14 @@ func (l *rowLog) add(t *schema.Table, c *change.Change, offset int64, k *checker
 		i := extraOf(c, col.Name)
 		switch {
 		case i < 0:
-			d = append(d, logExtraAbsent)
+			d = append(d, frozenExtraAbsent)
 		case c.Extras[i].Null:
-			d = append(d, logExtraNull, byte(c.Extras[i].Kind))
+			d = append(d, frozenExtraNull, byte(c.Extras[i].Kind))
 		case col.Kind == change.ExtraTimestamp:
-			d = append(d, logExtraValue, byte(c.Extras[i].Kind))
+			d = append(d, frozenExtraValue, byte(c.Extras[i].Kind))
 			d = binary.AppendVarint(d, c.Extras[i].Micros)
 		default:
-			d = append(d, logExtraValue, byte(c.Extras[i].Kind))
+			d = append(d, frozenExtraValue, byte(c.Extras[i].Kind))
 			d = appendBytes(d, c.ExtraBytes(c.Extras[i]))
 		}
 	}
@@ -112,7 +113,7 @@ func (l *rowLog) add(t *schema.Table, c *change.Change, offset int64, k *checker
 	if after.Present() {
 		d, errs[1] = k.image(t, d, after)
 	}
-	if flags&logRaw != 0 {
+	if flags&frozenRaw != 0 {
 		at := len(d)
 		d = appendJSON(d, c.Raw.MarshalTo)
 		if !utf8.Valid(d[at+jsonLenBytes:]) {
@@ -149,7 +150,7 @@ func appendBytes(d []byte, b []byte) []byte {
 	return append(d, b...)
 }
 
-// jsonLenBytes is the width of the length prefix of an image's value log
+// jsonLenBytes is the width of the length prefix of an image's packed values
 // and of an event's JSON text: fixed, so that they are written in place,
 // after it.
 const jsonLenBytes = 4
@@ -164,9 +165,9 @@ func appendJSON(d []byte, marshal func([]byte) []byte) []byte {
 	return d
 }
 
-// loggedRow holds the landing parts of a logged row: the images' value
-// logs and the event's JSON text, each with whether the row has it.
-type loggedRow struct {
+// frozenRow holds the landing parts of a frozen row: the images' packed
+// values and the event's JSON text, each with whether the row has it.
+type frozenRow struct {
 	before, after, raw          []byte
 	hasBefore, hasAfter, hasRaw bool
 }
@@ -174,25 +175,25 @@ type loggedRow struct {
 // each decodes the rows in order into a Change (valid until fn returns),
 // without its images and event, which are in r, and calls fn with them and
 // the row's offset.
-func (l *rowLog) each(t *schema.Table, fn func(c *change.Change, r *loggedRow, offset int64) error) error {
-	r := logReader{d: l.data}
+func (l *frozenRows) each(t *schema.Table, fn func(c *change.Change, r *frozenRow, offset int64) error) error {
+	r := frozenReader{d: l.data}
 	var c change.Change
-	var row loggedRow
+	var row frozenRow
 	for range l.rows {
 		c.Reset()
 		c.Kind, c.Op = change.Kind(r.byte()), change.Op(r.byte())
 		flags := r.byte()
 		offset := r.varint()
 		c.RecordMicros = r.varint()
-		if flags&logHasTS != 0 {
+		if flags&frozenHasTS != 0 {
 			c.HasTS, c.TSMicros = true, r.varint()
 		}
 		c.Table, c.Xid, c.Pos, c.Statement = r.string(), r.string(), r.string(), r.string()
 		for _, col := range t.Extras {
 			switch r.byte() {
-			case logExtraAbsent:
+			case frozenExtraAbsent:
 				continue
-			case logExtraNull:
+			case frozenExtraNull:
 				c.Extras = append(c.Extras, change.Extra{Name: col.Name, Kind: change.ExtraKind(r.byte()), Null: true})
 			default:
 				e := change.Extra{Name: col.Name, Kind: change.ExtraKind(r.byte())}
@@ -207,7 +208,7 @@ func (l *rowLog) each(t *schema.Table, fn func(c *change.Change, r *loggedRow, o
 				c.Extras = append(c.Extras, e)
 			}
 		}
-		row = loggedRow{hasBefore: flags&logBefore != 0, hasAfter: flags&logAfter != 0, hasRaw: flags&logRaw != 0}
+		row = frozenRow{hasBefore: flags&frozenBefore != 0, hasAfter: flags&frozenAfter != 0, hasRaw: flags&frozenRaw != 0}
 		if row.hasBefore {
 			row.before = r.json()
 		}
@@ -225,23 +226,23 @@ func (l *rowLog) each(t *schema.Table, fn func(c *change.Change, r *loggedRow, o
 		}
 	}
 	if r.err == nil && len(r.d) > 0 {
-		r.err = errLogCorrupt
+		r.err = errFrozenCorrupt
 	}
 	return r.err
 }
 
-var errLogCorrupt = errors.New("a file's logged rows are corrupt")
+var errFrozenCorrupt = errors.New("a file's frozen rows are corrupt")
 
-// logReader reads a rowLog; the first error sticks, and reads after it
+// frozenReader reads frozenRows; the first error sticks, and reads after it
 // return zero values.
-type logReader struct {
+type frozenReader struct {
 	d   []byte
 	err error
 }
 
-func (r *logReader) byte() byte {
+func (r *frozenReader) byte() byte {
 	if len(r.d) < 1 {
-		r.err = errLogCorrupt
+		r.err = errFrozenCorrupt
 		return 0
 	}
 	b := r.d[0]
@@ -249,20 +250,20 @@ func (r *logReader) byte() byte {
 	return b
 }
 
-func (r *logReader) varint() int64 {
+func (r *frozenReader) varint() int64 {
 	v, n := binary.Varint(r.d)
 	if n <= 0 {
-		r.err = errLogCorrupt
+		r.err = errFrozenCorrupt
 		return 0
 	}
 	r.d = r.d[n:]
 	return v
 }
 
-func (r *logReader) bytes() []byte {
+func (r *frozenReader) bytes() []byte {
 	l, n := binary.Uvarint(r.d)
 	if n <= 0 || uint64(len(r.d)-n) < l {
-		r.err = errLogCorrupt
+		r.err = errFrozenCorrupt
 		return nil
 	}
 	b := r.d[n : n+int(l)]
@@ -270,21 +271,21 @@ func (r *logReader) bytes() []byte {
 	return b
 }
 
-// string returns the next string, which shares the log's bytes (the
+// string returns the next string, which shares the frozen rows' bytes (the
 // builders copy what they append).
-func (r *logReader) string() string {
+func (r *frozenReader) string() string {
 	b := r.bytes()
 	return unsafe.String(unsafe.SliceData(b), len(b))
 }
 
-func (r *logReader) json() []byte {
+func (r *frozenReader) json() []byte {
 	if len(r.d) < jsonLenBytes {
-		r.err = errLogCorrupt
+		r.err = errFrozenCorrupt
 		return nil
 	}
 	l := binary.LittleEndian.Uint32(r.d)
 	if uint64(len(r.d)-jsonLenBytes) < uint64(l) {
-		r.err = errLogCorrupt
+		r.err = errFrozenCorrupt
 		return nil
 	}
 	b := r.d[jsonLenBytes : jsonLenBytes+int(l)]

@@ -12,9 +12,9 @@ import (
 	"github.com/valyala/fastjson"
 )
 
-// A value log holds the converted values of rows in a compact binary
+// Packed values hold the converted values of rows in a compact binary
 // form, so that rows can wait without builders (a table's few rows) and
-// later reach builders without being converted again: CompileLog's
+// later reach builders without being converted again: CompilePacker's
 // Appenders write it, Replayers read it into builders.
 //
 // An entry is a header, uvarint(column<<1 | 1 for a value, 0 for NULL),
@@ -31,41 +31,41 @@ import (
 //
 // The nested kinds are converted (checked) on a scratch builder when
 // logged and converted again from their JSON text when replayed.
-type LogWriter struct {
+type PackWriter struct {
 	// Buf is what is written to: entries are appended to it.
 	Buf []byte
 }
 
-// logCol writes the entries of one column.
-type logCol struct {
-	w   *LogWriter
+// packCol writes the entries of one column.
+type packCol struct {
+	w   *PackWriter
 	hdr uint64 // column<<1
 }
 
-func (l logCol) AppendNull() { l.w.Buf = binary.AppendUvarint(l.w.Buf, l.hdr) }
+func (l packCol) AppendNull() { l.w.Buf = binary.AppendUvarint(l.w.Buf, l.hdr) }
 
-func (l logCol) value() []byte { return binary.AppendUvarint(l.w.Buf, l.hdr|1) }
+func (l packCol) value() []byte { return binary.AppendUvarint(l.w.Buf, l.hdr|1) }
 
-func (l logCol) appendInt(n int64) { l.w.Buf = binary.AppendVarint(l.value(), n) }
+func (l packCol) appendInt(n int64) { l.w.Buf = binary.AppendVarint(l.value(), n) }
 
-func (l logCol) appendFloat(f float64) {
+func (l packCol) appendFloat(f float64) {
 	l.w.Buf = binary.LittleEndian.AppendUint64(l.value(), math.Float64bits(f))
 }
 
-func (l logCol) appendBytes(v []byte) {
+func (l packCol) appendBytes(v []byte) {
 	d := binary.AppendUvarint(l.value(), uint64(len(v)))
 	l.w.Buf = append(d, v...)
 }
 
 type (
-	logBool      struct{ logCol }
-	logText      struct{ logCol }
-	logDecimal   struct{ logCol }
-	logDate      struct{ logCol }
-	logTimestamp struct{ logCol }
+	packBool      struct{ packCol }
+	packText      struct{ packCol }
+	packDecimal   struct{ packCol }
+	packDate      struct{ packCol }
+	packTimestamp struct{ packCol }
 )
 
-func (l logBool) Append(v bool) {
+func (l packBool) Append(v bool) {
 	b := byte(0)
 	if v {
 		b = 1
@@ -73,26 +73,26 @@ func (l logBool) Append(v bool) {
 	l.w.Buf = append(l.value(), b)
 }
 
-func (l logText) Append(v []byte) { l.appendBytes(v) }
+func (l packText) Append(v []byte) { l.appendBytes(v) }
 
-func (l logDecimal) Append(n decimal128.Num) {
+func (l packDecimal) Append(n decimal128.Num) {
 	d := binary.LittleEndian.AppendUint64(l.value(), n.LowBits())
 	l.w.Buf = binary.LittleEndian.AppendUint64(d, uint64(n.HighBits()))
 }
 
-func (l logDate) Append(d arrow.Date32) { l.appendInt(int64(d)) }
+func (l packDate) Append(d arrow.Date32) { l.appendInt(int64(d)) }
 
-func (l logTimestamp) Append(t arrow.Timestamp) { l.appendInt(int64(t)) }
+func (l packTimestamp) Append(t arrow.Timestamp) { l.appendInt(int64(t)) }
 
-// CompileLog returns an Appender that converts values of type t as
+// CompilePacker returns an Appender that converts values of type t as
 // Compile's would and writes them to w as the entries of column col. It
 // writes nothing more for a value that does not convert: the caller
 // drops the row's entries. scratch, a builder of t.Arrow(), is where the
 // nested kinds (Struct, List, Map) are checked; it is nil for the others,
 // and emptying it is the caller's.
-func (c *Converters) CompileLog(name string, col int, t Type, w *LogWriter, scratch array.Builder) Appender {
+func (c *Converters) CompilePacker(name string, col int, t Type, w *PackWriter, scratch array.Builder) Appender {
 	fail := func(v *fastjson.Value, reason string) error { return convErr(name, t, v, reason) }
-	l := logCol{w: w, hdr: uint64(col) << 1}
+	l := packCol{w: w, hdr: uint64(col) << 1}
 	switch t.Kind {
 	case Null:
 		return func(v *fastjson.Value) error {
@@ -103,7 +103,7 @@ func (c *Converters) CompileLog(name string, col int, t Type, w *LogWriter, scra
 			return fail(v, "column has no known type")
 		}
 	case Bool:
-		return compileBool(logBool{l}, fail)
+		return compileBool(packBool{l}, fail)
 	case Int8, Int16, Int32, Int64:
 		lo, hi := intRange(t.Kind)
 		return compileIntTo(t, lo, hi, l.appendInt, l.AppendNull, fail)
@@ -112,19 +112,19 @@ func (c *Converters) CompileLog(name string, col int, t Type, w *LogWriter, scra
 	case Float64:
 		return compileFloatTo(64, l.appendFloat, l.AppendNull, fail)
 	case String, DecimalText:
-		return compileTextTo(t, logText{l}, fail)
+		return compileTextTo(t, packText{l}, fail)
 	case JSON:
-		return compileJSONTo(logText{l}, fail)
+		return compileJSONTo(packText{l}, fail)
 	case Binary:
-		return compileBinaryTo(t, logText{l}, fail)
+		return compileBinaryTo(t, packText{l}, fail)
 	case Decimal:
-		return compileDecimal(t, logDecimal{l}, fail)
+		return compileDecimal(t, packDecimal{l}, fail)
 	case Date:
-		return compileDate(t, logDate{l}, fail)
+		return compileDate(t, packDate{l}, fail)
 	case Time:
 		return compileTimeTo(t, l.appendInt, l.AppendNull, fail)
 	case Timestamp:
-		return compileTimestamp(t, logTimestamp{l}, fail)
+		return compileTimestamp(t, packTimestamp{l}, fail)
 	case Struct, List, Map:
 		check := c.Compile(name, t, scratch)
 		var text []byte
@@ -158,18 +158,18 @@ func intRange(k Kind) (lo, hi int64) {
 }
 
 // A Replayer appends the value at the start of data, an entry's value
-// (after its header) of a value log, to the builder it was compiled for,
+// (after its header) of packed values, to the builder it was compiled for,
 // and returns the rest of data.
 type Replayer func(data []byte) ([]byte, error)
 
-// ErrLogCorrupt is returned for a value log that does not decode.
-var ErrLogCorrupt = errors.New("a value log is corrupt")
+// ErrPackedCorrupt is returned for packed values that do not decode.
+var ErrPackedCorrupt = errors.New("packed values are corrupt")
 
 // ReplayText returns the Replayer of a column whose values CompileText
 // appends to col.
 func ReplayText(col *TextColumn) Replayer {
 	return func(data []byte) ([]byte, error) {
-		v, rest, err := logBytes(data)
+		v, rest, err := packedBytes(data)
 		if err == nil {
 			col.Append(v)
 		}
@@ -186,7 +186,7 @@ func Replay(t Type, b array.Builder, app Appender) Replayer {
 	case *array.BooleanBuilder:
 		return func(data []byte) ([]byte, error) {
 			if len(data) < 1 || data[0] > 1 {
-				return nil, ErrLogCorrupt
+				return nil, ErrPackedCorrupt
 			}
 			bb.Append(data[0] == 1)
 			return data[1:], nil
@@ -214,7 +214,7 @@ func Replay(t Type, b array.Builder, app Appender) Replayer {
 	case *array.Decimal128Builder:
 		return func(data []byte) ([]byte, error) {
 			if len(data) < 16 {
-				return nil, ErrLogCorrupt
+				return nil, ErrPackedCorrupt
 			}
 			lo, hi := binary.LittleEndian.Uint64(data), binary.LittleEndian.Uint64(data[8:])
 			bb.Append(decimal128.New(int64(hi), lo))
@@ -224,7 +224,7 @@ func Replay(t Type, b array.Builder, app Appender) Replayer {
 	switch t.Kind {
 	case Null:
 		// Logged as NULL only.
-		return func([]byte) ([]byte, error) { return nil, ErrLogCorrupt }
+		return func([]byte) ([]byte, error) { return nil, ErrPackedCorrupt }
 	case String, DecimalText, JSON, Binary:
 		var tb textTarget
 		switch bb := b.(type) {
@@ -237,7 +237,7 @@ func Replay(t Type, b array.Builder, app Appender) Replayer {
 		}
 		if tb != nil {
 			return func(data []byte) ([]byte, error) {
-				v, rest, err := logBytes(data)
+				v, rest, err := packedBytes(data)
 				if err == nil {
 					tb.Append(v)
 				}
@@ -247,13 +247,13 @@ func Replay(t Type, b array.Builder, app Appender) Replayer {
 	case Struct, List, Map:
 		var p fastjson.Parser
 		return func(data []byte) ([]byte, error) {
-			text, rest, err := logBytes(data)
+			text, rest, err := packedBytes(data)
 			if err != nil {
 				return nil, err
 			}
 			v, err := p.ParseBytes(text)
 			if err != nil {
-				return nil, fmt.Errorf("%w: %w", ErrLogCorrupt, err)
+				return nil, fmt.Errorf("%w: %w", ErrPackedCorrupt, err)
 			}
 			return rest, app(v)
 		}
@@ -265,7 +265,7 @@ func replayInt(app func(int64)) Replayer {
 	return func(data []byte) ([]byte, error) {
 		n, k := binary.Varint(data)
 		if k <= 0 {
-			return nil, ErrLogCorrupt
+			return nil, ErrPackedCorrupt
 		}
 		app(n)
 		return data[k:], nil
@@ -275,29 +275,29 @@ func replayInt(app func(int64)) Replayer {
 func replayFloat(app func(float64)) Replayer {
 	return func(data []byte) ([]byte, error) {
 		if len(data) < 8 {
-			return nil, ErrLogCorrupt
+			return nil, ErrPackedCorrupt
 		}
 		app(math.Float64frombits(binary.LittleEndian.Uint64(data)))
 		return data[8:], nil
 	}
 }
 
-// logBytes reads a length-prefixed value.
-func logBytes(data []byte) (v, rest []byte, err error) {
+// packedBytes reads a length-prefixed value.
+func packedBytes(data []byte) (v, rest []byte, err error) {
 	n, k := binary.Uvarint(data)
 	if k <= 0 || uint64(len(data)-k) < n {
-		return nil, nil, ErrLogCorrupt
+		return nil, nil, ErrPackedCorrupt
 	}
 	end := k + int(n)
 	return data[k:end:end], data[end:], nil
 }
 
-// LogEntry reads the header of the entry at the start of data: its
+// PackedEntry reads the header of the entry at the start of data: its
 // column, whether a value follows (false: NULL), and the rest of data.
-func LogEntry(data []byte) (col int, value bool, rest []byte, err error) {
+func PackedEntry(data []byte) (col int, value bool, rest []byte, err error) {
 	h, k := binary.Uvarint(data)
 	if k <= 0 || h>>1 > math.MaxInt32 {
-		return 0, false, nil, ErrLogCorrupt
+		return 0, false, nil, ErrPackedCorrupt
 	}
 	return int(h >> 1), h&1 == 1, data[k:], nil
 }
