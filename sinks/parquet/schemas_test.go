@@ -27,23 +27,10 @@ func FuzzWriterSchemas(f *testing.F) {
 		rng := rand.New(rand.NewPCG(seed, seed>>7|1))
 		mem := memory.NewCheckedAllocator(memory.NewGoAllocator())
 		defer mem.AssertSize(t, 0)
-		var fields []arrow.Field
-		for i := range 1 + rng.IntN(5) {
-			fields = append(fields, arrow.Field{Name: fmt.Sprintf("c%d", i), Type: randomType(rng, 3), Nullable: rng.IntN(3) > 0})
-		}
-		sch := arrow.NewSchema(fields, nil)
-		rb := array.NewRecordBuilder(mem, sch)
-		defer rb.Release()
-		n := int(rows)
-		for range n {
-			for i, fld := range fields {
-				appendRandom(rng, rb.Field(i), fld.Type, fld.Nullable)
-			}
-		}
-		rec := rb.NewRecordBatch()
+		rec := randomRecord(rng, mem, int(rows))
 		defer rec.Release()
-		codec := []string{"zstd", "snappy", "none"}[int(setting)%3]
-		opts := parquet.Options{Compression: codec, RowGroupRows: 1 + int(setting)%97}
+		n := int(rows)
+		opts := randomOptions(setting)
 		lo := 0
 		if n > 0 {
 			lo = rng.IntN(n)
@@ -51,6 +38,29 @@ func FuzzWriterSchemas(f *testing.F) {
 		own, pq := writeBoth(t, mem, rec, [][2]int{{0, lo}, {lo, n}}, opts)
 		sameFile(t, mem, own, pq)
 	})
+}
+
+// randomRecord returns n rows of a random schema of one to five columns
+// (randomType) with random values and NULLs.
+func randomRecord(rng *rand.Rand, mem memory.Allocator, n int) arrow.RecordBatch {
+	var fields []arrow.Field
+	for i := range 1 + rng.IntN(5) {
+		fields = append(fields, arrow.Field{Name: fmt.Sprintf("c%d", i), Type: randomType(rng, 3), Nullable: rng.IntN(3) > 0})
+	}
+	rb := array.NewRecordBuilder(mem, arrow.NewSchema(fields, nil))
+	defer rb.Release()
+	for range n {
+		for i, fld := range fields {
+			appendRandom(rng, rb.Field(i), fld.Type, fld.Nullable)
+		}
+	}
+	return rb.NewRecordBatch()
+}
+
+// randomOptions returns the codec and row group size a setting picks.
+func randomOptions(setting uint8) parquet.Options {
+	codec := []string{"zstd", "snappy", "none"}[int(setting)%3]
+	return parquet.Options{Compression: codec, RowGroupRows: 1 + int(setting)%97}
 }
 
 // randomType returns a type the own writer covers, nested up to depth.

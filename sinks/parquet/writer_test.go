@@ -863,7 +863,10 @@ func TestWriterSplitsWithSmallPages(t *testing.T) {
 // TestReadersSeeWhatPqarrowWrites reads files of the own writer and of
 // pqarrow, of the same rows, with two other Parquet implementations:
 // pyarrow (parquet-cpp) and DuckDB (testdata/readers.py; `make test`
-// installs both). Both must see the same schema, values and statistics.
+// installs both). Both must see the same schema, values and statistics:
+// of every type, of edge values, of the images layout, and of random
+// schemas of FuzzWriterSchemas' seeds (nested lists, maps and structs,
+// wide decimals, every timestamp unit, each codec).
 func TestReadersSeeWhatPqarrowWrites(t *testing.T) {
 	py := os.Getenv("CDCLAKE_PYTHON")
 	if py == "" {
@@ -882,15 +885,23 @@ func TestReadersSeeWhatPqarrowWrites(t *testing.T) {
 	defer images.Release()
 	dir := t.TempDir()
 	args := []string{"testdata/readers.py"}
-	for _, tc := range []struct {
+	type pair struct {
 		name string
 		rec  arrow.RecordBatch
 		opts parquet.Options
-	}{
+	}
+	pairs := []pair{
 		{"types", types, parquet.Options{Compression: "zstd", RowGroupRows: 2}},
 		{"edges", edges, parquet.Options{Compression: "zstd", RowGroupRows: 1000}},
 		{"images", images, parquet.Options{Compression: "snappy", RowGroupRows: 128 * 1024}},
-	} {
+	}
+	for seed := range uint64(24) {
+		rng := rand.New(rand.NewPCG(seed, seed>>7|1))
+		rec := randomRecord(rng, mem, 1+int(seed*37%200))
+		defer rec.Release()
+		pairs = append(pairs, pair{fmt.Sprintf("random-%d", seed), rec, randomOptions(uint8(seed))})
+	}
+	for _, tc := range pairs {
 		own, pq := writeBoth(t, mem, tc.rec, [][2]int{{0, int(tc.rec.NumRows())}}, tc.opts)
 		a, b := filepath.Join(dir, tc.name+"-own.parquet"), filepath.Join(dir, tc.name+"-pqarrow.parquet")
 		if err := os.WriteFile(a, own, 0o644); err != nil {
