@@ -39,6 +39,7 @@ $(VENV)/.ok: testdata/requirements.txt
 
 vet:
 	$(GO) vet ./...
+	cd bench/writers && $(GO) vet ./...
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || (gofmt -l $$(git ls-files '*.go'); echo "gofmt needed"; exit 1)
 
 # The test command: static checks, unit and golden tests under the race
@@ -100,7 +101,7 @@ bench-metrics: build
 # The Go micro-benchmarks of every stage; the Parquet writer comparison
 # (pqarrow against parquet-go) checks its outputs first.
 bench-go:
-	CDCLAKE_COMPARE=1 $(GO) test -run 'TestCompareWriters' ./sinks/parquet/
+	cd bench/writers && CDCLAKE_COMPARE=1 $(GO) test -run 'TestCompareWriters' . && $(GO) test -run '^$$' -bench . -benchmem .
 	$(GO) test -run '^$$' -bench . -benchmem ./...
 
 # Lands a generated stream of 200,000 mixed changes over 50 tables, prints

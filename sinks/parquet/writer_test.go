@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"sync"
 	"testing"
 
 	"github.com/apache/arrow-go/v18/arrow"
@@ -20,6 +21,7 @@ import (
 	"github.com/apache/arrow-go/v18/parquet/file"
 	"github.com/cdclake/cdclake/sinks"
 	"github.com/cdclake/cdclake/sinks/parquet"
+	"github.com/cdclake/cdclake/sinks/parquet/parquettest"
 )
 
 // writeBoth writes the ranges of rec with the package's own writer and
@@ -169,7 +171,7 @@ func TestWriterMatchesPqarrow(t *testing.T) {
 		return array.NewRecordBatch(types.Schema(), cols, 30000)
 	}()
 	defer many.Release()
-	images := buildCmpRecord(mem, 30000)
+	images := parquettest.Images(mem, 30000)
 	defer images.Release()
 	sliced := images.NewSlice(777, 25000)
 	defer sliced.Release()
@@ -547,12 +549,24 @@ func chunkedSame(a, b *arrow.Chunked) bool {
 	return array.ApproxEqual(a.Chunk(0), b.Chunk(0), array.WithNaNsEqual(true), array.WithAbsTolerance(0))
 }
 
-// BenchmarkWriteFile times writing one file of the images layout (the
-// rows of compare_test.go's batch): small files (50 rows, a table's share
+var (
+	imagesOnce  sync.Once
+	imagesBatch arrow.RecordBatch
+)
+
+// imagesRecord returns 100,000 rows of parquettest.Images, built once. It
+// is never released: the test binary's lifetime owns it.
+func imagesRecord() arrow.RecordBatch {
+	imagesOnce.Do(func() { imagesBatch = parquettest.Images(memory.NewGoAllocator(), 100_000) })
+	return imagesBatch
+}
+
+// BenchmarkWriteFile times writing one file of the images layout
+// (parquettest.Images): small files (50 rows, a table's share
 // of a batch when thousands of tables interleave) and large ones, by the
 // package's own writer and by pqarrow, compressed or not.
 func BenchmarkWriteFile(b *testing.B) {
-	rec := cmpRecord()
+	rec := imagesRecord()
 	for _, rows := range []int{50, 100000} {
 		for _, codec := range []string{"zstd", "none"} {
 			opts := parquet.Options{Compression: codec, RowGroupRows: 128 * 1024}
@@ -831,7 +845,7 @@ func TestWriterSplitsWithSmallPages(t *testing.T) {
 	defer mem.AssertSize(t, 0)
 	edges := edgeRecord(mem)
 	defer edges.Release()
-	images := buildCmpRecord(mem, 3000)
+	images := parquettest.Images(mem, 3000)
 	defer images.Release()
 	rng := rand.New(rand.NewPCG(9, 9))
 	for _, bound := range []int{100, 5000, 30000} {
@@ -881,7 +895,7 @@ func TestReadersSeeWhatPqarrowWrites(t *testing.T) {
 	defer types.Release()
 	edges := edgeRecord(mem)
 	defer edges.Release()
-	images := buildCmpRecord(mem, 5000)
+	images := parquettest.Images(mem, 5000)
 	defer images.Release()
 	dir := t.TempDir()
 	args := []string{"testdata/readers.py"}

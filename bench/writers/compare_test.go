@@ -1,20 +1,23 @@
-// This file compares two Go Parquet writers on the file cdclake lands, to
-// decide which writer to keep. Every writer lands the same batch and its
-// output is checked (TestCompareWriters) before it is timed.
+// Package writers_test compares two Go Parquet writers on the file
+// cdclake lands, the experiment behind the choice of writer
+// (docs/adr/0001-own-parquet-writer.md). It is a module of its own, so
+// that parquet-go is no dependency of cdclake. Every writer lands the same
+// batch and its output is checked (TestCompareWriters) before it is timed.
 //
-// The batch: 100,000 rows of the images layout (schema.NewTable) of a
-// Debezium-like Postgres table: the _cdc_ metadata columns, a ~250-byte
+// The batch: 100,000 rows of parquettest.Images, the images layout of a
+// Debezium-like PostgreSQL table: the _cdc_ metadata columns, a ~250-byte
 // _debezium_source JSON extra, before/after structs of 14 columns (int64,
 // string, DECIMAL(12,2), decimal text, local and UTC timestamps, date, time,
 // bool, JSON, binary, double, int16, mostly-NULL string; before is NULL for
 // the 40% inserts, after for the 10% deletes) and the two absent lists,
-// mostly empty. Values are pseudo-random from a fixed seed.
+// mostly empty.
 //
 // BenchmarkWriteArrowPqarrow (arrow-go pqarrow, from the Arrow record):
 //   - parquet.Write: the package's settings through pqarrow (zstd, plain
 //     values, 1 MiB pages, data page v1, statistics, 128Ki-row row
-//     groups, the ARROW:schema footer key), as the package wrote every
-//     file before it had its own writer (writer.go, BenchmarkWriteFile).
+//     groups, the ARROW:schema footer key), as sinks/parquet wrote every
+//     file before it had its own writer (its writer.go and
+//     BenchmarkWriteFile).
 //   - delta-encodings: the same with parquet-go's default encodings (no
 //     dictionary, DELTA_LENGTH_BYTE_ARRAY for byte arrays, data page v2), to
 //     tell the encodings' share of a size difference from the library's.
@@ -49,13 +52,13 @@
 // Reproduce (note uptime before and after; six runs of one count each
 // interleave the benchmarks, so a change of load spreads over all of them):
 //
-//	go test ./sinks/parquet -run TestCompareWriters -v
-//	go test -c -o /tmp/pq.test ./sinks/parquet && cd sinks/parquet &&
+//	cd bench/writers && CDCLAKE_COMPARE=1 go test -run TestCompareWriters -v .
+//	go test -c -o /tmp/pq.test . &&
 //	for i in 1 2 3 4 5 6; do /tmp/pq.test -test.run '^$' -test.benchmem \
 //		-test.bench 'BenchmarkWrite(ArrowPqarrow|ParquetGo)' -test.benchtime 10x; done | tee /tmp/bench.txt
 //	benchstat /tmp/bench.txt
 
-package parquet_test
+package writers_test
 
 import (
 	"bytes"
@@ -64,7 +67,6 @@ import (
 	"encoding/binary"
 	"fmt"
 	"io"
-	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -77,7 +79,6 @@ import (
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
-	"github.com/apache/arrow-go/v18/arrow/decimal128"
 	"github.com/apache/arrow-go/v18/arrow/extensions"
 	"github.com/apache/arrow-go/v18/arrow/memory"
 	pq "github.com/apache/arrow-go/v18/parquet"
@@ -85,9 +86,8 @@ import (
 	"github.com/apache/arrow-go/v18/parquet/file"
 	"github.com/apache/arrow-go/v18/parquet/pqarrow"
 	pqschema "github.com/apache/arrow-go/v18/parquet/schema"
-	"github.com/cdclake/cdclake/handlers/change"
-	"github.com/cdclake/cdclake/handlers/schema"
 	"github.com/cdclake/cdclake/sinks/parquet"
+	"github.com/cdclake/cdclake/sinks/parquet/parquettest"
 	pgo "github.com/parquet-go/parquet-go"
 	"github.com/parquet-go/parquet-go/compress"
 	pgozstd "github.com/parquet-go/parquet-go/compress/zstd"
@@ -101,25 +101,6 @@ const (
 	cmpColChunk     = 4096       // rows converted per WriteRowValues call
 )
 
-// cmpCols are the table's columns, as a Debezium Postgres table with
-// decimal.handling.mode=precise and one decimal_text override would land.
-var cmpCols = []schema.Column{
-	{Name: "id", Type: schema.Type{Kind: schema.Int64}, Key: true},
-	{Name: "name", Type: schema.Type{Kind: schema.String}},
-	{Name: "amount", Type: schema.Type{Kind: schema.Decimal, Precision: 12, Scale: 2}},
-	{Name: "balance", Type: schema.Type{Kind: schema.DecimalText}},
-	{Name: "updated_at", Type: schema.Type{Kind: schema.Timestamp, Unit: schema.Micros}},
-	{Name: "created_at", Type: schema.Type{Kind: schema.Timestamp, Unit: schema.Micros, UTC: true}},
-	{Name: "birth_date", Type: schema.Type{Kind: schema.Date}},
-	{Name: "opens_at", Type: schema.Type{Kind: schema.Time, Unit: schema.Micros}},
-	{Name: "active", Type: schema.Type{Kind: schema.Bool}},
-	{Name: "attrs", Type: schema.Type{Kind: schema.JSON}},
-	{Name: "token", Type: schema.Type{Kind: schema.Binary}},
-	{Name: "score", Type: schema.Type{Kind: schema.Float64}},
-	{Name: "level", Type: schema.Type{Kind: schema.Int16}},
-	{Name: "note", Type: schema.Type{Kind: schema.String}, Nullable: true},
-}
-
 var (
 	cmpOnce  sync.Once
 	cmpBatch arrow.RecordBatch
@@ -128,186 +109,8 @@ var (
 // cmpRecord returns the shared benchmark batch. It is never released: the
 // test binary's lifetime owns it.
 func cmpRecord() arrow.RecordBatch {
-	cmpOnce.Do(func() { cmpBatch = buildCmpRecord(memory.NewGoAllocator(), cmpRows) })
+	cmpOnce.Do(func() { cmpBatch = parquettest.Images(memory.NewGoAllocator(), cmpRows) })
 	return cmpBatch
-}
-
-// cmpImage is one row image of the table.
-type cmpImage struct {
-	id         int64
-	name       string
-	amount     int64 // cents
-	balance    string
-	updatedAt  int64
-	createdAt  int64
-	birthDate  int32
-	opensAt    int64
-	active     bool
-	attrs      string
-	token      []byte
-	score      float64
-	level      int16
-	note       string
-	noteIsNull bool
-}
-
-var (
-	cmpFirst = []string{"Ada", "Alan", "Grace", "Edsger", "Barbara", "Donald", "Frances", "Ken", "Margaret", "Dennis",
-		"Radia", "John", "Sophie", "Tim", "Hedy", "Niklaus", "Katherine", "Linus", "Shafi", "Leslie"}
-	cmpLast = []string{"Lovelace", "Turing", "Hopper", "Dijkstra", "Liskov", "Knuth", "Allen", "Thompson", "Hamilton",
-		"Ritchie", "Perlman", "Backus", "Wilson", "Berners-Lee", "Lamarr", "Wirth", "Johnson", "Torvalds", "Goldwasser", "Lamport"}
-	cmpTiers = []string{"bronze", "silver", "gold", "platinum"}
-	cmpTags  = []string{"vip", "new", "churn-risk", "b2b", "eu", "us", "apac", "beta"}
-)
-
-func newCmpImage(r *rand.Rand, id int64, base int64) cmpImage {
-	img := cmpImage{
-		id:        id,
-		name:      cmpFirst[r.IntN(len(cmpFirst))] + " " + cmpLast[r.IntN(len(cmpLast))],
-		amount:    r.Int64N(2_000_000_000) - 100_000_000,
-		balance:   strconv.FormatInt(r.Int64N(1_000_000_000), 10) + "." + fmt.Sprintf("%04d", r.IntN(10000)),
-		updatedAt: base - r.Int64N(86_400_000_000),
-		createdAt: base - r.Int64N(5*365*86_400_000_000),
-		birthDate: int32(-10_000 + r.IntN(22_000)),
-		opensAt:   r.Int64N(86_400_000_000),
-		active:    r.IntN(4) != 0,
-		score:     float64(r.IntN(100_000)) / 100,
-		level:     int16(r.IntN(100)),
-	}
-	img.attrs = fmt.Sprintf(`{"tier":%q,"tags":[%q,%q],"visits":%d,"newsletter":%t}`,
-		cmpTiers[r.IntN(len(cmpTiers))], cmpTags[r.IntN(len(cmpTags))], cmpTags[r.IntN(len(cmpTags))],
-		r.IntN(5000), r.IntN(2) == 0)
-	img.token = make([]byte, 16)
-	for i := range img.token {
-		img.token[i] = byte(r.Uint32())
-	}
-	if r.IntN(5) == 0 {
-		img.note = fmt.Sprintf("called on %d, follow up #%d", r.IntN(28)+1, r.IntN(100_000))
-	} else {
-		img.noteIsNull = true
-	}
-	return img
-}
-
-// update changes a few columns of img, as an UPDATE would.
-func (img cmpImage) update(r *rand.Rand, ts int64) cmpImage {
-	img.amount += r.Int64N(100_000) - 50_000
-	img.updatedAt = ts
-	img.score = float64(r.IntN(100_000)) / 100
-	if r.IntN(10) == 0 {
-		img.active = !img.active
-	}
-	return img
-}
-
-func appendCmpImage(sb *array.StructBuilder, img cmpImage) {
-	sb.Append(true)
-	sb.FieldBuilder(0).(*array.Int64Builder).Append(img.id)
-	sb.FieldBuilder(1).(*array.StringBuilder).Append(img.name)
-	sb.FieldBuilder(2).(*array.Decimal128Builder).Append(decimal128.FromI64(img.amount))
-	sb.FieldBuilder(3).(*array.StringBuilder).Append(img.balance)
-	sb.FieldBuilder(4).(*array.TimestampBuilder).Append(arrow.Timestamp(img.updatedAt))
-	sb.FieldBuilder(5).(*array.TimestampBuilder).Append(arrow.Timestamp(img.createdAt))
-	sb.FieldBuilder(6).(*array.Date32Builder).Append(arrow.Date32(img.birthDate))
-	sb.FieldBuilder(7).(*array.Time64Builder).Append(arrow.Time64(img.opensAt))
-	sb.FieldBuilder(8).(*array.BooleanBuilder).Append(img.active)
-	sb.FieldBuilder(9).(*array.ExtensionBuilder).StorageBuilder().(*array.StringBuilder).Append(img.attrs)
-	sb.FieldBuilder(10).(*array.BinaryBuilder).Append(img.token)
-	sb.FieldBuilder(11).(*array.Float64Builder).Append(img.score)
-	sb.FieldBuilder(12).(*array.Int16Builder).Append(img.level)
-	if img.noteIsNull {
-		sb.FieldBuilder(13).AppendNull()
-	} else {
-		sb.FieldBuilder(13).(*array.StringBuilder).Append(img.note)
-	}
-}
-
-// appendAbsent appends an absent list: NULL without an image, else mostly
-// empty, sometimes the TOASTed attrs column.
-func appendAbsent(lb *array.ListBuilder, image bool, r *rand.Rand) {
-	if !image {
-		lb.AppendNull()
-		return
-	}
-	lb.Append(true)
-	if r.IntN(20) == 0 {
-		lb.ValueBuilder().(*array.StringBuilder).Append("attrs")
-	}
-}
-
-// buildCmpRecord builds n rows in the landed images layout.
-func buildCmpRecord(mem memory.Allocator, n int) arrow.RecordBatch {
-	tbl := schema.NewTable("inventory.public.customers", 1, schema.LayoutImages, cmpCols,
-		[]schema.ExtraColumn{{Name: "_debezium_source", Kind: change.ExtraJSON}}, true, nil)
-	rb := array.NewRecordBuilder(mem, tbl.Arrow)
-	defer rb.Release()
-	var (
-		op        = rb.Field(0).(*array.StringBuilder)
-		table     = rb.Field(1).(*array.StringBuilder)
-		ts        = rb.Field(2).(*array.TimestampBuilder)
-		xid       = rb.Field(3).(*array.StringBuilder)
-		pos       = rb.Field(4).(*array.StringBuilder)
-		source    = rb.Field(5).(*array.StringBuilder)
-		partition = rb.Field(6).(*array.Int32Builder)
-		offset    = rb.Field(7).(*array.Int64Builder)
-		ingested  = rb.Field(8).(*array.TimestampBuilder)
-		dbz       = rb.Field(9).(*array.ExtensionBuilder).StorageBuilder().(*array.StringBuilder)
-		before    = rb.Field(10).(*array.StructBuilder)
-		after     = rb.Field(11).(*array.StructBuilder)
-		bAbsent   = rb.Field(12).(*array.ListBuilder)
-		aAbsent   = rb.Field(13).(*array.ListBuilder)
-	)
-	r := rand.New(rand.NewPCG(20240531, 1))
-	base := time.Date(2024, 5, 31, 12, 0, 0, 0, time.UTC).UnixMicro()
-	tsNow, lsn, txID, txLeft := base, int64(24_023_928), int64(771), 0
-	var dbzBuf []byte
-	for i := range n {
-		if txLeft == 0 {
-			txID += 1 + r.Int64N(3)
-			txLeft = 1 + r.IntN(8)
-		}
-		txLeft--
-		tsNow += r.Int64N(2000)
-		lsn += 40 + r.Int64N(400)
-		var o string
-		switch x := r.IntN(10); {
-		case x < 4:
-			o = "c"
-		case x < 9:
-			o = "u"
-		default:
-			o = "d"
-		}
-		op.Append(o)
-		table.Append("inventory.public.customers")
-		ts.Append(arrow.Timestamp(tsNow))
-		xid.Append(strconv.FormatInt(txID, 10))
-		pos.Append(strconv.FormatInt(lsn, 10))
-		source.Append("dbserver1.public.customers")
-		partition.Append(int32(i % 6))
-		offset.Append(int64(1_000_000 + i))
-		ingested.Append(arrow.Timestamp(base + int64(i/1000)*1_000_000 + 500_000))
-		dbzBuf = fmt.Appendf(dbzBuf[:0], `{"version":"2.7.3.Final","connector":"postgresql","name":"dbserver1",`+
-			`"ts_ms":%d,"snapshot":"false","db":"inventory","sequence":"[\"%d\",\"%d\"]","schema":"public",`+
-			`"table":"customers","txId":%d,"lsn":%d,"xmin":null}`, tsNow/1000, lsn-40, lsn, txID, lsn)
-		dbz.BinaryBuilder.Append(dbzBuf)
-
-		img := newCmpImage(r, 1+r.Int64N(1_000_000), base)
-		switch o {
-		case "c":
-			before.AppendNull()
-			appendCmpImage(after, img)
-		case "u":
-			appendCmpImage(before, img)
-			appendCmpImage(after, img.update(r, tsNow))
-		case "d":
-			appendCmpImage(before, img)
-			after.AppendNull()
-		}
-		appendAbsent(bAbsent, o != "c", r)
-		appendAbsent(aAbsent, o != "d", r)
-	}
-	return rb.NewRecordBatch()
 }
 
 // pqarrowWrite is Benchmark A's unit of work: the production writer.
