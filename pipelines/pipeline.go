@@ -253,8 +253,46 @@ func New(plan *Plan, src source.Source, bucket *blob.Bucket, log *slog.Logger, o
 	}
 	p.deadCount = newDeadLetters(log, cfg.Sink.MaxDeadLetters, over)
 	p.resolver = resolve.New(plan.TableOptions, log)
-	// Files are encoded and stored beside the appends, one writer per core:
-	// on one core that still overlaps a store's latency with the work.
+	bcfg := p.batchConfig(bucket)
+	if o.metrics != nil {
+		p.metrics = newMetrics(o.metrics, newTableLabels(cfg.Observability.TableLabels, plan.Routed))
+		bcfg.Written = p.metrics.fileWritten
+		p.deadCount.metric = func(stage, class string) { p.metrics.deadLetters.WithLabelValues(stage, class).Inc() }
+		for _, stage := range deadStages {
+			p.metrics.deadLetters.WithLabelValues(stage, reasonClass(stage, nil))
+		}
+	}
+	b, err := batch.New(bcfg, plan.BatchConfig, p.sink, mem, log)
+	if err != nil {
+		return nil, err
+	}
+	p.batcher = b
+	if err := p.openDeadLetters(); err != nil {
+		return nil, err
+	}
+	if h, ok := src.(source.Handover); ok {
+		p.bindHandover(h, bucket)
+	}
+	p.idle = make(chan *worker, o.workers)
+	for range o.workers {
+		w, err := p.newWorker(o.lanes)
+		if err != nil {
+			return nil, err
+		}
+		p.idle <- w
+	}
+	if o.metrics != nil {
+		o.metrics.MustRegister(collector{p})
+	}
+	return p, nil
+}
+
+// batchConfig returns the batch stage's settings: the plan's bounds, one
+// writer and one appender per core (on one core that still overlaps a
+// store's latency with the work), how a claim reads the offsets of a file
+// written by another instance, and what a fenced partition does.
+func (p *Pipeline) batchConfig(bucket *blob.Bucket) batch.Config {
+	cfg := p.plan.Config()
 	bcfg := batch.Config{MaxBufferedBytes: int64(cfg.Batch.MaxBufferedBytes), MaxOpenFiles: cfg.Batch.MaxOpenFiles,
 		Writers: runtime.GOMAXPROCS(0), Appenders: runtime.GOMAXPROCS(0)}
 	bcfg.Landed = func(ctx context.Context, key string) (offs []int64, err error) {
@@ -273,106 +311,110 @@ func New(plan *Plan, src source.Source, bucket *blob.Bucket, log *slog.Logger, o
 			"stopping, so that the group reassigns this instance's partitions; what it read after its last commit is read again",
 			src, part, key))
 	}
-	if o.metrics != nil {
-		p.metrics = newMetrics(o.metrics, newTableLabels(cfg.Observability.TableLabels, plan.Routed))
-		bcfg.Written = p.metrics.fileWritten
-		p.deadCount.metric = func(stage, class string) { p.metrics.deadLetters.WithLabelValues(stage, class).Inc() }
-		for _, stage := range deadStages {
-			p.metrics.deadLetters.WithLabelValues(stage, reasonClass(stage, nil))
-		}
-	}
-	b, err := batch.New(bcfg, plan.BatchConfig, p.sink, mem, log)
-	if err != nil {
-		return nil, err
-	}
-	p.batcher = b
+	return bcfg
+}
+
+// openDeadLetters opens the dead-letter destination: the lake, or the
+// Kafka topic the plan names.
+func (p *Pipeline) openDeadLetters() error {
 	p.dead, p.closeDead = deadletter.Lake(p.sink), func() {}
-	if dl := plan.deadLetters; dl != nil {
-		opts, err := dl.ClientOptions()
-		if err != nil {
-			return nil, fmt.Errorf("sink.dead_letters: %w", err)
-		}
-		pub, err := topic.New(opts, dl.Topics[0])
-		if err != nil {
-			return nil, err
-		}
-		p.dead, p.closeDead = pub, pub.Close
+	dl := p.plan.deadLetters
+	if dl == nil {
+		return nil
 	}
-	if h, ok := src.(source.Handover); ok {
-		// Sources whose partitions move between instances keep each
-		// partition's state in the lake (package state).
-		store := state.NewStore(bucket, p.sink)
-		store.Retry = p.sink.Retried
-		var pruneWarned atomic.Bool
-		store.PruneFailed = func(src string, part int32, err error) {
-			if pruneWarned.CompareAndSwap(false, true) {
-				log.Warn("old partition states or catalog entries could not be deleted: the lake keeps them, and landing goes on "+
-					"(grant the store's delete permission to keep _cdclake small; cdclake_state_prune_errors_total counts the failures)",
-					"source", src, "partition", part, "err", err)
-			}
-			if p.metrics != nil {
-				p.metrics.pruneErrors.Inc()
-			}
-		}
-		store.Unreadable = func(key string, err error) {
-			log.Warn("a partition state does not read and is passed over: the state before it is taken", "key", key, "err", err)
-			if p.metrics != nil {
-				p.metrics.unreadable.Inc()
-			}
+	opts, err := dl.ClientOptions()
+	if err != nil {
+		return fmt.Errorf("sink.dead_letters: %w", err)
+	}
+	pub, err := topic.New(opts, dl.Topics[0])
+	if err != nil {
+		return err
+	}
+	p.dead, p.closeDead = pub, pub.Close
+	return nil
+}
+
+// bindHandover gives a source whose partitions move between instances the
+// pipeline's hooks: each partition's state is kept in the lake (package
+// state), claimed when the partition is assigned, and dropped when it
+// leaves.
+func (p *Pipeline) bindHandover(h source.Handover, bucket *blob.Bucket) {
+	store := p.stateStore(bucket)
+	journal := state.NewJournal(store, instanceName())
+	p.journal = journal
+	b := p.batcher
+	b.SetJournal(journal)
+	h.Bind(source.Hooks{
+		Durable: b.Durable,
+		Flush:   b.FlushPartition,
+		Drop: func(src string, part int32) {
+			b.DropPartition(src, part)
+			p.resolver.Forget(src, part)
+			journal.Release(src, part)
+		},
+		Claim: func(ctx context.Context, src string, part int32, incarnation string) (int64, bool, error) {
+			return p.claim(ctx, bucket, store, src, part, incarnation)
+		},
+		Start: journal.Start,
+		Gap: func(ctx context.Context, src string, part int32, from, to int64) error {
+			p.gaps.Add(1)
+			return p.sink.WriteObject(ctx, GapKey(src, part, from), gapRecord(src, part, from, to), "application/json")
+		},
+	})
+}
+
+// stateStore returns the store of the partitions' states, which warns
+// once when old states cannot be deleted and counts what fails.
+func (p *Pipeline) stateStore(bucket *blob.Bucket) *state.Store {
+	store := state.NewStore(bucket, p.sink)
+	store.Retry = p.sink.Retried
+	var pruneWarned atomic.Bool
+	store.PruneFailed = func(src string, part int32, err error) {
+		if pruneWarned.CompareAndSwap(false, true) {
+			p.log.Warn("old partition states or catalog entries could not be deleted: the lake keeps them, and landing goes on "+
+				"(grant the store's delete permission to keep _cdclake small; cdclake_state_prune_errors_total counts the failures)",
+				"source", src, "partition", part, "err", err)
 		}
 		if p.metrics != nil {
-			store.Appended = p.metrics.stateAppended
+			p.metrics.pruneErrors.Inc()
 		}
-		journal := state.NewJournal(store, instanceName())
-		p.journal = journal
-		b.SetJournal(journal)
-		h.Bind(source.Hooks{
-			Durable: b.Durable,
-			Flush:   b.FlushPartition,
-			Drop: func(src string, part int32) {
-				b.DropPartition(src, part)
-				p.resolver.Forget(src, part)
-				journal.Release(src, part)
-			},
-			Claim: func(ctx context.Context, src string, part int32, incarnation string) (int64, bool, error) {
-				st, err := journal.Claim(ctx, src, part, incarnation)
-				if errors.Is(err, state.ErrRecreated) {
-					return 0, false, recreated{err}
-				}
-				if err != nil {
-					return 0, false, err
-				}
-				landed, cuts, err := landedOffsets(ctx, bucket, st)
-				if err != nil {
-					return 0, false, err
-				}
-				if err := p.restoreCatalog(ctx, store, src, part, st.Committed); err != nil {
-					return 0, false, err
-				}
-				b.Restore(src, part, landed, cuts)
-				log.Debug("partition claimed", "source", src, "partition", part, "state", st.Seq,
-					"committed", st.Committed, "landed", len(landed), "cuts", len(cuts))
-				return st.Committed, st.Seq > 0, nil
-			},
-			Start: journal.Start,
-			Gap: func(ctx context.Context, src string, part int32, from, to int64) error {
-				p.gaps.Add(1)
-				return p.sink.WriteObject(ctx, GapKey(src, part, from), gapRecord(src, part, from, to), "application/json")
-			},
-		})
 	}
-	p.idle = make(chan *worker, o.workers)
-	for range o.workers {
-		w, err := p.newWorker(o.lanes)
-		if err != nil {
-			return nil, err
+	store.Unreadable = func(key string, err error) {
+		p.log.Warn("a partition state does not read and is passed over: the state before it is taken", "key", key, "err", err)
+		if p.metrics != nil {
+			p.metrics.unreadable.Inc()
 		}
-		p.idle <- w
 	}
-	if o.metrics != nil {
-		o.metrics.MustRegister(collector{p})
+	if p.metrics != nil {
+		store.Appended = p.metrics.stateAppended
 	}
-	return p, nil
+	return store
+}
+
+// claim takes a partition's state in the lake over (source.Hooks.Claim):
+// the offsets its written files hold and the cuts of those pending are
+// handed to the batcher, its catalog to the resolver, and the offset it
+// resumes from returned, with whether the lake had a state.
+func (p *Pipeline) claim(ctx context.Context, bucket *blob.Bucket, store *state.Store, src string, part int32,
+	incarnation string) (int64, bool, error) {
+	st, err := p.journal.Claim(ctx, src, part, incarnation)
+	if errors.Is(err, state.ErrRecreated) {
+		return 0, false, recreated{err}
+	}
+	if err != nil {
+		return 0, false, err
+	}
+	landed, cuts, err := landedOffsets(ctx, bucket, st)
+	if err != nil {
+		return 0, false, err
+	}
+	if err := p.restoreCatalog(ctx, store, src, part, st.Committed); err != nil {
+		return 0, false, err
+	}
+	p.batcher.Restore(src, part, landed, cuts)
+	p.log.Debug("partition claimed", "source", src, "partition", part, "state", st.Seq,
+		"committed", st.Committed, "landed", len(landed), "cuts", len(cuts))
+	return st.Committed, st.Seq > 0, nil
 }
 
 // Batcher exposes the batching stage (durable positions, stats).

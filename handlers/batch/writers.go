@@ -74,6 +74,11 @@ func (b *Batcher) waitWrites() error {
 // flush writes buf, a buffer of p closed for cause, and forgets it; p's
 // lock is held. On failure buf is kept open (its rows are not durable) and
 // the error returned.
+//
+// A file of a partition handed over between instances (journaled) is
+// recorded before it is written (Journal.Intend), created once, and
+// recorded as written after (Journal.Done); any other file is written
+// in line or, with Config.Writers, on the writer pool.
 func (b *Batcher) flush(ctx context.Context, p *partition, buf *buffer, cause Cause) error {
 	if err := b.failure(); err != nil {
 		return err
@@ -96,12 +101,54 @@ func (b *Batcher) flush(ctx context.Context, p *partition, buf *buffer, cause Ca
 			releaseParts(spilled)
 		}
 	}()
+	f := b.fileOf(buf, parts)
+	journaled := f.Rows > 0 && b.journal != nil && b.journal.Owns(buf.src.Source, buf.src.Partition)
+	if f.Rows > 0 && b.journal != nil && !journaled {
+		// Every file of a partition handed over between instances must be
+		// recorded; one that is not could be rewritten with other rows.
+		b.log.Warn("writing a file of a partition this instance has not claimed",
+			"key", f.Key, "partition", buf.src.Partition)
+	}
+	cut := state.Cut{Key: f.Key, Table: buf.table.Name, Fingerprint: buf.table.Fingerprint,
+		First: buf.src.Offset, Last: buf.last, Rows: f.Rows}
+	buf.offsets.record(&cut)
+	if journaled {
+		if err := b.journal.Intend(ctx, buf.src.Source, buf.src.Partition, cut); err != nil {
+			if errors.Is(err, state.ErrFenced) {
+				b.fence(p, buf.src, f.Key, err)
+				return nil
+			}
+			return fmt.Errorf("recording the cut of %s: %w", f.Key, err)
+		}
+	}
+	if f.Rows > 0 && !journaled && b.cfg.Writers > 0 {
+		p.detach(buf)
+		b.nopen.Add(-1)
+		owned = false
+		b.writeBeside(ctx, p, buf, f, spilled, cause)
+		return nil
+	}
+	var n int64
+	var took time.Duration
+	if f.Rows > 0 {
+		start := time.Now()
+		var fenced bool
+		if n, fenced, err = b.writeInLine(ctx, p, buf, f, &cut, journaled); fenced || err != nil {
+			return err
+		}
+		took = time.Since(start)
+	}
+	return b.wroteInLine(ctx, p, buf, f, cut, journaled, n, cause, took)
+}
+
+// fileOf returns the file of buf's rows, parts (the spilled runs and the
+// builders' rows), after those its encoder holds: its key, named after its
+// first row that lands, and its valid rows. A row that failed conversion
+// goes to the dead letters, and a replay must not name a new file after it
+// when the rows that followed it are in a written file of that name
+// already.
+func (b *Batcher) fileOf(buf *buffer, parts []sinks.Part) *sinks.File {
 	valid := buf.encodedRows
-	tc := b.tables(buf.key.table)
-	// A file is named after its first row that lands: a row that failed
-	// conversion goes to the dead letters, and a replay must not name a
-	// new file after it when the rows that followed it are in a written
-	// file of that name already.
 	first := buf.src
 	named := buf.named
 	if named {
@@ -116,71 +163,53 @@ func (b *Batcher) flush(ctx context.Context, p *partition, buf *buffer, cause Ca
 			named = true
 		}
 	}
-	f := &sinks.File{Key: buf.dir + "/" + sinks.ObjectName(first, ".parquet"),
+	return &sinks.File{Key: buf.dir + "/" + sinks.ObjectName(first, ".parquet"),
 		Table: buf.table.Name, Version: buf.table.Version, Parts: parts, Rows: valid,
-		First: first, LastOffset: buf.last, Options: tc.Write}
-	var n int64
-	journaled := valid > 0 && b.journal != nil && b.journal.Owns(buf.src.Source, buf.src.Partition)
-	if valid > 0 && b.journal != nil && !journaled {
-		// Every file of a partition handed over between instances must be
-		// recorded; one that is not could be rewritten with other rows.
-		b.log.Warn("writing a file of a partition this instance has not claimed",
-			"key", f.Key, "partition", buf.src.Partition)
-	}
-	cut := state.Cut{Key: f.Key, Table: buf.table.Name, Fingerprint: buf.table.Fingerprint,
-		First: buf.src.Offset, Last: buf.last, Rows: valid}
-	buf.offsets.record(&cut)
+		First: first, LastOffset: buf.last, Options: b.tables(buf.key.table).Write}
+}
+
+// writeInLine writes f, buf's file, on the caller's goroutine. A journaled
+// file is created once (nothing replaces a file a state names, whoever
+// wrote it) after checking that the partition is still this instance's.
+// It reports fenced when the partition went to another instance meanwhile,
+// which then writes the file.
+func (b *Batcher) writeInLine(ctx context.Context, p *partition, buf *buffer, f *sinks.File, cut *state.Cut,
+	journaled bool) (n int64, fenced bool, err error) {
+	f.Once = journaled
 	if journaled {
-		if err := b.journal.Intend(ctx, buf.src.Source, buf.src.Partition, cut); err != nil {
-			if errors.Is(err, state.ErrFenced) {
-				b.fence(p, buf.src, f.Key, err)
-				return nil
-			}
-			return fmt.Errorf("recording the cut of %s: %w", f.Key, err)
-		}
+		src, part := buf.src.Source, buf.src.Partition
+		f.Check = func(ctx context.Context) error { return b.journal.Check(ctx, src, part) }
 	}
-	if valid > 0 && !journaled && b.cfg.Writers > 0 {
-		p.detach(buf)
-		b.nopen.Add(-1)
-		owned = false
-		b.writeBeside(ctx, p, buf, f, spilled, cause)
-		return nil
+	n, err = b.write(ctx, buf, f)
+	if errors.Is(err, state.ErrFenced) {
+		// The partition went to another instance while the store failed:
+		// the new owner writes the file.
+		b.fence(p, buf.src, f.Key, err)
+		return 0, true, nil
 	}
-	var took time.Duration
-	if valid > 0 {
-		var err error
-		start := time.Now()
-		// A journaled file is created once: nothing replaces a file a
-		// state names, whoever wrote it.
-		f.Once = journaled
-		if journaled {
-			src, part := buf.src.Source, buf.src.Partition
-			f.Check = func(ctx context.Context) error { return b.journal.Check(ctx, src, part) }
-		}
-		n, err = b.write(ctx, buf, f)
-		if errors.Is(err, state.ErrFenced) {
-			// The partition went to another instance while the store
-			// failed: the new owner writes the file.
-			b.fence(p, buf.src, f.Key, err)
-			return nil
-		}
-		if errors.Is(err, sinks.ErrExists) && buf.forced != nil && buf.last == buf.forced.Last && valid == buf.forced.Rows {
-			// The previous owner, which recorded this cut, wrote it
-			// meanwhile (it lost the partition during its upload): the
-			// same rows are there.
-			b.log.Info("a file repeating a recorded cut was written by the instance that recorded it", "key", f.Key)
-			err = nil
-			cut.Runs, cut.Bits = nil, "" // what the file holds is that instance's: a claim reads it
-		}
-		if errors.Is(err, sinks.ErrExists) {
-			return fmt.Errorf("writing %s (%d rows): another instance, which lost the partition, wrote other rows under its name; "+
-				"the file is left as it is and the run stops: %w", f.Key, valid, err)
-		}
-		if err != nil {
-			return fmt.Errorf("writing %s (%d rows): %w", f.Key, valid, err)
-		}
-		took = time.Since(start)
+	if errors.Is(err, sinks.ErrExists) && buf.forced != nil && buf.last == buf.forced.Last && f.Rows == buf.forced.Rows {
+		// The previous owner, which recorded this cut, wrote it meanwhile
+		// (it lost the partition during its upload): the same rows are
+		// there.
+		b.log.Info("a file repeating a recorded cut was written by the instance that recorded it", "key", f.Key)
+		err = nil
+		cut.Runs, cut.Bits = nil, "" // what the file holds is that instance's: a claim reads it
 	}
+	if errors.Is(err, sinks.ErrExists) {
+		return 0, false, fmt.Errorf("writing %s (%d rows): another instance, which lost the partition, wrote other rows under its name; "+
+			"the file is left as it is and the run stops: %w", f.Key, f.Rows, err)
+	}
+	if err != nil {
+		return 0, false, fmt.Errorf("writing %s (%d rows): %w", f.Key, f.Rows, err)
+	}
+	return n, false, nil
+}
+
+// wroteInLine forgets buf, whose file f was written in line (or had no valid
+// row), records a journaled file as written with the partition's durable
+// offset, and counts it.
+func (b *Batcher) wroteInLine(ctx context.Context, p *partition, buf *buffer, f *sinks.File, cut state.Cut, journaled bool,
+	n int64, cause Cause, took time.Duration) error {
 	p.detach(buf)
 	b.nopen.Add(-1)
 	b.unaccount(buf)

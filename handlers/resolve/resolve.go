@@ -393,95 +393,147 @@ func override(src, ov schema.Type) (schema.Type, error) {
 // evolve checks the change against cur and returns a new version when a
 // column is new, an inferred type must widen, or an extra is new.
 func (r *Scope) evolve(st *tableState, cur *schema.Table, c *change.Change) (*schema.Table, bool, error) {
-	var cols []schema.Column
-	changed := false
-	ensure := func() {
-		if cols == nil {
-			if cur != nil {
-				cols = append([]schema.Column(nil), cur.Columns...)
-			} else {
-				cols = []schema.Column{}
-			}
-		}
-	}
-	declared := cur != nil && cur.Declared
-	var badName []byte
+	e := evolution{st: st, cur: cur, declared: cur != nil && cur.Declared}
 	for _, img := range [2]change.Image{c.Before, c.After} {
 		if !img.Present() {
 			continue
 		}
-		next := 0 // images name their columns in order, as a rule
-		img.Obj.Visit(func(key []byte, v *fastjson.Value) {
-			var idx int
-			var ok bool
-			if cols != nil {
-				idx, ok = indexOf(cols, key)
-			} else if cur != nil {
-				if idx, ok = next, next < len(cur.Columns) && cur.Columns[next].Name == string(key); !ok {
-					idx, ok = cur.ColumnIndex(key)
-				}
-				next = idx + 1
-			}
-			if !ok {
-				name := string(key)
-				if st.opts.ignored(name) {
-					return
-				}
-				if !utf8.Valid(key) {
-					badName = key
-					return
-				}
-				ensure()
-				t := schema.Infer(v)
-				if ov, has := st.opts.Override(name); has {
-					t = ov
-				}
-				cols = append(cols, schema.Column{Name: name, Type: t, Nullable: true})
-				changed = true
-				return
-			}
-			var t schema.Type
-			if cols != nil {
-				t = cols[idx].Type
-			} else {
-				t = cur.Columns[idx].Type
-			}
-			if declared && t.Kind != schema.Null {
-				// The converter checks declared types. A zoned timestamp no
-				// TIMESTAMP(µs) can hold (SQL Server datetimeoffset(7)
-				// digits, PostgreSQL's year 294276) or a time beyond a day
-				// (MySQL and MariaDB TIME is a signed duration) goes, as
-				// exact text, to the column's text sibling, added here on
-				// first need; the typed column keeps its type.
-				if schema.Overflow(t, v) {
-					name := schema.TextSibling(string(key))
-					has := false
-					if cols != nil {
-						_, has = indexOf(cols, []byte(name))
-					} else if cur != nil {
-						_, has = cur.ColumnIndex([]byte(name))
-					}
-					if !has {
-						ensure()
-						cols = append(cols, schema.Column{Name: name, Nullable: true, Type: schema.SiblingType(t)})
-						changed = true
-					}
-				}
-				return
-			}
-			if _, has := st.opts.Override(string(key)); has {
-				return
-			}
-			if !schema.Accepts(t, v) {
-				ensure()
-				cols[idx].Type = schema.Widen(t, v)
-				changed = true
-			}
-		})
+		e.next = 0 // images name their columns in order, as a rule
+		img.Obj.Visit(e.column)
 	}
-	if badName != nil {
-		return nil, false, fmt.Errorf("table %s: a column name is not valid UTF-8: %q", c.Table, badName)
+	if e.badName != nil {
+		return nil, false, fmt.Errorf("table %s: a column name is not valid UTF-8: %q", c.Table, e.badName)
 	}
+	extras := newExtras(cur, c)
+	if !e.changed && extras == nil && cur != nil {
+		return cur, false, nil
+	}
+	e.ensure()
+	if extras == nil && cur != nil {
+		extras = cur.Extras
+	}
+	return r.newVersion(st, c.Table, e.cols, extras, e.declared), true, nil
+}
+
+// evolution is evolve's pass over a change's images: the columns of the
+// next version, copied from cur on the first change (cols is nil until
+// then).
+type evolution struct {
+	st       *tableState
+	cur      *schema.Table
+	declared bool
+	cols     []schema.Column
+	changed  bool
+	// next is the index the image's next column has when the image names
+	// the columns in cur's order.
+	next    int
+	badName []byte
+}
+
+// ensure copies cur's columns into cols, once.
+func (e *evolution) ensure() {
+	if e.cols == nil {
+		if e.cur != nil {
+			e.cols = append([]schema.Column(nil), e.cur.Columns...)
+		} else {
+			e.cols = []schema.Column{}
+		}
+	}
+}
+
+// index returns the index of the column named key, if there is one.
+func (e *evolution) index(key []byte) (int, bool) {
+	if e.cols != nil {
+		return indexOf(e.cols, key)
+	}
+	if e.cur == nil {
+		return 0, false
+	}
+	idx, ok := e.next, e.next < len(e.cur.Columns) && e.cur.Columns[e.next].Name == string(key)
+	if !ok {
+		idx, ok = e.cur.ColumnIndex(key)
+	}
+	e.next = idx + 1
+	return idx, ok
+}
+
+// column checks one column of an image: a new one is added with its
+// inferred (or overridden) type, a declared one that overflows its type
+// gets its text sibling, an inferred one that no longer holds its value
+// widens.
+func (e *evolution) column(key []byte, v *fastjson.Value) {
+	idx, ok := e.index(key)
+	if !ok {
+		e.add(key, v)
+		return
+	}
+	var t schema.Type
+	if e.cols != nil {
+		t = e.cols[idx].Type
+	} else {
+		t = e.cur.Columns[idx].Type
+	}
+	if e.declared && t.Kind != schema.Null {
+		e.sibling(key, t, v)
+		return
+	}
+	if _, has := e.st.opts.Override(string(key)); has {
+		return
+	}
+	if !schema.Accepts(t, v) {
+		e.ensure()
+		e.cols[idx].Type = schema.Widen(t, v)
+		e.changed = true
+	}
+}
+
+// add adds the new column key, unless the route ignores it; a name that
+// is not valid UTF-8 fails the change.
+func (e *evolution) add(key []byte, v *fastjson.Value) {
+	name := string(key)
+	if e.st.opts.ignored(name) {
+		return
+	}
+	if !utf8.Valid(key) {
+		e.badName = key
+		return
+	}
+	e.ensure()
+	t := schema.Infer(v)
+	if ov, has := e.st.opts.Override(name); has {
+		t = ov
+	}
+	e.cols = append(e.cols, schema.Column{Name: name, Type: t, Nullable: true})
+	e.changed = true
+}
+
+// sibling adds the text sibling of the declared column key of type t on
+// first need. The converter checks declared types: a zoned timestamp no
+// TIMESTAMP(µs) can hold (SQL Server datetimeoffset(7) digits,
+// PostgreSQL's year 294276) or a time beyond a day (MySQL and MariaDB TIME
+// is a signed duration) goes, as exact text, to the sibling; the typed
+// column keeps its type.
+func (e *evolution) sibling(key []byte, t schema.Type, v *fastjson.Value) {
+	if !schema.Overflow(t, v) {
+		return
+	}
+	name := schema.TextSibling(string(key))
+	has := false
+	if e.cols != nil {
+		_, has = indexOf(e.cols, []byte(name))
+	} else if e.cur != nil {
+		_, has = e.cur.ColumnIndex([]byte(name))
+	}
+	if !has {
+		e.ensure()
+		e.cols = append(e.cols, schema.Column{Name: name, Nullable: true, Type: schema.SiblingType(t)})
+		e.changed = true
+	}
+}
+
+// newExtras returns cur's extra columns and the change's new ones, nil
+// when the change has none cur lacks.
+func newExtras(cur *schema.Table, c *change.Change) []schema.ExtraColumn {
 	var extras []schema.ExtraColumn
 	for _, e := range c.Extras {
 		if cur != nil {
@@ -493,20 +545,8 @@ func (r *Scope) evolve(st *tableState, cur *schema.Table, c *change.Change) (*sc
 			extras = append(extras, cur.Extras...)
 		}
 		extras = append(extras, schema.ExtraColumn{Name: e.Name, Kind: e.Kind})
-		changed = true
 	}
-	if cur == nil {
-		changed = true
-	}
-	if !changed {
-		return cur, false, nil
-	}
-	ensure()
-	if extras == nil && cur != nil {
-		extras = cur.Extras
-	}
-	t := r.newVersion(st, c.Table, cols, extras, declared)
-	return t, true, nil
+	return extras
 }
 
 func indexOf(cols []schema.Column, key []byte) (int, bool) {
