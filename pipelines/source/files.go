@@ -355,10 +355,10 @@ var poisonRecycled atomic.Bool
 // tests, which land their input with it on and compare.
 func PoisonRecycled(on bool) { poisonRecycled.Store(on) }
 
+// readOne reads the messages of one file or stream, name, from r into
+// blocks and delivers them to out, each once the one before was acked. It
+// returns when every block was acked, or at the first error.
 func (s *Files) readOne(ctx context.Context, name string, r io.Reader, out chan<- *message.Message) (err error) {
-	line := int64(0)
-	b64 := strings.HasSuffix(name, base64Suffix)
-	var bb blockBuilder
 	// The buffers of acked blocks come back in free.
 	free := make(chan []byte, 2)
 	d := startDelivery(ctx, name, out, func(blk *Block) { recycle(blk, free) })
@@ -368,28 +368,42 @@ func (s *Files) readOne(ctx context.Context, name string, r io.Reader, out chan<
 		}
 	}()
 	deliverBlock := func(blk *Block) error { return d.send(ctx, blk) }
-	if !b64 {
+	if !strings.HasSuffix(name, base64Suffix) {
 		lr := &lineReader{s: s, name: name, r: r, send: deliverBlock, free: free, buf: make([]byte, 0, 64<<10)}
 		return lr.run()
 	}
-	br := bufio.NewReaderSize(r, 1<<20)
+	br := &base64Reader{s: s, name: name, r: bufio.NewReaderSize(r, 1<<20), send: deliverBlock}
+	return br.run()
+}
+
+// base64Reader reads the lines of a file of base64-encoded messages into
+// blocks, decoding each line into its block's buffer. A block holds at
+// most blockLines messages and, unless one message is longer, blockBytes
+// bytes; a block goes as soon as no more input is at hand, so that records
+// never wait for the next read.
+type base64Reader struct {
+	s    *Files
+	name string
+	r    *bufio.Reader
+	send func(*Block) error
+	bb   blockBuilder
+	line int64 // lines read
+}
+
+// run reads the file to its end, line by line, assembling a line longer
+// than the read buffer, and sends its last block.
+func (br *base64Reader) run() error {
 	// A leading UTF-8 byte-order mark (some editors and exporters write
 	// one) is not part of the first message.
-	if bom, err := br.Peek(3); err == nil && string(bom) == "\ufeff" {
-		_, _ = br.Discard(3)
-	}
-	send := func() error {
-		if len(bb.ends) == 0 {
-			return nil
-		}
-		return deliverBlock(bb.build(name))
+	if bom, err := br.r.Peek(3); err == nil && string(bom) == "\ufeff" {
+		_, _ = br.r.Discard(3)
 	}
 	var long []byte // a line longer than the read buffer, being assembled
 	for {
-		b, err := br.ReadSlice('\n')
+		b, err := br.r.ReadSlice('\n')
 		if errors.Is(err, bufio.ErrBufferFull) {
-			if len(long)+len(b) > s.maxLine {
-				return fmt.Errorf("%s line %d: longer than %d bytes", name, line+1, s.maxLine)
+			if len(long)+len(b) > br.s.maxLine {
+				return fmt.Errorf("%s line %d: longer than %d bytes", br.name, br.line+1, br.s.maxLine)
 			}
 			long = append(long, b...)
 			continue
@@ -397,52 +411,60 @@ func (s *Files) readOne(ctx context.Context, name string, r io.Reader, out chan<
 		if long != nil {
 			b = append(long, b...)
 			long = nil
-			if len(bytes.TrimSuffix(b, []byte{'\n'})) > s.maxLine {
-				return fmt.Errorf("%s line %d: longer than %d bytes", name, line+1, s.maxLine)
+			if len(bytes.TrimSuffix(b, []byte{'\n'})) > br.s.maxLine {
+				return fmt.Errorf("%s line %d: longer than %d bytes", br.name, br.line+1, br.s.maxLine)
 			}
 		}
 		if len(b) > 0 || err == nil {
-			line++
-			s.read.Add(int64(len(b)))
-			b = bytes.TrimSuffix(b, []byte{'\n'})
-			b = bytes.TrimSuffix(b, []byte{'\r'})
-			// A block is cut before a line that would take it past its
-			// byte bound; a longer line travels alone.
-			n := len(b)
-			if b64 {
-				n = base64.StdEncoding.DecodedLen(len(b))
-			}
-			if len(bb.ends) > 0 && len(bb.buf)+n > s.blockBytes {
-				if err := send(); err != nil {
-					return err
-				}
-			}
-			if b64 {
-				var derr error
-				if bb.buf, derr = base64.StdEncoding.AppendDecode(bb.buf, b); derr != nil {
-					return fmt.Errorf("%s line %d: not base64: %w", name, line, derr)
-				}
-			} else {
-				bb.buf = append(bb.buf, b...)
-			}
-			bb.ends = append(bb.ends, len(bb.buf))
-			bb.offs = append(bb.offs, line)
-			// A full block goes now; so does a partial one when no more
-			// input is at hand (a pipe or a slow producer), so records
-			// never wait for the next ones.
-			if len(bb.ends) >= s.blockLines || br.Buffered() == 0 {
-				if err := send(); err != nil {
-					return err
-				}
+			if err := br.add(b); err != nil {
+				return err
 			}
 		}
 		if errors.Is(err, io.EOF) {
-			return send()
+			return br.flush()
 		}
 		if err != nil {
-			return fmt.Errorf("%s line %d: %w", name, line+1, err)
+			return fmt.Errorf("%s line %d: %w", br.name, br.line+1, err)
 		}
 	}
+}
+
+// add decodes the line b (its line end included, if it has one) into the
+// block, and sends the block when it is full or no more input is at hand.
+func (br *base64Reader) add(b []byte) error {
+	br.line++
+	br.s.read.Add(int64(len(b)))
+	b = bytes.TrimSuffix(b, []byte{'\n'})
+	b = bytes.TrimSuffix(b, []byte{'\r'})
+	// A block is cut before a line that would take it past its byte
+	// bound; a longer line travels alone.
+	n := base64.StdEncoding.DecodedLen(len(b))
+	if len(br.bb.ends) > 0 && len(br.bb.buf)+n > br.s.blockBytes {
+		if err := br.flush(); err != nil {
+			return err
+		}
+	}
+	var derr error
+	if br.bb.buf, derr = base64.StdEncoding.AppendDecode(br.bb.buf, b); derr != nil {
+		return fmt.Errorf("%s line %d: not base64: %w", br.name, br.line, derr)
+	}
+	br.bb.ends = append(br.bb.ends, len(br.bb.buf))
+	br.bb.offs = append(br.bb.offs, br.line)
+	// A full block goes now; so does a partial one when no more input is
+	// at hand (a pipe or a slow producer), so records never wait for the
+	// next ones.
+	if len(br.bb.ends) >= br.s.blockLines || br.r.Buffered() == 0 {
+		return br.flush()
+	}
+	return nil
+}
+
+// flush sends the block of the lines added, if there are any.
+func (br *base64Reader) flush() error {
+	if len(br.bb.ends) == 0 {
+		return nil
+	}
+	return br.send(br.bb.build(br.name))
 }
 
 // lineReader reads the lines of a file that are messages as they are (not

@@ -45,169 +45,196 @@ const (
 
 // Run runs the suite.
 func Run(t *testing.T, open Open) {
-	t.Run("ReadsBackEqual", func(t *testing.T) {
-		mem := memory.NewCheckedAllocator(memory.NewGoAllocator())
-		defer mem.AssertSize(t, 0)
-		s, b := open(t)
-		rec := Record(mem, 10, 0)
-		defer rec.Release()
-		f := NewFile(KeyA, rec, [][2]int{{0, 3}, {5, 10}})
-		n, err := s.Write(context.Background(), f)
-		if err != nil {
+	t.Run("ReadsBackEqual", func(t *testing.T) { readsBackEqual(t, open) })
+	t.Run("PartsMakeTheSameFile", func(t *testing.T) { partsMakeTheSameFile(t, open) })
+	t.Run("Objects", func(t *testing.T) { objectsReadBack(t, open) })
+	t.Run("CreateOnce", func(t *testing.T) { createOnce(t, open) })
+	t.Run("WriteOnce", func(t *testing.T) { writeOnce(t, open) })
+	t.Run("OverwriteReplaces", func(t *testing.T) { overwriteReplaces(t, open) })
+	t.Run("SameObjectsEveryRun", func(t *testing.T) { sameObjectsEveryRun(t, open) })
+	t.Run("CancelledWriteLeavesNothing", func(t *testing.T) { cancelledWriteLeavesNothing(t, open) })
+}
+
+// readsBackEqual checks that a file written reads back with the rows it
+// was given, and that Write returns the size of the object it made.
+func readsBackEqual(t *testing.T, open Open) {
+	mem := memory.NewCheckedAllocator(memory.NewGoAllocator())
+	defer mem.AssertSize(t, 0)
+	s, b := open(t)
+	rec := Record(mem, 10, 0)
+	defer rec.Release()
+	f := NewFile(KeyA, rec, [][2]int{{0, 3}, {5, 10}})
+	n, err := s.Write(context.Background(), f)
+	if err != nil {
+		t.Fatalf("Write: %v", err)
+	}
+	attrs, err := b.Attributes(context.Background(), KeyA)
+	if err != nil {
+		t.Fatalf("the written object is missing: %v", err)
+	}
+	if attrs.Size != n {
+		t.Errorf("Write returned %d bytes, the object has %d", n, attrs.Size)
+	}
+	CheckRows(t, mem, b, KeyA, rec, f.Parts[0].Ranges)
+}
+
+// partsMakeTheSameFile checks that the same rows split into parts at other
+// places make the same file, byte for byte.
+func partsMakeTheSameFile(t *testing.T, open Open) {
+	mem := memory.NewCheckedAllocator(memory.NewGoAllocator())
+	defer mem.AssertSize(t, 0)
+	s, b := open(t)
+	rec := Record(mem, 10, 0)
+	defer rec.Release()
+	whole := NewFile(KeyA, rec, [][2]int{{0, 3}, {5, 10}})
+	if _, err := s.Write(context.Background(), whole); err != nil {
+		t.Fatalf("Write: %v", err)
+	}
+	want, err := b.ReadAll(context.Background(), KeyA)
+	if err != nil {
+		t.Fatal(err)
+	}
+	head, tail := rec.NewSlice(0, 6), rec.NewSlice(6, 10)
+	defer head.Release()
+	defer tail.Release()
+	split := NewFile(KeyB, rec, [][2]int{{0, 3}, {5, 10}})
+	split.Parts = []sinks.Part{{Record: head, Ranges: [][2]int{{0, 2}}}, {Record: head, Ranges: [][2]int{{2, 3}, {5, 6}}},
+		{Record: tail, Ranges: [][2]int{{0, 4}}}}
+	if _, err := s.Write(context.Background(), split); err != nil {
+		t.Fatalf("Write: %v", err)
+	}
+	got, err := b.ReadAll(context.Background(), KeyB)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(got, want) {
+		t.Errorf("the rows in three parts make another file (%d bytes) than in one (%d)", len(got), len(want))
+	}
+}
+
+// objectsReadBack checks that a small object written reads back equal.
+func objectsReadBack(t *testing.T, open Open) {
+	s, b := open(t)
+	data := []byte(`{"source":"topic","offset":7,"reason":"x"}` + "\n")
+	if err := s.WriteObject(context.Background(), KeyDead, data, "application/x-ndjson"); err != nil {
+		t.Fatalf("WriteObject: %v", err)
+	}
+	got, err := b.ReadAll(context.Background(), KeyDead)
+	if err != nil || !bytes.Equal(got, data) {
+		t.Errorf("read back %q, %v; want %q", got, err, data)
+	}
+}
+
+// createOnce checks that CreateObject refuses a key that exists with
+// ErrExists and leaves the first object as it was.
+func createOnce(t *testing.T, open Open) {
+	s, b := open(t)
+	const key = "_cdclake/state/topic/p0/00000000000000000001.json"
+	ctx := context.Background()
+	if err := s.CreateObject(ctx, key, []byte(`{"seq":1,"owner":"a"}`), "application/json"); err != nil {
+		t.Fatalf("CreateObject: %v", err)
+	}
+	err := s.CreateObject(ctx, key, []byte(`{"seq":1,"owner":"b"}`), "application/json")
+	if !errors.Is(err, sinks.ErrExists) {
+		t.Fatalf("a second CreateObject of the same key: %v, want ErrExists", err)
+	}
+	if got, err := b.ReadAll(ctx, key); err != nil || string(got) != `{"seq":1,"owner":"a"}` {
+		t.Errorf("the first object was replaced: %s, %v", got, err)
+	}
+}
+
+// writeOnce checks a create-once file large enough for a multipart upload:
+// again with the same bytes (a retry after a lost reply) it succeeds, with
+// other bytes it is refused and the object stays.
+func writeOnce(t *testing.T, open Open) {
+	mem := memory.NewCheckedAllocator(memory.NewGoAllocator())
+	defer mem.AssertSize(t, 0)
+	s, b := open(t)
+	ctx := context.Background()
+	first, other := Record(mem, 80_000, 0), Record(mem, 5, 100)
+	defer first.Release()
+	defer other.Release()
+	f := NewFile(KeyA, first, [][2]int{{0, 80_000}})
+	f.Once = true
+	n, err := s.Write(ctx, f)
+	if err != nil {
+		t.Fatalf("Write: %v", err)
+	}
+	if n <= 16<<20 {
+		t.Errorf("the file has %d bytes: too few for a multipart upload", n)
+	}
+	if again, err := s.Write(ctx, f); err != nil || again != n {
+		t.Errorf("the same create-once file again: %d bytes, %v; want %d, nil", again, err, n)
+	}
+	g := NewFile(KeyA, other, [][2]int{{0, 5}})
+	g.Once = true
+	if _, err := s.Write(ctx, g); !errors.Is(err, sinks.ErrExists) {
+		t.Fatalf("another create-once file under the key: %v, want ErrExists", err)
+	}
+	if attrs, err := b.Attributes(ctx, KeyA); err != nil || attrs.Size != n {
+		t.Errorf("the first file was replaced: %v, %v", attrs, err)
+	}
+}
+
+// overwriteReplaces checks that a file written again under the same key
+// replaces the one before.
+func overwriteReplaces(t *testing.T, open Open) {
+	mem := memory.NewCheckedAllocator(memory.NewGoAllocator())
+	defer mem.AssertSize(t, 0)
+	s, b := open(t)
+	first, second := Record(mem, 8, 0), Record(mem, 5, 100)
+	defer first.Release()
+	defer second.Release()
+	for _, rec := range []arrow.RecordBatch{first, second} {
+		if _, err := s.Write(context.Background(), NewFile(KeyA, rec, [][2]int{{0, int(rec.NumRows())}})); err != nil {
 			t.Fatalf("Write: %v", err)
 		}
-		attrs, err := b.Attributes(context.Background(), KeyA)
-		if err != nil {
-			t.Fatalf("the written object is missing: %v", err)
-		}
-		if attrs.Size != n {
-			t.Errorf("Write returned %d bytes, the object has %d", n, attrs.Size)
-		}
-		CheckRows(t, mem, b, KeyA, rec, f.Parts[0].Ranges)
-	})
-	t.Run("PartsMakeTheSameFile", func(t *testing.T) {
-		// The same rows split into parts at other places are the same
-		// file, byte for byte.
+	}
+	CheckRows(t, mem, b, KeyA, second, [][2]int{{0, 5}})
+}
+
+// sameObjectsEveryRun checks that the same writes, in two runs over empty
+// stores, make exactly the suite's objects, with the same bytes.
+func sameObjectsEveryRun(t *testing.T, open Open) {
+	var runs [2]map[string][]byte
+	for i := range runs {
 		mem := memory.NewCheckedAllocator(memory.NewGoAllocator())
-		defer mem.AssertSize(t, 0)
 		s, b := open(t)
-		rec := Record(mem, 10, 0)
-		defer rec.Release()
-		whole := NewFile(KeyA, rec, [][2]int{{0, 3}, {5, 10}})
-		if _, err := s.Write(context.Background(), whole); err != nil {
-			t.Fatalf("Write: %v", err)
+		writeAll(t, mem, s)
+		runs[i] = objects(t, b)
+		mem.AssertSize(t, 0)
+	}
+	want := []string{KeyDead, KeyA, KeyB}
+	slices.Sort(want)
+	if got := slices.Sorted(mapsKeys(runs[0])); !slices.Equal(got, want) {
+		t.Errorf("objects %q, want exactly %q", got, want)
+	}
+	for k, v := range runs[0] {
+		if !bytes.Equal(v, runs[1][k]) {
+			t.Errorf("%s: the same write gave different bytes in two runs", k)
 		}
-		want, err := b.ReadAll(context.Background(), KeyA)
-		if err != nil {
-			t.Fatal(err)
-		}
-		head, tail := rec.NewSlice(0, 6), rec.NewSlice(6, 10)
-		defer head.Release()
-		defer tail.Release()
-		split := NewFile(KeyB, rec, [][2]int{{0, 3}, {5, 10}})
-		split.Parts = []sinks.Part{{Record: head, Ranges: [][2]int{{0, 2}}}, {Record: head, Ranges: [][2]int{{2, 3}, {5, 6}}},
-			{Record: tail, Ranges: [][2]int{{0, 4}}}}
-		if _, err := s.Write(context.Background(), split); err != nil {
-			t.Fatalf("Write: %v", err)
-		}
-		got, err := b.ReadAll(context.Background(), KeyB)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if !bytes.Equal(got, want) {
-			t.Errorf("the rows in three parts make another file (%d bytes) than in one (%d)", len(got), len(want))
-		}
-	})
-	t.Run("Objects", func(t *testing.T) {
-		s, b := open(t)
-		data := []byte(`{"source":"topic","offset":7,"reason":"x"}` + "\n")
-		if err := s.WriteObject(context.Background(), KeyDead, data, "application/x-ndjson"); err != nil {
-			t.Fatalf("WriteObject: %v", err)
-		}
-		got, err := b.ReadAll(context.Background(), KeyDead)
-		if err != nil || !bytes.Equal(got, data) {
-			t.Errorf("read back %q, %v; want %q", got, err, data)
-		}
-	})
-	t.Run("CreateOnce", func(t *testing.T) {
-		s, b := open(t)
-		const key = "_cdclake/state/topic/p0/00000000000000000001.json"
-		ctx := context.Background()
-		if err := s.CreateObject(ctx, key, []byte(`{"seq":1,"owner":"a"}`), "application/json"); err != nil {
-			t.Fatalf("CreateObject: %v", err)
-		}
-		err := s.CreateObject(ctx, key, []byte(`{"seq":1,"owner":"b"}`), "application/json")
-		if !errors.Is(err, sinks.ErrExists) {
-			t.Fatalf("a second CreateObject of the same key: %v, want ErrExists", err)
-		}
-		if got, err := b.ReadAll(ctx, key); err != nil || string(got) != `{"seq":1,"owner":"a"}` {
-			t.Errorf("the first object was replaced: %s, %v", got, err)
-		}
-	})
-	t.Run("WriteOnce", func(t *testing.T) {
-		// A create-once file large enough for a multipart upload: again
-		// with the same bytes (a retry after a lost reply) it succeeds,
-		// with other bytes it is refused and the object stays.
-		mem := memory.NewCheckedAllocator(memory.NewGoAllocator())
-		defer mem.AssertSize(t, 0)
-		s, b := open(t)
-		ctx := context.Background()
-		first, other := Record(mem, 80_000, 0), Record(mem, 5, 100)
-		defer first.Release()
-		defer other.Release()
-		f := NewFile(KeyA, first, [][2]int{{0, 80_000}})
-		f.Once = true
-		n, err := s.Write(ctx, f)
-		if err != nil {
-			t.Fatalf("Write: %v", err)
-		}
-		if n <= 16<<20 {
-			t.Errorf("the file has %d bytes: too few for a multipart upload", n)
-		}
-		if again, err := s.Write(ctx, f); err != nil || again != n {
-			t.Errorf("the same create-once file again: %d bytes, %v; want %d, nil", again, err, n)
-		}
-		g := NewFile(KeyA, other, [][2]int{{0, 5}})
-		g.Once = true
-		if _, err := s.Write(ctx, g); !errors.Is(err, sinks.ErrExists) {
-			t.Fatalf("another create-once file under the key: %v, want ErrExists", err)
-		}
-		if attrs, err := b.Attributes(ctx, KeyA); err != nil || attrs.Size != n {
-			t.Errorf("the first file was replaced: %v, %v", attrs, err)
-		}
-	})
-	t.Run("OverwriteReplaces", func(t *testing.T) {
-		mem := memory.NewCheckedAllocator(memory.NewGoAllocator())
-		defer mem.AssertSize(t, 0)
-		s, b := open(t)
-		first, second := Record(mem, 8, 0), Record(mem, 5, 100)
-		defer first.Release()
-		defer second.Release()
-		for _, rec := range []arrow.RecordBatch{first, second} {
-			if _, err := s.Write(context.Background(), NewFile(KeyA, rec, [][2]int{{0, int(rec.NumRows())}})); err != nil {
-				t.Fatalf("Write: %v", err)
-			}
-		}
-		CheckRows(t, mem, b, KeyA, second, [][2]int{{0, 5}})
-	})
-	t.Run("SameObjectsEveryRun", func(t *testing.T) {
-		var runs [2]map[string][]byte
-		for i := range runs {
-			mem := memory.NewCheckedAllocator(memory.NewGoAllocator())
-			s, b := open(t)
-			writeAll(t, mem, s)
-			runs[i] = objects(t, b)
-			mem.AssertSize(t, 0)
-		}
-		want := []string{KeyDead, KeyA, KeyB}
-		slices.Sort(want)
-		if got := slices.Sorted(mapsKeys(runs[0])); !slices.Equal(got, want) {
-			t.Errorf("objects %q, want exactly %q", got, want)
-		}
-		for k, v := range runs[0] {
-			if !bytes.Equal(v, runs[1][k]) {
-				t.Errorf("%s: the same write gave different bytes in two runs", k)
-			}
-		}
-	})
-	t.Run("CancelledWriteLeavesNothing", func(t *testing.T) {
-		mem := memory.NewCheckedAllocator(memory.NewGoAllocator())
-		defer mem.AssertSize(t, 0)
-		s, b := open(t)
-		rec := Record(mem, 10, 0)
-		defer rec.Release()
-		ctx, cancel := context.WithCancel(context.Background())
-		cancel()
-		if _, err := s.Write(ctx, NewFile(KeyA, rec, [][2]int{{0, 10}})); err == nil {
-			t.Error("Write with a cancelled context succeeded")
-		}
-		if err := s.WriteObject(ctx, KeyDead, []byte("x\n"), "application/x-ndjson"); err == nil {
-			t.Error("WriteObject with a cancelled context succeeded")
-		}
-		if objs := objects(t, b); len(objs) != 0 {
-			t.Errorf("a cancelled write left %q", slices.Sorted(mapsKeys(objs)))
-		}
-	})
+	}
+}
+
+// cancelledWriteLeavesNothing checks that writes with a cancelled context
+// fail and leave no object.
+func cancelledWriteLeavesNothing(t *testing.T, open Open) {
+	mem := memory.NewCheckedAllocator(memory.NewGoAllocator())
+	defer mem.AssertSize(t, 0)
+	s, b := open(t)
+	rec := Record(mem, 10, 0)
+	defer rec.Release()
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if _, err := s.Write(ctx, NewFile(KeyA, rec, [][2]int{{0, 10}})); err == nil {
+		t.Error("Write with a cancelled context succeeded")
+	}
+	if err := s.WriteObject(ctx, KeyDead, []byte("x\n"), "application/x-ndjson"); err == nil {
+		t.Error("WriteObject with a cancelled context succeeded")
+	}
+	if objs := objects(t, b); len(objs) != 0 {
+		t.Errorf("a cancelled write left %q", slices.Sorted(mapsKeys(objs)))
+	}
 }
 
 // OpenFaulty returns the sink under test writing through a Faulty bucket

@@ -256,92 +256,127 @@ func Render(t testing.TB, r Result, c *change.Change, mem memory.Allocator) stri
 		fmt.Fprintf(&w, "error: %v\n", r.Err)
 		return w.String()
 	}
-	dec := r.Dec
-	fmt.Fprintf(&w, "kind: %s  format: %s", c.Kind, c.Format)
+	renderChange(&w, c)
+	renderRowSchema(t, &w, r.Dec, c, mem)
+	return w.String()
+}
+
+// renderChange writes what a decoded change holds: class, table,
+// positions, images, extras, statement and raw record.
+func renderChange(w *strings.Builder, c *change.Change) {
+	fmt.Fprintf(w, "kind: %s  format: %s", c.Kind, c.Format)
 	if c.Op != change.OpNone {
-		fmt.Fprintf(&w, "  op: %s", c.Op)
+		fmt.Fprintf(w, "  op: %s", c.Op)
 	}
-	fmt.Fprintf(&w, "  table: %q\n", c.Table)
+	fmt.Fprintf(w, "  table: %q\n", c.Table)
 	if c.HasTS {
-		fmt.Fprintf(&w, "ts: %s\n", Micros(c.TSMicros))
+		fmt.Fprintf(w, "ts: %s\n", Micros(c.TSMicros))
 	} else {
-		fmt.Fprintf(&w, "ts: none\n")
+		fmt.Fprintf(w, "ts: none\n")
 	}
-	fmt.Fprintf(&w, "xid: %q  pos: %q\n", c.Xid, c.Pos)
-	for _, im := range []struct {
-		name string
-		img  change.Image
-	}{{"before", c.Before}, {"after", c.After}} {
+	fmt.Fprintf(w, "xid: %q  pos: %q\n", c.Xid, c.Pos)
+	for _, im := range images(c) {
 		if im.img.Present() {
-			fmt.Fprintf(&w, "%s: %s\n", im.name, im.img.Obj.MarshalTo(nil))
+			fmt.Fprintf(w, "%s: %s\n", im.name, im.img.Obj.MarshalTo(nil))
 		}
 	}
+	renderExtras(w, c)
+	if c.Statement != "" {
+		fmt.Fprintf(w, "statement: %q\n", c.Statement)
+	}
+	if c.Raw != nil {
+		fmt.Fprintf(w, "raw: %s\n", c.Raw.MarshalTo(nil))
+	}
+}
+
+// namedImage is a change's before or after image with its name.
+type namedImage struct {
+	name string
+	img  change.Image
+}
+
+// images returns a change's images, before then after, present or not.
+func images(c *change.Change) []namedImage {
+	return []namedImage{{"before", c.Before}, {"after", c.After}}
+}
+
+// renderExtras writes a change's extra fields, each with its kind.
+func renderExtras(w *strings.Builder, c *change.Change) {
 	for _, e := range c.Extras {
 		switch e.Kind {
 		case change.ExtraTimestamp:
-			fmt.Fprintf(&w, "extra %s (timestamp): %s\n", e.Name, Micros(e.Micros))
+			fmt.Fprintf(w, "extra %s (timestamp): %s\n", e.Name, Micros(e.Micros))
 		case change.ExtraJSON:
-			fmt.Fprintf(&w, "extra %s (json): %s\n", e.Name, c.ExtraBytes(e))
+			fmt.Fprintf(w, "extra %s (json): %s\n", e.Name, c.ExtraBytes(e))
 		default:
-			fmt.Fprintf(&w, "extra %s (string): %s\n", e.Name, c.ExtraBytes(e))
+			fmt.Fprintf(w, "extra %s (string): %s\n", e.Name, c.ExtraBytes(e))
 		}
 	}
-	if c.Statement != "" {
-		fmt.Fprintf(&w, "statement: %q\n", c.Statement)
-	}
-	if c.Raw != nil {
-		fmt.Fprintf(&w, "raw: %s\n", c.Raw.MarshalTo(nil))
-	}
+}
+
+// renderRowSchema writes, when dec maps an in-band row schema
+// (decode.SchemaColumns) and the change carries one, the schema's name; for
+// a row change also its columns and the value every image column converts
+// to, or why the columns could not be mapped.
+func renderRowSchema(t testing.TB, w *strings.Builder, dec decode.Decoder, c *change.Change, mem memory.Allocator) {
 	sc, ok := dec.(decode.SchemaColumns)
 	if !ok || c.Schema == nil {
-		return w.String()
+		return
 	}
 	if c.Kind != change.KindDML {
-		fmt.Fprintf(&w, "schema: %s\n", c.Schema.Get("name"))
-		return w.String()
+		fmt.Fprintf(w, "schema: %s\n", c.Schema.Get("name"))
+		return
 	}
 	cols, cerr := sc.Columns(c.Schema)
 	if cerr != nil {
-		fmt.Fprintf(&w, "columns error: %v\n", cerr)
-		return w.String()
+		fmt.Fprintf(w, "columns error: %v\n", cerr)
+		return
 	}
-	fmt.Fprintf(&w, "row schema: %s (key %d bytes)\n", c.Schema.Get("name"), len(c.SchemaKey))
-	fmt.Fprintf(&w, "columns:\n")
+	fmt.Fprintf(w, "row schema: %s (key %d bytes)\n", c.Schema.Get("name"), len(c.SchemaKey))
+	renderColumns(w, cols)
+	for _, im := range images(c) {
+		if im.img.Present() {
+			renderValues(t, w, im, cols, mem)
+		}
+	}
+}
+
+// renderColumns writes the columns of a row schema: name, type,
+// nullability and logical type.
+func renderColumns(w *strings.Builder, cols []schema.Column) {
+	fmt.Fprintf(w, "columns:\n")
 	for _, col := range cols {
-		fmt.Fprintf(&w, "  %s %s", col.Name, col.Type)
+		fmt.Fprintf(w, "  %s %s", col.Name, col.Type)
 		if !col.Nullable {
-			fmt.Fprintf(&w, " not null")
+			fmt.Fprintf(w, " not null")
 		}
 		if col.Type.Logical != "" {
-			fmt.Fprintf(&w, " [%s]", col.Type.Logical)
+			fmt.Fprintf(w, " [%s]", col.Type.Logical)
 		}
-		fmt.Fprintln(&w)
+		fmt.Fprintln(w)
 	}
-	for _, im := range []struct {
-		name string
-		img  change.Image
-	}{{"before", c.Before}, {"after", c.After}} {
-		if !im.img.Present() {
+}
+
+// renderValues writes the value each column of cols converts to from an
+// image, or that the image lacks it, and fails t for an image column the
+// row schema does not have.
+func renderValues(t testing.TB, w *strings.Builder, im namedImage, cols []schema.Column, mem memory.Allocator) {
+	fmt.Fprintf(w, "%s values:\n", im.name)
+	known := map[string]bool{}
+	for _, col := range cols {
+		known[col.Name] = true
+		v := im.img.Obj.Get(col.Name)
+		if v == nil {
+			fmt.Fprintf(w, "  %s: absent\n", col.Name)
 			continue
 		}
-		fmt.Fprintf(&w, "%s values:\n", im.name)
-		known := map[string]bool{}
-		for _, col := range cols {
-			known[col.Name] = true
-			v := im.img.Obj.Get(col.Name)
-			if v == nil {
-				fmt.Fprintf(&w, "  %s: absent\n", col.Name)
-				continue
-			}
-			fmt.Fprintf(&w, "  %s: %s\n", col.Name, Convert(mem, col, v))
-		}
-		im.img.Obj.Visit(func(k []byte, _ *fastjson.Value) {
-			if !known[string(k)] {
-				t.Errorf("%s image column %q is not in the row schema", im.name, k)
-			}
-		})
+		fmt.Fprintf(w, "  %s: %s\n", col.Name, Convert(mem, col, v))
 	}
-	return w.String()
+	im.img.Obj.Visit(func(k []byte, _ *fastjson.Value) {
+		if !known[string(k)] {
+			t.Errorf("%s image column %q is not in the row schema", im.name, k)
+		}
+	})
 }
 
 // Convert runs the schema package's converter for col on v and renders the
