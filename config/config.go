@@ -402,7 +402,25 @@ func (c *Config) Validate() error {
 	if c.Source.BlockBytes < 1 {
 		bad("source.block_bytes", "must be ≥ 1")
 	}
-	if r := c.Source.SchemaRegistry; r.URL != "" || r.Username != "" {
+	c.Source.SchemaRegistry.validate(bad)
+	c.validateBounds(bad)
+	c.Source.Kafka.validate(c.Source.URL, bad)
+	c.Observability.validate(bad)
+	if err := CheckListen("observability.listen", c.Observability.Listen); err != nil {
+		errs = append(errs, err)
+	}
+	if err := CheckLog(c.Log.Level, c.Log.Format); err != nil {
+		errs = append(errs, err)
+	}
+	c.validateTables(bad)
+	return errors.Join(errs...)
+}
+
+// validate checks the schema_registry section: the keys that only make
+// sense together, no credentials in the URL, and a positive timeout and
+// cache size.
+func (r *SchemaRegistry) validate(bad func(string, string, ...any)) {
+	if r.URL != "" || r.Username != "" {
 		if r.URL == "" {
 			bad("source.schema_registry.url", "is required with the other schema_registry keys")
 		}
@@ -416,12 +434,17 @@ func (c *Config) Validate() error {
 			bad("source.schema_registry.url", "credentials do not belong in the URL: use username with password_env or password_file")
 		}
 	}
-	if c.Source.SchemaRegistry.Timeout <= 0 {
+	if r.Timeout <= 0 {
 		bad("source.schema_registry.timeout", "must be positive")
 	}
-	if c.Source.SchemaRegistry.CacheSize < 1 {
+	if r.CacheSize < 1 {
 		bad("source.schema_registry.cache_size", "must be ≥ 1")
 	}
+}
+
+// validateBounds checks the bounds of a run: the batch's memory and open
+// files, and the progress interval, shutdown timeout and sink retry time.
+func (c *Config) validateBounds(bad func(string, string, ...any)) {
 	if c.Batch.MaxBufferedBytes < 1<<20 {
 		bad("batch.max_buffered_bytes", "must be at least 1MiB")
 	}
@@ -437,43 +460,55 @@ func (c *Config) Validate() error {
 	if c.Sink.RetryFor < 0 {
 		bad("sink.retry_for", "must not be negative")
 	}
-	if k := &c.Source.Kafka; k.Set() {
-		if c.Source.URL != "" {
-			bad("source", "url and kafka both say where to read: keep one")
-		}
-		for _, d := range []struct {
-			key string
-			v   Duration
-		}{{"session_timeout", k.SessionTimeout}, {"metadata_max_age", k.MetadataMaxAge}, {"fetch_max_wait", k.FetchMaxWait},
-			{"commit_interval", k.CommitInterval}} {
-			if d.v < 0 {
-				bad("source.kafka."+d.key, "must not be negative")
-			}
-		}
-		for _, s := range []struct {
-			key string
-			v   Size
-		}{{"fetch_max_bytes", k.FetchMaxBytes}, {"fetch_max_partition_bytes", k.FetchMaxPartitionBytes}} {
-			if s.v > math.MaxInt32 {
-				bad("source.kafka."+s.key, "must be below 2GiB")
-			}
+}
+
+// validate checks the kafka section when it names a source: that the
+// source's url does not name another one, that no duration is negative
+// and that the fetch sizes fit Kafka's 32-bit fields.
+func (k *Kafka) validate(sourceURL string, bad func(string, string, ...any)) {
+	if !k.Set() {
+		return
+	}
+	if sourceURL != "" {
+		bad("source", "url and kafka both say where to read: keep one")
+	}
+	for _, d := range []struct {
+		key string
+		v   Duration
+	}{{"session_timeout", k.SessionTimeout}, {"metadata_max_age", k.MetadataMaxAge}, {"fetch_max_wait", k.FetchMaxWait},
+		{"commit_interval", k.CommitInterval}} {
+		if d.v < 0 {
+			bad("source.kafka."+d.key, "must not be negative")
 		}
 	}
-	if o := c.Observability; o.TableLabels < 0 {
+	for _, s := range []struct {
+		key string
+		v   Size
+	}{{"fetch_max_bytes", k.FetchMaxBytes}, {"fetch_max_partition_bytes", k.FetchMaxPartitionBytes}} {
+		if s.v > math.MaxInt32 {
+			bad("source.kafka."+s.key, "must be below 2GiB")
+		}
+	}
+}
+
+// validate checks the observability section's numbers; its listen address
+// is CheckListen's.
+func (o *Observability) validate(bad func(string, string, ...any)) {
+	if o.TableLabels < 0 {
 		bad("observability.table_labels", "must not be negative")
 	}
-	if c.Observability.CheckInterval <= 0 {
+	if o.CheckInterval <= 0 {
 		bad("observability.check_interval", "must be positive")
 	}
-	if c.Observability.StuckAfter < 1 {
+	if o.StuckAfter < 1 {
 		bad("observability.stuck_after", "must be ≥ 1")
 	}
-	if err := CheckListen("observability.listen", c.Observability.Listen); err != nil {
-		errs = append(errs, err)
-	}
-	if err := CheckLog(c.Log.Level, c.Log.Format); err != nil {
-		errs = append(errs, err)
-	}
+}
+
+// validateTables checks the globs of the tables filter, then the defaults
+// and each route, and that no two routes share a match: the first one
+// would always win.
+func (c *Config) validateTables(bad func(string, string, ...any)) {
 	checkGlobs := func(key string, globs []string) {
 		for i, g := range globs {
 			if _, err := path.Match(g, ""); err != nil {
@@ -494,7 +529,6 @@ func (c *Config) Validate() error {
 			seen[c.Routes[i].Match] = i
 		}
 	}
-	return errors.Join(errs...)
 }
 
 func (r *Route) validate(key string, isRoute bool, bad func(string, string, ...any), globs func(string, []string)) {

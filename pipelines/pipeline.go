@@ -466,33 +466,42 @@ func (p *Pipeline) Run(ctx context.Context) error {
 	bg.Go(func() { p.progress(runCtx) })
 	bg.Go(func() { p.expire(runCtx, router) })
 	stop := make(chan struct{})
-	bg.Go(func() {
-		// The source says when it is drained; a signal or a fatal error
-		// closes the router early.
-		select {
-		case <-runCtx.Done():
-		case <-p.source.Drained():
-		case <-p.halt:
-		case <-stop:
-			return
-		}
-		// Only a running router is closed: a Close before Run has started
-		// the handlers holds the router's handler lock while it waits for
-		// them, which Run needs to start them, so both wait out the
-		// router's CloseTimeout (a minute).
-		select {
-		case <-router.Running():
-		case <-stop:
-			return
-		}
-		_ = router.Close()
-	})
+	bg.Go(func() { p.closeRouter(runCtx, router, stop) })
 	runErr := router.Run(runCtx)
 	close(stop)
 	_ = p.source.Close()
 	cancel()
 	bg.Wait()
+	return p.finish(runErr)
+}
 
+// closeRouter closes the router once the source is drained, ctx ends or
+// the run is halted, unless stop is closed first (the router returned).
+func (p *Pipeline) closeRouter(ctx context.Context, router *message.Router, stop <-chan struct{}) {
+	select {
+	case <-ctx.Done():
+	case <-p.source.Drained():
+	case <-p.halt:
+	case <-stop:
+		return
+	}
+	// Only a running router is closed: a Close before Run has started the
+	// handlers holds the router's handler lock while it waits for them,
+	// which Run needs to start them, so both wait out the router's
+	// CloseTimeout (a minute).
+	select {
+	case <-router.Running():
+	case <-stop:
+		return
+	}
+	_ = router.Close()
+}
+
+// finish ends a run whose router returned runErr: the open files are
+// written, a Handover source records its final durable positions, the
+// batcher and the dead letters are closed. It returns the run's errors,
+// else whether there were too many dead letters.
+func (p *Pipeline) finish(runErr error) error {
 	// Flush with the landing context: a signal stops reading, not landing
 	// what was read. It ends after flushTimeout, or shutdown_timeout after a
 	// signal, also for a write still retrying in a stage; what is not

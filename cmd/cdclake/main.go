@@ -33,6 +33,7 @@ import (
 	"github.com/cdclake/cdclake/pipelines/source/kafka"
 	"github.com/cdclake/cdclake/sinks/lake"
 	"github.com/prometheus/client_golang/prometheus"
+	"gocloud.dev/blob"
 )
 
 // version and commit are set by the release build (-ldflags "-X
@@ -400,36 +401,23 @@ func runCmd(args []string, stdout, stderr io.Writer) int {
 	_ = level.UnmarshalText([]byte(cfg.Log.Level)) // checked by prepare
 	log := observe.NewLogger(stderr, level, cfg.Log.Format)
 	tune(cfg)
+	return land(ctx, cfg, setup, log, stdout)
+}
 
+// land runs the pipeline setup describes until its source ends, it
+// fails or ctx is cancelled (a signal), and returns the exit status.
+func land(ctx context.Context, cfg *config.Config, setup *pipelines.Setup, log *slog.Logger, stdout io.Writer) int {
 	src, err := openSource(setup, log)
 	if err != nil {
 		log.Error("opening source", "err", err)
 		return exitFailed
 	}
-	// A file:// lake's objects are written in a folder of its own (see
-	// lake.FileTemp), which the file driver finds as os.TempDir.
-	if tmp, err := lake.FileTemp(setup.Sink); err != nil {
-		log.Error("opening sink", "err", err)
-		return exitFailed
-	} else if tmp != "" {
-		_ = os.Setenv("TMPDIR", tmp)
-	}
-	if setup.Kafka != nil {
-		// One process at a time lands into a file:// lake (see lake.Lock).
-		unlock, err := lake.Lock(setup.Sink)
-		if err != nil {
-			log.Error("opening sink", "err", err)
-			return exitFailed
-		}
-		defer unlock()
-	}
-	bucket, err := lake.OpenBucket(ctx, setup.Sink)
+	bucket, closeLake, err := openLake(ctx, setup)
 	if err != nil {
 		log.Error("opening sink", "err", err)
 		return exitFailed
 	}
-	defer bucket.Close()
-
+	defer closeLake()
 	var opts []pipelines.Option
 	var reg *prometheus.Registry
 	if setup.Listen != "" {
@@ -442,22 +430,12 @@ func runCmd(args []string, stdout, stderr io.Writer) int {
 		return exitFailed
 	}
 	if setup.Listen != "" {
-		health := p.Health(time.Duration(cfg.Observability.CheckInterval))
-		srv, err := observe.Listen(setup.Listen, reg, health, log)
+		stopServing, err := serve(p, setup.Listen, time.Duration(cfg.Observability.CheckInterval), reg, log)
 		if err != nil {
 			log.Error("opening the metrics endpoint", "err", err)
 			return exitFailed
 		}
-		hctx, stopHealth := context.WithCancel(context.Background())
-		done := make(chan struct{})
-		go func() { defer close(done); health.Run(hctx) }()
-		go srv.Serve()
-		defer func() {
-			srv.Close()
-			stopHealth()
-			<-done
-		}()
-		log.Info("serving /metrics, /healthz and /readyz", "addr", srv.Addr().String())
+		defer stopServing()
 	}
 	start := time.Now()
 	log.Info("landing", "source", or(setup.Files, kafkaText(setup.Kafka)), "sink", setup.Sink)
@@ -483,6 +461,54 @@ func runCmd(args []string, stdout, stderr io.Writer) int {
 		}
 	}
 	return exitOK
+}
+
+// openLake opens the lake setup names, and returns what closes it.
+func openLake(ctx context.Context, setup *pipelines.Setup) (*blob.Bucket, func(), error) {
+	// A file:// lake's objects are written in a folder of its own (see
+	// lake.FileTemp), which the file driver finds as os.TempDir.
+	if tmp, err := lake.FileTemp(setup.Sink); err != nil {
+		return nil, nil, err
+	} else if tmp != "" {
+		_ = os.Setenv("TMPDIR", tmp)
+	}
+	unlock := func() {}
+	if setup.Kafka != nil {
+		// One process at a time lands into a file:// lake (see lake.Lock).
+		var err error
+		if unlock, err = lake.Lock(setup.Sink); err != nil {
+			return nil, nil, err
+		}
+	}
+	bucket, err := lake.OpenBucket(ctx, setup.Sink)
+	if err != nil {
+		unlock()
+		return nil, nil, err
+	}
+	return bucket, func() {
+		bucket.Close()
+		unlock()
+	}, nil
+}
+
+// serve serves /metrics, /healthz and /readyz on addr while the pipeline
+// runs, its health checked every interval, and returns what stops them.
+func serve(p *pipelines.Pipeline, addr string, interval time.Duration, reg *prometheus.Registry, log *slog.Logger) (func(), error) {
+	health := p.Health(interval)
+	srv, err := observe.Listen(addr, reg, health, log)
+	if err != nil {
+		return nil, err
+	}
+	hctx, stopHealth := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); health.Run(hctx) }()
+	go srv.Serve()
+	log.Info("serving /metrics, /healthz and /readyz", "addr", srv.Addr().String())
+	return func() {
+		srv.Close()
+		stopHealth()
+		<-done
+	}, nil
 }
 
 func or(s, def string) string {

@@ -158,12 +158,61 @@ func isHeartbeatSchema(s *fastjson.Value) bool {
 	return bytes.HasSuffix(b, []byte("Heartbeat"))
 }
 
+// decodeOp decodes a change event (one with an op): a row change, a
+// truncate, or a logical decoding message.
 func (d *Decoder) decodeOp(v *fastjson.Value, c *change.Change) error {
 	e := &d.env
 	opb, ok := stringBytes(e.op)
 	if !ok || len(opb) != 1 {
 		return decode.Malformed("debezium: op %s is not one of c, u, d, r, t, m", clip(e.op.MarshalTo(d.buf[:0])))
 	}
+	if opb[0] == 'm' {
+		c.Kind = change.KindMessage
+		c.Raw = v
+		if e.source != nil && e.source.Type() == fastjson.TypeObject {
+			return d.readSource(c)
+		}
+		return nil
+	}
+	if err := setOp(c, opb); err != nil {
+		return err
+	}
+	c.Kind = change.KindDML
+	if err := d.readImages(c, opb); err != nil {
+		return err
+	}
+	row, hasTx, err := d.readEnvelope(c)
+	if err != nil {
+		return err
+	}
+	if err := d.readSource(c); err != nil {
+		return err
+	}
+	if err := d.nameTable(c); err != nil {
+		return err
+	}
+	// The database's own transaction id (PostgreSQL and Oracle txId) is the
+	// same for every event of a transaction; Debezium's transaction.id is
+	// not always (PostgreSQL's is txId:lsn of each event). It is the
+	// fallback, as for MySQL, where it is the GTID or binlog position.
+	if hasTx && c.Xid == "" {
+		if id := e.tx.Get("id"); !isNull(id) {
+			d.buf = scalarText(d.buf[:0], id)
+			c.Xid = d.xid.Get(d.buf, &d.slab)
+		}
+	}
+	if row != nil {
+		c.Schema = row
+	}
+	if !d.opts.KeepUnavailable {
+		d.dropUnavailable(c.Before.Obj)
+		d.dropUnavailable(c.After.Obj)
+	}
+	return nil
+}
+
+// setOp sets the operation of a row change from its op.
+func setOp(c *change.Change, opb []byte) error {
 	switch opb[0] {
 	case 'c':
 		c.Op = change.OpInsert
@@ -175,25 +224,20 @@ func (d *Decoder) decodeOp(v *fastjson.Value, c *change.Change) error {
 		c.Op = change.OpRead
 	case 't':
 		c.Op = change.OpTruncate
-	case 'm':
-		c.Kind = change.KindMessage
-		c.Raw = v
-		if e.source != nil && e.source.Type() == fastjson.TypeObject {
-			if err := d.readSource(c); err != nil {
-				return err
-			}
-		}
-		return nil
 	default:
 		return decode.Malformed("debezium: op %q is not one of c, u, d, r, t, m", opb)
 	}
-	c.Kind = change.KindDML
+	return nil
+}
 
+// readImages reads the before and after images and checks that the op
+// has the images it must have.
+func (d *Decoder) readImages(c *change.Change, opb []byte) error {
 	var err error
-	if c.Before, err = image(e.before, "before"); err != nil {
+	if c.Before, err = image(d.env.before, "before"); err != nil {
 		return err
 	}
-	if c.After, err = image(e.after, "after"); err != nil {
+	if c.After, err = image(d.env.after, "after"); err != nil {
 		return err
 	}
 	switch c.Op {
@@ -210,28 +254,33 @@ func (d *Decoder) decodeOp(v *fastjson.Value, c *change.Change) error {
 			return decode.Malformed("debezium: op \"t\" with a row image")
 		}
 	}
+	return nil
+}
 
+// readEnvelope checks the envelope's source and transaction blocks and
+// its schema, and keeps the source block, the envelope's time and the
+// transaction block as extras. It returns the row schema of an event with
+// an Envelope schema, and whether the event has a transaction block.
+func (d *Decoder) readEnvelope(c *change.Change) (row *fastjson.Value, hasTx bool, err error) {
+	e := &d.env
 	if e.source == nil || e.source.Type() != fastjson.TypeObject {
-		return decode.Malformed("debezium: data change without a source object")
+		return nil, false, decode.Malformed("debezium: data change without a source object")
 	}
-	hasTx := false
 	if e.tx != nil && e.tx.Type() != fastjson.TypeNull {
 		if e.tx.Type() != fastjson.TypeObject {
-			return decode.Malformed("debezium: transaction is not an object")
+			return nil, false, decode.Malformed("debezium: transaction is not an object")
 		}
 		hasTx = true
 	}
-	var row *fastjson.Value
 	if c.Schema != nil {
 		if row = rowSchema(c.Schema); row == nil {
-			return decode.Malformed("debezium: Envelope schema has no after or before field")
+			return nil, false, decode.Malformed("debezium: Envelope schema has no after or before field")
 		}
 	}
 	envTS, hasEnvTS, err := micros(e.tsUs, e.tsMs)
 	if err != nil {
-		return decode.Malformed("debezium: envelope %s", err)
+		return nil, false, decode.Malformed("debezium: envelope %s", err)
 	}
-
 	// Marshal the blocks before reading them: fastjson writes keys and
 	// strings it has not yet unescaped verbatim, which is much faster.
 	c.AddJSON(ExtraSource, e.source)
@@ -241,10 +290,12 @@ func (d *Decoder) decodeOp(v *fastjson.Value, c *change.Change) error {
 	if hasTx {
 		c.AddJSON(ExtraTransaction, e.tx)
 	}
+	return row, hasTx, nil
+}
 
-	if err := d.readSource(c); err != nil {
-		return err
-	}
+// nameTable names the change's table where its source block does not: by
+// the Envelope schema's name, else by the topic.
+func (d *Decoder) nameTable(c *change.Change) error {
 	if c.Table == "" && c.Schema != nil {
 		// The Oracle connector's documented events name no schema or
 		// table in their source block; the Envelope schema is named
@@ -260,24 +311,6 @@ func (d *Decoder) decodeOp(v *fastjson.Value, c *change.Change) error {
 	}
 	if c.Table == "" {
 		return decode.Malformed("debezium: source names no table, nor does an Envelope schema name or a topic")
-	}
-	// The database's own transaction id (PostgreSQL and Oracle txId) is the
-	// same for every event of a transaction; Debezium's transaction.id is
-	// not always (PostgreSQL's is txId:lsn of each event). It is the
-	// fallback, as for MySQL, where it is the GTID or binlog position.
-	if hasTx && c.Xid == "" {
-		if id := e.tx.Get("id"); !isNull(id) {
-			d.buf = scalarText(d.buf[:0], id)
-			c.Xid = d.xid.Get(d.buf, &d.slab)
-		}
-	}
-	if row != nil {
-		c.Schema = row
-	}
-
-	if !d.opts.KeepUnavailable {
-		d.dropUnavailable(c.Before.Obj)
-		d.dropUnavailable(c.After.Obj)
 	}
 	return nil
 }

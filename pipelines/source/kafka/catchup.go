@@ -21,21 +21,9 @@ func (s *Source) loadTargets(ctx context.Context) error {
 		s.beforeLoad()
 	}
 	adm := kadm.NewClient(s.cl)
-	topics := s.cfg.Topics
-	if s.cfg.Regex {
-		all, err := adm.ListTopics(ctx)
-		if err != nil {
-			return err
-		}
-		topics = nil
-		for _, name := range all.Names() {
-			for _, expr := range s.cfg.Topics {
-				if ok, _ := regexp.MatchString("^(?:"+expr+")$", name); ok {
-					topics = append(topics, name)
-					break
-				}
-			}
-		}
+	topics, err := s.targetTopics(ctx, adm)
+	if err != nil {
+		return err
 	}
 	if len(topics) == 0 {
 		s.mu.Lock()
@@ -43,13 +31,47 @@ func (s *Source) loadTargets(ctx context.Context) error {
 		s.mu.Unlock()
 		return nil
 	}
-	// A topic just created can be missing from the first answers: ask
-	// again until every topic has its partitions, rather than take an
-	// empty answer for "nothing to read".
-	var ends kadm.ListedOffsets
+	ends, err := endOffsets(ctx, adm, topics)
+	if err != nil {
+		return err
+	}
+	startAt, committed, err := s.startOffsets(ctx, adm, topics, ends)
+	if err != nil {
+		return err
+	}
+	s.recordTargets(ends, startAt, committed)
+	return nil
+}
+
+// targetTopics returns the topics to read: the configured ones, or with
+// Regex the existing topics that one of the expressions matches whole.
+func (s *Source) targetTopics(ctx context.Context, adm *kadm.Client) ([]string, error) {
+	if !s.cfg.Regex {
+		return s.cfg.Topics, nil
+	}
+	all, err := adm.ListTopics(ctx)
+	if err != nil {
+		return nil, err
+	}
+	var topics []string
+	for _, name := range all.Names() {
+		for _, expr := range s.cfg.Topics {
+			if ok, _ := regexp.MatchString("^(?:"+expr+")$", name); ok {
+				topics = append(topics, name)
+				break
+			}
+		}
+	}
+	return topics, nil
+}
+
+// endOffsets lists the end offset of every partition of topics. A topic
+// just created can be missing from the first answers: it asks again, for
+// about five seconds, until every topic has its partitions, rather than
+// take an empty answer for "nothing to read".
+func endOffsets(ctx context.Context, adm *kadm.Client, topics []string) (kadm.ListedOffsets, error) {
 	for attempt := 0; ; attempt++ {
-		var err error
-		ends, err = adm.ListEndOffsets(ctx, topics...)
+		ends, err := adm.ListEndOffsets(ctx, topics...)
 		if err == nil {
 			err = ends.Error()
 		}
@@ -60,27 +82,33 @@ func (s *Source) loadTargets(ctx context.Context) error {
 			}
 		}
 		if complete {
-			break
+			return ends, nil
 		}
 		if attempt == 20 {
 			if err == nil {
 				err = fmt.Errorf("no partitions listed for every topic of %v", topics)
 			}
-			return err
+			return nil, err
 		}
 		select {
 		case <-ctx.Done():
-			return ctx.Err()
+			return nil, ctx.Err()
 		case <-time.After(250 * time.Millisecond):
 		}
 	}
+}
+
+// startOffsets lists where a partition of topics without a state in the
+// lake starts: the group's committed offset and, for one without, the
+// log's start offset when Start is "earliest", else its end in ends.
+func (s *Source) startOffsets(ctx context.Context, adm *kadm.Client, topics []string, ends kadm.ListedOffsets) (kadm.ListedOffsets, kadm.OffsetResponses, error) {
 	startAt := ends
 	if s.cfg.Start == "earliest" {
 		if err := retrying(ctx, func() (err error) {
 			startAt, err = adm.ListStartOffsets(ctx, topics...)
 			return err
 		}); err != nil {
-			return err
+			return nil, nil, err
 		}
 	}
 	var committed kadm.OffsetResponses
@@ -88,8 +116,16 @@ func (s *Source) loadTargets(ctx context.Context) error {
 		committed, err = groupOffsets(ctx, adm, s.cfg.Group)
 		return err
 	}); err != nil {
-		return err
+		return nil, nil, err
 	}
+	return startAt, committed, nil
+}
+
+// recordTargets sets, under the lock, each partition's target, its end
+// offset in ends, and its start: where the lake's state says for one
+// claimed already, else the group's committed offset, else startAt's. It
+// then marks the targets loaded and logs the backlog.
+func (s *Source) recordTargets(ends, startAt kadm.ListedOffsets, committed kadm.OffsetResponses) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	var backlog int64
@@ -111,7 +147,6 @@ func (s *Source) loadTargets(ctx context.Context) error {
 	})
 	s.loaded = true
 	s.log.Info("reading up to the end offsets", "partitions", targets, "records", backlog)
-	return nil
 }
 
 // checkCaughtUp closes Drained once, in UntilCaughtUp mode, every

@@ -145,122 +145,184 @@ func ParseURL(raw string) (Config, error) { return parse(raw, false) }
 // parameters of ParseURL (client_id, tls*, sasl*) and no consumer ones.
 func ParseTopicURL(raw string) (Config, error) { return parse(raw, true) }
 
+// parse reads a kafka:// URL: a source's, or with producer the URL of a
+// topic written to. Its error names every problem found, each on its own.
 func parse(raw string, producer bool) (Config, error) {
 	what := "kafka source"
 	if producer {
 		what = "kafka topic"
 	}
-	fail := func(format string, args ...any) (Config, error) {
-		return Config{}, fmt.Errorf(what+": "+format, args...)
+	fail := func(format string, args ...any) error {
+		return fmt.Errorf(what+": "+format, args...)
 	}
 	u, err := url.Parse(raw)
 	if err != nil {
-		return fail("%v", redact(err))
+		return Config{}, fail("%v", redact(err))
 	}
 	if u.Scheme != "kafka" {
-		return fail("scheme %q, want kafka://", u.Scheme)
+		return Config{}, fail("scheme %q, want kafka://", u.Scheme)
 	}
 	if u.User != nil {
-		return fail("credentials do not belong in the URL: use sasl_user with sasl_password_env or sasl_password_file")
+		return Config{}, fail("credentials do not belong in the URL: use sasl_user with sasl_password_env or sasl_password_file")
 	}
 	cfg := Config{ClientID: "cdclake", Start: "earliest", OnGap: "fail", OnClaimError: "wait", CommitInterval: 5 * time.Second, FetchMaxWait: 500 * time.Millisecond}
-	for _, b := range strings.Split(u.Host, ",") {
-		if b = strings.TrimSpace(b); b != "" {
-			cfg.Brokers = append(cfg.Brokers, b)
-		}
+	if err := cfg.parseLocation(u, raw, producer, fail); err != nil {
+		return Config{}, err
 	}
-	if len(cfg.Brokers) == 0 {
-		return fail("no brokers in %q", raw)
-	}
-	for _, t := range strings.Split(strings.Trim(u.Path, "/"), ",") {
-		if t = strings.TrimSpace(t); t != "" {
-			cfg.Topics = append(cfg.Topics, t)
-		}
-	}
-	if len(cfg.Topics) == 0 {
-		return fail("no topics: kafka://brokers/topicA,topicB")
-	}
-	if producer && len(cfg.Topics) != 1 {
-		return fail("one topic, not %d", len(cfg.Topics))
-	}
-	q := u.Query()
-	var errs []error
-	known := map[string]bool{}
-	str := func(key string, dst *string) {
-		known[key] = true
-		if v := q.Get(key); v != "" {
-			*dst = v
-		}
-	}
-	boolean := func(key string, dst *bool) {
-		known[key] = true
-		if v := q.Get(key); v != "" {
-			b, err := strconv.ParseBool(v)
-			if err != nil {
-				errs = append(errs, fmt.Errorf("%s: %q is not true or false", key, v))
-			}
-			*dst = b
-		}
-	}
-	int32v := func(key string, dst *int32) {
-		known[key] = true
-		if v := q.Get(key); v != "" {
-			n, err := strconv.ParseInt(v, 10, 32)
-			if err != nil || n < 1 {
-				errs = append(errs, fmt.Errorf("%s: %q is not a positive number", key, v))
-			}
-			*dst = int32(n)
-		}
-	}
-	duration := func(key string, dst *time.Duration) {
-		known[key] = true
-		if v := q.Get(key); v != "" {
-			d, err := time.ParseDuration(v)
-			if err != nil || d <= 0 {
-				errs = append(errs, fmt.Errorf("%s: %q is not a positive duration", key, v))
-			}
-			*dst = d
-		}
-	}
+	p := &params{q: u.Query(), known: map[string]bool{}}
 	if !producer {
-		str("group", &cfg.Group)
-		boolean("regex", &cfg.Regex)
-		str("start", &cfg.Start)
-		str("on_gap", &cfg.OnGap)
-		str("on_claim_error", &cfg.OnClaimError)
-		str("instance_id", &cfg.InstanceID)
-		duration("session_timeout", &cfg.SessionTimeout)
-		duration("metadata_max_age", &cfg.MetadataMaxAge)
-		duration("fetch_max_wait", &cfg.FetchMaxWait)
-		int32v("fetch_max_bytes", &cfg.FetchMaxBytes)
-		int32v("fetch_max_partition_bytes", &cfg.FetchMaxPartitionBytes)
-		duration("commit_interval", &cfg.CommitInterval)
+		p.group(&cfg)
+		p.fetch(&cfg)
 	}
-	str("client_id", &cfg.ClientID)
-	boolean("tls", &cfg.TLS.Enabled)
-	str("tls_ca", &cfg.TLS.CAFile)
-	str("tls_cert", &cfg.TLS.CertFile)
-	str("tls_key", &cfg.TLS.KeyFile)
-	str("tls_server_name", &cfg.TLS.ServerName)
-	str("sasl", &cfg.SASL.Mechanism)
-	str("sasl_user", &cfg.SASL.User)
-	str("sasl_password_env", &cfg.SASL.PasswordEnv)
-	str("sasl_password_file", &cfg.SASL.PasswordFile)
-	for k := range q {
-		if !known[k] {
-			if strings.Contains(k, "password") || strings.Contains(k, "secret") {
-				errs = append(errs, fmt.Errorf("%s: a secret does not belong in the URL (sasl_password_env, sasl_password_file)", k))
-				continue
-			}
-			errs = append(errs, fmt.Errorf("unknown parameter %q", k))
-		}
-	}
+	p.conn(&cfg)
+	p.unknown()
+	errs := p.errs
 	if !producer {
 		errs = append(errs, cfg.Check())
 	} else {
 		errs = append(errs, cfg.checkConn())
 	}
-	// Each problem on its own, with what it is about.
+	if err := problems(what, errs); err != nil {
+		return Config{}, err
+	}
+	return cfg, nil
+}
+
+// parseLocation reads the brokers, the URL's host, and the topics, its
+// path, into c: at least one of each, and only one topic for a topic
+// written to. raw is the URL as given, for the error without brokers.
+func (c *Config) parseLocation(u *url.URL, raw string, producer bool, fail func(format string, args ...any) error) error {
+	for _, b := range strings.Split(u.Host, ",") {
+		if b = strings.TrimSpace(b); b != "" {
+			c.Brokers = append(c.Brokers, b)
+		}
+	}
+	if len(c.Brokers) == 0 {
+		return fail("no brokers in %q", raw)
+	}
+	for _, t := range strings.Split(strings.Trim(u.Path, "/"), ",") {
+		if t = strings.TrimSpace(t); t != "" {
+			c.Topics = append(c.Topics, t)
+		}
+	}
+	if len(c.Topics) == 0 {
+		return fail("no topics: kafka://brokers/topicA,topicB")
+	}
+	if producer && len(c.Topics) != 1 {
+		return fail("one topic, not %d", len(c.Topics))
+	}
+	return nil
+}
+
+// params reads the query parameters of a kafka:// URL. It remembers the
+// keys it was asked about, so that unknown can report the others, and
+// collects every value it cannot read in errs.
+type params struct {
+	q     url.Values
+	known map[string]bool
+	errs  []error
+}
+
+// str sets *dst to the parameter key, if given.
+func (p *params) str(key string, dst *string) {
+	p.known[key] = true
+	if v := p.q.Get(key); v != "" {
+		*dst = v
+	}
+}
+
+// boolean sets *dst to the parameter key, if given: true or false.
+func (p *params) boolean(key string, dst *bool) {
+	p.known[key] = true
+	if v := p.q.Get(key); v != "" {
+		b, err := strconv.ParseBool(v)
+		if err != nil {
+			p.errs = append(p.errs, fmt.Errorf("%s: %q is not true or false", key, v))
+		}
+		*dst = b
+	}
+}
+
+// int32v sets *dst to the parameter key, if given: a positive number that
+// fits in 32 bits.
+func (p *params) int32v(key string, dst *int32) {
+	p.known[key] = true
+	if v := p.q.Get(key); v != "" {
+		n, err := strconv.ParseInt(v, 10, 32)
+		if err != nil || n < 1 {
+			p.errs = append(p.errs, fmt.Errorf("%s: %q is not a positive number", key, v))
+		}
+		*dst = int32(n)
+	}
+}
+
+// duration sets *dst to the parameter key, if given: a positive duration.
+func (p *params) duration(key string, dst *time.Duration) {
+	p.known[key] = true
+	if v := p.q.Get(key); v != "" {
+		d, err := time.ParseDuration(v)
+		if err != nil || d <= 0 {
+			p.errs = append(p.errs, fmt.Errorf("%s: %q is not a positive duration", key, v))
+		}
+		*dst = d
+	}
+}
+
+// group reads the consumer group's settings: the group and its
+// membership, how topics are named and found, where a partition starts
+// and what happens on a gap or a state that cannot be read.
+func (p *params) group(cfg *Config) {
+	p.str("group", &cfg.Group)
+	p.boolean("regex", &cfg.Regex)
+	p.str("start", &cfg.Start)
+	p.str("on_gap", &cfg.OnGap)
+	p.str("on_claim_error", &cfg.OnClaimError)
+	p.str("instance_id", &cfg.InstanceID)
+	p.duration("session_timeout", &cfg.SessionTimeout)
+	p.duration("metadata_max_age", &cfg.MetadataMaxAge)
+}
+
+// fetch reads how records are fetched and how often offsets are
+// committed.
+func (p *params) fetch(cfg *Config) {
+	p.duration("fetch_max_wait", &cfg.FetchMaxWait)
+	p.int32v("fetch_max_bytes", &cfg.FetchMaxBytes)
+	p.int32v("fetch_max_partition_bytes", &cfg.FetchMaxPartitionBytes)
+	p.duration("commit_interval", &cfg.CommitInterval)
+}
+
+// conn reads the connection settings, which a topic written to shares:
+// the client id, TLS and SASL.
+func (p *params) conn(cfg *Config) {
+	p.str("client_id", &cfg.ClientID)
+	p.boolean("tls", &cfg.TLS.Enabled)
+	p.str("tls_ca", &cfg.TLS.CAFile)
+	p.str("tls_cert", &cfg.TLS.CertFile)
+	p.str("tls_key", &cfg.TLS.KeyFile)
+	p.str("tls_server_name", &cfg.TLS.ServerName)
+	p.str("sasl", &cfg.SASL.Mechanism)
+	p.str("sasl_user", &cfg.SASL.User)
+	p.str("sasl_password_env", &cfg.SASL.PasswordEnv)
+	p.str("sasl_password_file", &cfg.SASL.PasswordFile)
+}
+
+// unknown reports each parameter no reader asked about; one that looks
+// like a secret is told where secrets go instead.
+func (p *params) unknown() {
+	for k := range p.q {
+		if !p.known[k] {
+			if strings.Contains(k, "password") || strings.Contains(k, "secret") {
+				p.errs = append(p.errs, fmt.Errorf("%s: a secret does not belong in the URL (sasl_password_env, sasl_password_file)", k))
+				continue
+			}
+			p.errs = append(p.errs, fmt.Errorf("unknown parameter %q", k))
+		}
+	}
+}
+
+// problems joins the problems in errs, joined ones taken apart, each on
+// its own with what it is about; nil when there are none.
+func problems(what string, errs []error) error {
 	var out []error
 	for _, err := range errs {
 		for _, e := range unjoin(err) {
@@ -268,9 +330,9 @@ func parse(raw string, producer bool) (Config, error) {
 		}
 	}
 	if len(out) > 0 {
-		return Config{}, errors.Join(out...)
+		return errors.Join(out...)
 	}
-	return cfg, nil
+	return nil
 }
 
 // unjoin returns the errors errors.Join put together in err.
