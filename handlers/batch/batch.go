@@ -95,6 +95,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/memory"
 	"github.com/cdclake/cdclake/handlers/change"
 	"github.com/cdclake/cdclake/handlers/schema"
@@ -130,6 +131,27 @@ type Config struct {
 	// file the instance that recorded it wrote late (see takeKey); without
 	// it such a file stops the run.
 	Landed func(ctx context.Context, key string) ([]int64, error)
+	// Commit, when set, is handed every written file with rows of a table
+	// whose TableConfig says Commit, to commit to a table format. The
+	// file's first offset counts as not durable until the receiver calls
+	// Release with the Committing it was handed. It is called with the
+	// partition's lock held and must not call back into the batcher.
+	Commit func(*Committing)
+}
+
+// Committing is a written file on its way into a lakehouse table: its
+// partition's durable offset stays below First until Release(Source,
+// Partition, the *Committing).
+type Committing struct {
+	// Key is the file's object key; Table its dataset.
+	Key, Table string
+	// Schema is the file's Arrow schema, its table version's.
+	Schema *arrow.Schema
+	// Source, Partition and First are where its rows come from: First is
+	// the offset the file's buffer held from (at or before its first row).
+	Source    string
+	Partition int32
+	First     int64
 }
 
 // WrittenFile is a stored file, as Config.Written is told of it.
@@ -172,6 +194,8 @@ type TableConfig struct {
 	MaxBytes int64
 	MaxAge   time.Duration
 	Write    sinks.WriteOptions
+	// Commit hands the table's written files to Config.Commit.
+	Commit bool
 }
 
 // RowError is returned by Add for a change that could not be converted; the
@@ -477,6 +501,27 @@ func (b *Batcher) Hold(ctx context.Context, at sinks.Position, holder any) error
 	p.tracker.open(at.Offset, holder)
 	p.tracker.seen(at.Offset)
 	return b.settle(ctx, p, at)
+}
+
+// HoldCommitting holds c's first offset from counting as durable until
+// Release(c.Source, c.Partition, c), for a file written before this
+// instance claimed its partition and handed to the committer again.
+func (b *Batcher) HoldCommitting(c *Committing) {
+	p := b.partition(c.Source, c.Partition)
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if !p.fenced {
+		p.tracker.open(c.First, c)
+	}
+}
+
+// DurableWithout returns the partition's durable offset as it will be once
+// the given holders are released (Durable otherwise).
+func (b *Batcher) DurableWithout(source string, part int32, holders map[any]bool) (int64, bool) {
+	p := b.partition(source, part)
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.tracker.durableWithout(holders)
 }
 
 // Release ends a Hold of holder on a source partition.

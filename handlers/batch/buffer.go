@@ -657,7 +657,10 @@ func (b *buffer) appendExtras(c *change.Change) {
 		case col.Kind == change.ExtraTimestamp:
 			bld.(*array.TimestampBuilder).Append(arrow.Timestamp(e.Micros))
 		case col.Kind == change.ExtraJSON:
-			bld.(*array.ExtensionBuilder).StorageBuilder().(*array.StringBuilder).BinaryBuilder.Append(c.ExtraBytes(*e))
+			if ext, ok := bld.(*array.ExtensionBuilder); ok {
+				bld = ext.StorageBuilder()
+			}
+			bld.(*array.StringBuilder).BinaryBuilder.Append(c.ExtraBytes(*e))
 		default:
 			bld.(*array.StringBuilder).BinaryBuilder.Append(c.ExtraBytes(*e))
 		}

@@ -74,6 +74,28 @@ func ParseTemplate(s string) (*Template, error) {
 	return t, nil
 }
 
+// Granularity is the finest time unit whose every row of a directory
+// shares, from the row's _cdc_ts: hour, day, month, year, or "" when the
+// template does not split rows by time.
+func (t *Template) Granularity() string {
+	has := map[string]bool{}
+	for _, p := range t.parts {
+		has[p.placeholder] = true
+	}
+	day := has["date"] || has["yyyy"] && has["mm"] && has["dd"]
+	switch {
+	case day && has["hh"]:
+		return "hour"
+	case day:
+		return "day"
+	case has["yyyy"] && has["mm"]:
+		return "month"
+	case has["yyyy"]:
+		return "year"
+	}
+	return ""
+}
+
 // Expand returns the directory for a row of table at micros.
 func (t *Template) Expand(table string, micros int64) string {
 	hour := floorDiv(micros, 3600e6)

@@ -96,3 +96,26 @@ func TestTemplateExpandCache(t *testing.T) {
 		}
 	}
 }
+
+// TestTemplateGranularity: the time unit every row of a directory shares.
+func TestTemplateGranularity(t *testing.T) {
+	for _, tc := range []struct{ path, want string }{
+		{"{table}/date={date}", "day"},
+		{"{table}/{yyyy}/{mm}/{dd}", "day"},
+		{"{table}/{date}/{hh}", "hour"},
+		{"{table}/{yyyy}/{mm}/{dd}/{hh}", "hour"},
+		{"{table}/{yyyy}/{mm}", "month"},
+		{"{table}/{yyyy}", "year"},
+		{"{table}/{mm}/{dd}", ""},
+		{"{table}/{hh}", ""},
+		{"{table}", ""},
+	} {
+		p, err := ParseTemplate(tc.path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := p.Granularity(); got != tc.want {
+			t.Errorf("%s: %q, want %q", tc.path, got, tc.want)
+		}
+	}
+}

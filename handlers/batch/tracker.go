@@ -34,13 +34,17 @@ func (t *tracker) close(holder any) { delete(t.pending, holder) }
 
 // durable returns the offset below which every message is durable, and
 // false when nothing was seen.
-func (t *tracker) durable() (int64, bool) {
+func (t *tracker) durable() (int64, bool) { return t.durableWithout(nil) }
+
+// durableWithout is durable as it will be once the holders in skip are
+// closed.
+func (t *tracker) durableWithout(skip map[any]bool) (int64, bool) {
 	if t.next < 0 {
 		return 0, false
 	}
 	low := t.next
-	for _, first := range t.pending {
-		if first < low {
+	for h, first := range t.pending {
+		if first < low && !skip[h] {
 			low = first
 		}
 	}

@@ -213,6 +213,7 @@ func (b *Batcher) wroteInLine(ctx context.Context, p *partition, buf *buffer, f 
 	p.detach(buf)
 	b.nopen.Add(-1)
 	b.unaccount(buf)
+	b.handOver(p, buf, f)
 	p.tracker.close(buf)
 	buf.release()
 	if journaled {
@@ -278,9 +279,23 @@ func (b *Batcher) writeBeside(ctx context.Context, p *partition, buf *buffer, f 
 		// counters after an offset commit sees the file.
 		b.count(buf, f, n, cause, took)
 		p.mu.Lock()
+		b.handOver(p, buf, f)
 		p.tracker.close(buf)
 		p.mu.Unlock()
 	}()
+}
+
+// handOver hands f, the written file of buf, to Config.Commit when its
+// table is committed to a table format, holding its first offset from
+// counting as durable until the commit releases it; p's lock is held.
+func (b *Batcher) handOver(p *partition, buf *buffer, f *sinks.File) {
+	if f.Rows == 0 || b.cfg.Commit == nil || !b.tables(buf.key.table).Commit {
+		return
+	}
+	c := &Committing{Key: f.Key, Table: buf.table.Name, Schema: buf.table.Arrow,
+		Source: buf.src.Source, Partition: buf.src.Partition, First: buf.src.Offset}
+	p.tracker.open(c.First, c)
+	b.cfg.Commit(c)
 }
 
 // count adds a written file to its table's counters and tells

@@ -229,3 +229,40 @@ func TestWritersMemoryBound(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestCommittedFilesHoldTheirOffsets: a written file of a table committed
+// to a table format is handed to Config.Commit, and its first offset counts
+// as not durable (Durable, DurableWithout) until Release; files of other
+// tables are not handed over. (The pipeline's tests cover the writer
+// pool's path.)
+func TestCommittedFilesHoldTheirOffsets(t *testing.T) {
+	var handed []*Committing
+	h := newHarness(t, Config{Commit: func(c *Committing) { handed = append(handed, c) }}, TableConfig{MaxRows: 10})
+	path, err := ParseTemplate("{table}/date={date}")
+	must(t, err)
+	h.tc["db.lake"] = &TableConfig{MaxRows: 10, MaxBytes: 1 << 40, Path: path, Commit: true}
+	lake := table("db.lake", 1, schema.LayoutImages, textCols())
+	plain := table("db.plain", 1, schema.LayoutImages, textCols())
+	for off := range int64(30) {
+		tb := lake
+		if off >= 20 {
+			tb = plain
+		}
+		h.add(insert(t, tb.Name, fmt.Sprintf(`{"id":%d,"s":"x"}`, off)), tb, at(off), 10)
+	}
+	must(t, h.b.FlushAll(context.Background()))
+	if len(handed) != 2 || handed[0].Table != "db.lake" || handed[0].First != 0 || handed[1].First != 10 {
+		t.Fatalf("handed %+v, want the two files of db.lake", handed)
+	}
+	if d, _ := h.b.Durable("orders", 0); d != 0 {
+		t.Errorf("durable %d with both files held, want 0", d)
+	}
+	if d, _ := h.b.DurableWithout("orders", 0, map[any]bool{handed[0]: true}); d != 10 {
+		t.Errorf("durable without the first file's hold %d, want 10", d)
+	}
+	h.b.Release("orders", 0, handed[0])
+	h.b.Release("orders", 0, handed[1])
+	if d, _ := h.b.Durable("orders", 0); d != 30 {
+		t.Errorf("durable %d once both are committed, want 30", d)
+	}
+}

@@ -78,6 +78,18 @@ type TableOptions struct {
 	// SourceKey and SourceHeaders land each row's source record key
 	// (_cdc_key, binary) and headers (_cdc_headers, JSON).
 	SourceKey, SourceHeaders bool
+	// PlainJSON lands JSON columns as plain strings (schema.PlainJSON),
+	// for tables committed to Iceberg.
+	PlainJSON bool
+}
+
+// newTable builds a table version with the route's options.
+func (o *TableOptions) newTable(name string, version int, cols []schema.Column, extras []schema.ExtraColumn, declared bool) *schema.Table {
+	t := schema.NewTable(name, version, o.Layout, cols, extras, declared, o.Ignore)
+	if o.PlainJSON {
+		t.Arrow = schema.PlainJSON(t.Arrow)
+	}
+	return t
 }
 
 // GlobType is a type override for the columns a glob matches.
@@ -362,7 +374,7 @@ func (r *Scope) newVersion(st *tableState, name string, cols []schema.Column, ex
 		n = st.version
 		st.numbers[fp] = n
 	}
-	t := schema.NewTable(name, n, st.opts.Layout, cols, extras, declared, st.opts.Ignore)
+	t := st.opts.newTable(name, n, cols, extras, declared)
 	st.versions[fp] = t
 	return t
 }
@@ -617,7 +629,7 @@ func (r *Scope) Restore(data []byte) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	st := r.state(v.Table)
-	t := schema.NewTable(v.Table, v.Version, st.opts.Layout, v.Columns, v.Extras, v.Declared, st.opts.Ignore)
+	t := st.opts.newTable(v.Table, v.Version, v.Columns, v.Extras, v.Declared)
 	if t.Fingerprint != v.Fingerprint {
 		return fmt.Errorf("table %s version %d: %w", v.Table, v.Version, ErrRouteChanged)
 	}

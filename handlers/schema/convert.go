@@ -201,8 +201,13 @@ func compileTextTo(t Type, sb textTarget, fail failFunc) Appender {
 	}
 }
 
+// compileJSON appends JSON values to b, of the JSON extension type or a
+// plain string (PlainJSON).
 func compileJSON(b array.Builder, fail failFunc) Appender {
-	return compileJSONTo(b.(*array.ExtensionBuilder).StorageBuilder().(*array.StringBuilder).BinaryBuilder, fail)
+	if ext, ok := b.(*array.ExtensionBuilder); ok {
+		b = ext.StorageBuilder()
+	}
+	return compileJSONTo(b.(*array.StringBuilder).BinaryBuilder, fail)
 }
 
 func compileJSONTo(sb textTarget, fail failFunc) Appender {

@@ -244,6 +244,43 @@ var jsonType = func() arrow.DataType {
 	return t
 }()
 
+// PlainJSON returns sch with its JSON columns, nested ones too, as plain
+// strings: the Parquet files of a table committed to Iceberg, which has no
+// JSON type, carry no JSON annotation (pyarrow reads one as an extension
+// type Iceberg readers refuse). The schema's metadata is kept.
+func PlainJSON(sch *arrow.Schema) *arrow.Schema {
+	fields := make([]arrow.Field, sch.NumFields())
+	for i, f := range sch.Fields() {
+		f.Type = plainJSON(f.Type)
+		fields[i] = f
+	}
+	md := sch.Metadata()
+	return arrow.NewSchema(fields, &md)
+}
+
+func plainJSON(t arrow.DataType) arrow.DataType {
+	switch x := t.(type) {
+	case *extensions.JSONType:
+		return x.StorageType()
+	case *arrow.StructType:
+		fs := make([]arrow.Field, x.NumFields())
+		for i, f := range x.Fields() {
+			f.Type = plainJSON(f.Type)
+			fs[i] = f
+		}
+		return arrow.StructOf(fs...)
+	case *arrow.ListType:
+		f := x.ElemField()
+		f.Type = plainJSON(f.Type)
+		return arrow.ListOfField(f)
+	case *arrow.MapType:
+		m := arrow.MapOfWithMetadata(plainJSON(x.KeyType()), x.KeyField().Metadata, plainJSON(x.ItemType()), x.ItemField().Metadata)
+		m.KeysSorted = x.KeysSorted
+		return m
+	}
+	return t
+}
+
 // Fields returns the Arrow fields of columns. Every field is nullable: a
 // column absent from a partial image lands as NULL (and is listed in the
 // image's absent-columns list).
