@@ -82,6 +82,7 @@ import (
 	"github.com/apache/arrow-go/v18/parquet"
 	"github.com/apache/arrow-go/v18/parquet/compress"
 	"github.com/apache/arrow-go/v18/parquet/file"
+	"github.com/apache/arrow-go/v18/parquet/pqarrow"
 	"github.com/cdclake/cdclake/sinks"
 )
 
@@ -176,6 +177,21 @@ func WriteParts(w io.Writer, parts []sinks.Part, opts Options, mem memory.Alloca
 
 // Int64Column reads the named INT64 column of a Parquet file whole; the
 // pipeline uses it to learn which message offsets a written file holds.
+// ArrowSchema reads a Parquet file's Arrow schema (the one its footer
+// stores, or pqarrow's mapping of its Parquet schema).
+func ArrowSchema(r parquet.ReaderAtSeeker, mem memory.Allocator) (*arrow.Schema, error) {
+	rdr, err := file.NewParquetReader(r, file.WithReadProps(parquet.NewReaderProperties(mem)))
+	if err != nil {
+		return nil, err
+	}
+	defer rdr.Close()
+	fr, err := pqarrow.NewFileReader(rdr, pqarrow.ArrowReadProperties{}, mem)
+	if err != nil {
+		return nil, err
+	}
+	return fr.Schema()
+}
+
 func Int64Column(r parquet.ReaderAtSeeker, name string, mem memory.Allocator) ([]int64, error) {
 	rdr, err := file.NewParquetReader(r, file.WithReadProps(parquet.NewReaderProperties(mem)))
 	if err != nil {

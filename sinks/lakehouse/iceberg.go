@@ -1,0 +1,540 @@
+// Package lakehouse commits the Parquet files cdclake lands as snapshots
+// of lakehouse tables, so that readers get atomic snapshots, time travel
+// and incremental reads over the same files a plain lake holds.
+//
+// # Iceberg
+//
+// Iceberg keeps a table's snapshots in a catalog; cdclake uses a SQL
+// catalog (SQLite for a single node and tests, PostgreSQL in production)
+// through iceberg-go. Each route table is an Iceberg table of the same
+// name, its dots making namespaces (db.public.orders is the table orders
+// in the namespace db.public, under Config.Namespace). A table is made at
+// its first commit, in format version 3 (nanosecond timestamps, columns of
+// NULLs only), from the Arrow schema of its first file, partitioned by the
+// time unit of _cdc_ts its files share (days(_cdc_ts) for the default
+// {table}/date={date}). Files carry no Iceberg field
+// ids: the table's name mapping (schema.name-mapping.default) gives them,
+// refreshed whenever a file brings new columns, which evolve the table's
+// schema first.
+//
+// # Exactly once
+//
+// Every commit records, in its snapshot's summary, each source
+// partition's offset up to which the table holds every file
+// (cdclake.offset.<source>.<partition>), carried forward from snapshot to
+// snapshot. The caller passes offsets that are true once the commit is in:
+// no file of the partition that starts below it waits to be committed. A
+// file that starts below its partition's recorded offset is in the table;
+// one at or past it may be (written and committed in a run that then
+// stopped), and is looked up by path, once per table and run, before the
+// first commit (Landed).
+package lakehouse
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"maps"
+	"net/url"
+	"path"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/iceberg-go"
+	"github.com/apache/iceberg-go/catalog"
+	sqlcat "github.com/apache/iceberg-go/catalog/sql"
+	"github.com/apache/iceberg-go/table"
+	_ "modernc.org/sqlite" // the database/sql driver "sqlite"
+)
+
+// ErrSchema is returned for a file whose schema its Iceberg table cannot
+// hold: a type Iceberg lacks (time or timestamp in nanoseconds, a column of
+// NULLs only, in format version 2) or a type change Iceberg cannot evolve.
+// Trying again does not help; the route's types or table_format must
+// change.
+var ErrSchema = errors.New("iceberg cannot hold the file's schema")
+
+// OffsetPrefix starts the snapshot summary keys that hold the source
+// partitions' offsets: cdclake.offset.<source>.<partition>.
+const OffsetPrefix = "cdclake.offset."
+
+// Config says where the catalog is and how Iceberg reaches the lake.
+type Config struct {
+	// Catalog is the SQL catalog's database: sqlite:///path/catalog.db (or
+	// sqlite://relative/path.db), or postgres://user@host/db?... .
+	Catalog string
+	// Name is the catalog's name in its database (iceberg_tables'
+	// catalog_name); empty: cdclake.
+	Name string
+	// Warehouse is the lake's root as Iceberg addresses it: file:///abs/dir
+	// or s3://bucket/prefix. Tables live at Warehouse/<dataset>.
+	Warehouse string
+	// Properties are the catalog's and its file IO's properties (s3.endpoint,
+	// s3.region, s3.access-key-id, ...).
+	Properties map[string]string
+	// Namespace is the namespace every table's own namespaces go under;
+	// empty: none.
+	Namespace []string
+}
+
+// Iceberg commits files to the Iceberg tables of a SQL catalog. It is safe
+// for concurrent use; commits of one table are serialized.
+type Iceberg struct {
+	cfg Config
+	db  *sql.DB
+	cat *sqlcat.Catalog
+	log *slog.Logger
+
+	mu     sync.Mutex
+	tables map[string]*tableLock
+}
+
+type tableLock struct {
+	sync.Mutex
+	tbl *table.Table
+}
+
+// File is a landed Parquet file to commit.
+type File struct {
+	// Key is the object's key in the lake, Warehouse-relative.
+	Key string
+	// Table is the dataset (the source table's name).
+	Table string
+	// Schema is the file's Arrow schema (its table version's).
+	Schema *arrow.Schema
+	// Source, Partition and First say where the file's rows come from:
+	// the source partition and its first offset.
+	Source    string
+	Partition int32
+	First     int64
+	// Granularity is the time unit of _cdc_ts all the file's rows share
+	// (hour, day, month, year; "": none): a table made for the file is
+	// partitioned by it.
+	Granularity string
+}
+
+// Partition names a source partition in the offsets a commit records.
+type Partition struct {
+	Source    string
+	Partition int32
+}
+
+// Open opens (and creates, if need be) the catalog cfg names.
+func Open(ctx context.Context, cfg Config, log *slog.Logger) (*Iceberg, error) {
+	if cfg.Name == "" {
+		cfg.Name = "cdclake"
+	}
+	driver, dsn, dialect, err := database(cfg.Catalog)
+	if err != nil {
+		return nil, err
+	}
+	db, err := sql.Open(driver, dsn)
+	if err != nil {
+		return nil, fmt.Errorf("iceberg catalog: %w", err)
+	}
+	if driver == "sqlite" {
+		// One connection: SQLite serializes writers, and a second
+		// connection would see "database is locked" instead of waiting.
+		db.SetMaxOpenConns(1)
+	}
+	props := iceberg.Properties{"warehouse": cfg.Warehouse}
+	maps.Copy(props, cfg.Properties)
+	cat, err := sqlcat.NewCatalog(cfg.Name, db, dialect, props)
+	if err != nil {
+		db.Close()
+		return nil, fmt.Errorf("iceberg catalog: %w", err)
+	}
+	if err := cat.CreateSQLTables(ctx); err != nil {
+		db.Close()
+		return nil, fmt.Errorf("iceberg catalog: creating its tables: %w", err)
+	}
+	return &Iceberg{cfg: cfg, db: db, cat: cat, log: log.With("component", "iceberg"), tables: map[string]*tableLock{}}, nil
+}
+
+// database returns the database/sql driver, its data source name and the
+// catalog's dialect for a catalog URL.
+func database(catalogURL string) (driver, dsn string, dialect sqlcat.SupportedDialect, err error) {
+	u, err := url.Parse(catalogURL)
+	if err != nil {
+		return "", "", "", fmt.Errorf("iceberg catalog %q: %w", catalogURL, err)
+	}
+	switch u.Scheme {
+	case "sqlite":
+		p := u.Host + u.Path
+		if p == "" {
+			return "", "", "", fmt.Errorf("iceberg catalog %q: no database file", catalogURL)
+		}
+		// Writers wait for each other rather than fail at once.
+		q := url.Values{}
+		q.Add("_pragma", "busy_timeout(10000)")
+		q.Add("_pragma", "journal_mode(WAL)")
+		return "sqlite", "file:" + p + "?" + q.Encode(), sqlcat.SQLite, nil
+	case "postgres", "postgresql":
+		return "postgres", catalogURL, sqlcat.Postgres, nil
+	}
+	return "", "", "", fmt.Errorf("iceberg catalog %q: the scheme must be sqlite or postgres", catalogURL)
+}
+
+// Close closes the catalog's database.
+func (c *Iceberg) Close() error { return c.db.Close() }
+
+// Identifier returns the Iceberg identifier of a dataset: its dots make
+// namespaces under Config.Namespace.
+func (c *Iceberg) Identifier(dataset string) table.Identifier {
+	return append(slices.Clone(c.cfg.Namespace), strings.Split(dataset, ".")...)
+}
+
+// lock returns the lock of a dataset's table, held.
+func (c *Iceberg) lock(dataset string) *tableLock {
+	c.mu.Lock()
+	l := c.tables[dataset]
+	if l == nil {
+		l = &tableLock{}
+		c.tables[dataset] = l
+	}
+	c.mu.Unlock()
+	l.Lock()
+	return l
+}
+
+// load loads a dataset's table, nil when it does not exist yet.
+func (c *Iceberg) load(ctx context.Context, dataset string) (*table.Table, error) {
+	tbl, err := c.cat.LoadTable(ctx, c.Identifier(dataset))
+	if errors.Is(err, catalog.ErrNoSuchTable) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("loading the iceberg table of %s: %w", dataset, err)
+	}
+	return tbl, nil
+}
+
+// Offsets returns the source partitions' offsets a dataset's table records
+// (none before its first commit).
+func (c *Iceberg) Offsets(ctx context.Context, dataset string) (map[Partition]int64, error) {
+	l := c.lock(dataset)
+	defer l.Unlock()
+	tbl, err := c.table(ctx, l, dataset)
+	if err != nil || tbl == nil {
+		return map[Partition]int64{}, err
+	}
+	return offsets(tbl.CurrentSnapshot()), nil
+}
+
+// table returns the dataset's table, loaded once; l is held.
+func (c *Iceberg) table(ctx context.Context, l *tableLock, dataset string) (*table.Table, error) {
+	if l.tbl != nil {
+		return l.tbl, nil
+	}
+	tbl, err := c.load(ctx, dataset)
+	l.tbl = tbl
+	return tbl, err
+}
+
+// offsets reads the offsets a snapshot's summary records.
+func offsets(s *table.Snapshot) map[Partition]int64 {
+	out := map[Partition]int64{}
+	if s == nil || s.Summary == nil {
+		return out
+	}
+	for k, v := range s.Summary.Properties {
+		rest, ok := strings.CutPrefix(k, OffsetPrefix)
+		if !ok {
+			continue
+		}
+		i := strings.LastIndexByte(rest, '.')
+		part, perr := strconv.ParseInt(rest[i+1:], 10, 32)
+		off, oerr := strconv.ParseInt(v, 10, 64)
+		if i < 0 || perr != nil || oerr != nil {
+			continue
+		}
+		out[Partition{rest[:i], int32(part)}] = off
+	}
+	return out
+}
+
+// Landed returns the keys of the dataset table's data files that belong to
+// one of the given source partitions and start at or past the offset the
+// table records for it: files a commit may have added after its offset
+// was recorded. Keys are Warehouse-relative.
+func (c *Iceberg) Landed(ctx context.Context, dataset string, parts map[Partition]bool) (map[string]bool, error) {
+	l := c.lock(dataset)
+	defer l.Unlock()
+	tbl, err := c.table(ctx, l, dataset)
+	if err != nil || tbl == nil {
+		return map[string]bool{}, err
+	}
+	return c.landed(ctx, tbl, parts)
+}
+
+func (c *Iceberg) landed(ctx context.Context, tbl *table.Table, parts map[Partition]bool) (map[string]bool, error) {
+	out := map[string]bool{}
+	snap := tbl.CurrentSnapshot()
+	if snap == nil {
+		return out, nil
+	}
+	recorded := offsets(snap)
+	fs, err := tbl.FS(ctx)
+	if err != nil {
+		return nil, err
+	}
+	manifests, err := snap.Manifests(fs)
+	if err != nil {
+		return nil, fmt.Errorf("reading the manifests of %s: %w", tbl.Identifier(), err)
+	}
+	for _, m := range manifests {
+		entries, err := m.FetchEntries(fs, true)
+		if err != nil {
+			return nil, fmt.Errorf("reading the manifest %s: %w", m.FilePath(), err)
+		}
+		for _, e := range entries {
+			key, ok := c.key(e.DataFile().FilePath())
+			if !ok {
+				continue
+			}
+			src, part, first, ok := origin(key)
+			p := Partition{src, part}
+			if ok && parts[p] && first >= recorded[p] {
+				out[key] = true
+			}
+		}
+	}
+	return out, nil
+}
+
+// key returns the Warehouse-relative key of a data file's location.
+func (c *Iceberg) key(location string) (string, bool) {
+	rest, ok := strings.CutPrefix(location, strings.TrimSuffix(c.cfg.Warehouse, "/")+"/")
+	return rest, ok
+}
+
+// location returns the Iceberg location of a Warehouse-relative key.
+func (c *Iceberg) location(key string) string {
+	return strings.TrimSuffix(c.cfg.Warehouse, "/") + "/" + key
+}
+
+// origin reads the source, partition and first offset from a landed file's
+// name (sinks.ObjectName: <source>-p<partition>-o<offset>.parquet).
+func origin(key string) (string, int32, int64, bool) {
+	name := strings.TrimSuffix(path.Base(key), ".parquet")
+	o := strings.LastIndex(name, "-o")
+	if o < 0 {
+		return "", 0, 0, false
+	}
+	p := strings.LastIndex(name[:o], "-p")
+	if p < 0 {
+		return "", 0, 0, false
+	}
+	part, perr := strconv.ParseInt(name[p+2:o], 10, 32)
+	first, ferr := strconv.ParseInt(name[o+2:], 10, 64)
+	if perr != nil || ferr != nil {
+		return "", 0, 0, false
+	}
+	return name[:p], int32(part), first, true
+}
+
+// Commit adds files, all of dataset, to its table in one snapshot that
+// records recorded, the offsets of the partitions the files come from
+// (other partitions' offsets are carried forward). The table is made, or
+// its schema evolved, first. Files already in the table are skipped (see
+// the package doc: skip lists those a lookup found).
+func (c *Iceberg) Commit(ctx context.Context, dataset string, files []File, recorded map[Partition]int64, skip map[string]bool) error {
+	l := c.lock(dataset)
+	defer l.Unlock()
+	tbl, err := c.table(ctx, l, dataset)
+	if err != nil {
+		return err
+	}
+	if tbl == nil {
+		if tbl, err = c.create(ctx, dataset, files[0].Schema, files[0].Granularity); err != nil {
+			return err
+		}
+		l.tbl = tbl
+	}
+	var uris []string
+	for _, f := range files {
+		if !skip[f.Key] {
+			uris = append(uris, c.location(f.Key))
+		}
+	}
+	// Evolve first: a file with columns the table lacks does not map.
+	if tbl, err = c.evolve(ctx, tbl, files); err != nil {
+		l.tbl = nil // reloaded next time
+		return err
+	}
+	l.tbl = tbl
+	props := iceberg.Properties{}
+	for k, v := range offsets(tbl.CurrentSnapshot()) {
+		props[offsetKey(k)] = strconv.FormatInt(v, 10)
+	}
+	for k, v := range recorded {
+		props[offsetKey(k)] = strconv.FormatInt(v, 10)
+	}
+	tx := tbl.NewTransaction()
+	if len(uris) > 0 {
+		if err := tx.AddFiles(ctx, uris, props, true); err != nil {
+			l.tbl = nil
+			return fmt.Errorf("adding %d files to %s: %w", len(uris), tbl.Identifier(), err)
+		}
+	} else if err := tx.SetProperties(iceberg.Properties{}); err != nil {
+		return err
+	}
+	next, err := tx.Commit(ctx)
+	if err != nil {
+		l.tbl = nil
+		return fmt.Errorf("committing %d files to %s: %w", len(uris), tbl.Identifier(), err)
+	}
+	l.tbl = next
+	return nil
+}
+
+func offsetKey(p Partition) string {
+	return OffsetPrefix + p.Source + "." + strconv.Itoa(int(p.Partition))
+}
+
+// create makes a dataset's table from the Arrow schema of its first file,
+// its namespaces first, partitioned by the granularity of _cdc_ts its files
+// share.
+func (c *Iceberg) create(ctx context.Context, dataset string, sch *arrow.Schema, granularity string) (*table.Table, error) {
+	id := c.Identifier(dataset)
+	for i := 1; i < len(id); i++ {
+		ns := id[:i]
+		if ok, err := c.cat.CheckNamespaceExists(ctx, ns); err != nil {
+			return nil, err
+		} else if !ok {
+			if err := c.cat.CreateNamespace(ctx, ns, nil); err != nil && !errors.Is(err, catalog.ErrNamespaceAlreadyExists) {
+				return nil, fmt.Errorf("creating the iceberg namespace %v: %w", ns, err)
+			}
+		}
+	}
+	isch, err := icebergSchema(sch)
+	if err != nil {
+		return nil, fmt.Errorf("the iceberg schema of %s: %w: %w", dataset, ErrSchema, err)
+	}
+	opts := []catalog.CreateTableOpt{
+		catalog.WithLocation(c.location(dataset)),
+		catalog.WithProperties(iceberg.Properties{
+			table.DefaultNameMappingKey: nameMapping(isch),
+			"commit.retry.num-retries":  "10",
+			"format-version":            "3",
+		}),
+	}
+	transforms := map[string]iceberg.Transform{"hour": iceberg.HourTransform{}, "day": iceberg.DayTransform{},
+		"month": iceberg.MonthTransform{}, "year": iceberg.YearTransform{}}
+	if f, ok := isch.FindFieldByName("_cdc_ts"); ok && transforms[granularity] != nil {
+		spec := iceberg.NewPartitionSpec(iceberg.PartitionField{SourceIDs: []int{f.ID}, FieldID: 1000,
+			Name: "_cdc_ts_" + granularity, Transform: transforms[granularity]})
+		opts = append(opts, catalog.WithPartitionSpec(&spec))
+	}
+	tbl, err := c.cat.CreateTable(ctx, id, isch, opts...)
+	if errors.Is(err, catalog.ErrTableAlreadyExists) {
+		return c.load(ctx, dataset) // made by another instance meanwhile
+	}
+	if err != nil && strings.Contains(err.Error(), "invalid schema") {
+		return nil, fmt.Errorf("creating the iceberg table of %s: %w: %w", dataset, ErrSchema, err)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("creating the iceberg table of %s: %w", dataset, err)
+	}
+	c.log.Info("iceberg table created", "table", strings.Join(id, "."), "location", tbl.Location())
+	return tbl, nil
+}
+
+// icebergSchema returns the Iceberg schema of a file's Arrow schema, with
+// fresh field ids. The files of a committed table carry no extension type
+// (JSON is a plain string: schema.PlainJSON).
+func icebergSchema(sch *arrow.Schema) (*iceberg.Schema, error) {
+	return table.ArrowSchemaToIcebergWithFreshIDs(sch, false)
+}
+
+// nameMapping returns the name mapping of an Iceberg schema, as JSON.
+func nameMapping(sch *iceberg.Schema) string {
+	b, _ := json.Marshal(sch.NameMapping())
+	return string(b)
+}
+
+// evolve adds to the table's schema the columns of files it lacks and
+// refreshes its name mapping, one commit per schema that brings columns;
+// it returns the table as it is after.
+func (c *Iceberg) evolve(ctx context.Context, tbl *table.Table, files []File) (*table.Table, error) {
+	seen := map[*arrow.Schema]bool{}
+	for _, f := range files {
+		if seen[f.Schema] {
+			continue
+		}
+		seen[f.Schema] = true
+		isch, err := icebergSchema(f.Schema)
+		if err != nil {
+			return nil, fmt.Errorf("the iceberg schema of %s: %w: %w", f.Key, ErrSchema, err)
+		}
+		if covers(tbl.Schema(), isch) {
+			continue
+		}
+		tx := tbl.NewTransaction()
+		if err := tx.UpdateSchema(true, false).UnionByNameWith(isch).Commit(); err != nil {
+			return nil, fmt.Errorf("evolving the schema of %s for %s: %w: %w", tbl.Identifier(), f.Key, ErrSchema, err)
+		}
+		staged, err := tx.StagedTable()
+		if err != nil {
+			return nil, err
+		}
+		if err := tx.SetProperties(iceberg.Properties{table.DefaultNameMappingKey: nameMapping(staged.Schema())}); err != nil {
+			return nil, err
+		}
+		if tbl, err = tx.Commit(ctx); err != nil {
+			return nil, fmt.Errorf("evolving the schema of %s: %w", tbl.Identifier(), err)
+		}
+		c.log.Info("iceberg table schema evolved", "table", strings.Join(tbl.Identifier(), "."),
+			"columns", len(tbl.Schema().Fields()))
+	}
+	return tbl, nil
+}
+
+// covers reports whether every field of sch, nested ones included, is in
+// have by name with the same type.
+func covers(have, sch *iceberg.Schema) bool {
+	for _, f := range sch.Fields() {
+		h, ok := have.FindFieldByName(f.Name)
+		if !ok || !h.Type.Equals(f.Type) && !sameShape(h.Type, f.Type) {
+			return false
+		}
+	}
+	return true
+}
+
+// sameShape compares nested types by names and types, not field ids.
+func sameShape(a, b iceberg.Type) bool {
+	switch x := a.(type) {
+	case *iceberg.StructType:
+		y, ok := b.(*iceberg.StructType)
+		if !ok {
+			return false
+		}
+		for _, fb := range y.FieldList {
+			found := false
+			for _, fa := range x.FieldList {
+				if fa.Name == fb.Name {
+					found = sameShape(fa.Type, fb.Type)
+					break
+				}
+			}
+			if !found {
+				return false
+			}
+		}
+		return true
+	case *iceberg.ListType:
+		y, ok := b.(*iceberg.ListType)
+		return ok && sameShape(x.Element, y.Element)
+	case *iceberg.MapType:
+		y, ok := b.(*iceberg.MapType)
+		return ok && sameShape(x.KeyType, y.KeyType) && sameShape(x.ValueType, y.ValueType)
+	}
+	return a.Equals(b)
+}
