@@ -198,6 +198,26 @@ type Sink struct {
 	// fails with its own exit status: a count (0: none) or a fraction of
 	// the messages read (0.01 or 1%). Unset: no limit.
 	MaxDeadLetters Limit `yaml:"max_dead_letters"`
+	// Iceberg is the catalog the tables of routes with table_format
+	// iceberg are committed to.
+	Iceberg Iceberg `yaml:"iceberg"`
+}
+
+// Iceberg configures the Iceberg catalog.
+type Iceberg struct {
+	// Catalog is the SQL catalog's database: sqlite:///path.db or
+	// postgres://… .
+	Catalog string `yaml:"catalog"`
+	// Namespace is the namespace the tables go under (dotted); empty:
+	// each table's own dotted name makes its namespaces.
+	Namespace string `yaml:"namespace"`
+	// Warehouse is the lake's root as Iceberg addresses it; empty: the
+	// sink URL, for a file:// lake.
+	Warehouse string `yaml:"warehouse"`
+	// CommitInterval is how often written files are committed.
+	CommitInterval Duration `yaml:"commit_interval"`
+	// Properties are the catalog's file IO properties (s3.endpoint, …).
+	Properties map[string]string `yaml:"properties"`
 }
 
 // Batch bounds memory across all tables.
@@ -238,6 +258,9 @@ type Route struct {
 	// SourceColumns lands the source record's key and headers with each
 	// row: [key], [headers] or [key, headers].
 	SourceColumns []string `yaml:"source_columns"`
+	// TableFormat commits the files of the tables to a lakehouse table
+	// format: none (empty) or iceberg.
+	TableFormat string `yaml:"table_format"`
 }
 
 // Default holds every default value; nothing else in cdclake has its own.
@@ -246,7 +269,7 @@ var Default = Config{
 		Kafka: Kafka{ClientID: "cdclake", Start: "earliest", OnGap: "fail", OnClaimError: "wait", CommitInterval: Duration(5 * time.Second),
 			FetchMaxWait: Duration(500 * time.Millisecond)},
 		SchemaRegistry: SchemaRegistry{Timeout: Duration(10 * time.Second), CacheSize: 1024}},
-	Sink:  Sink{RetryFor: Duration(10 * time.Minute)},
+	Sink:  Sink{RetryFor: Duration(10 * time.Minute), Iceberg: Iceberg{CommitInterval: Duration(10 * time.Second)}},
 	Batch: Batch{MaxBufferedBytes: 256 << 20, MaxOpenFiles: 8192},
 	Defaults: Route{Path: "{table}/date={date}", Layout: "images", MaxRows: 1_000_000, MaxBytes: 128 << 20,
 		MaxAge: Duration(5 * time.Minute), Compression: "zstd", RowGroup: 128 * 1024, Numbers: "decimal_text"},
@@ -324,6 +347,7 @@ func merge(def, c Config) Config {
 	k.OnClaimError = cmp.Or(k.OnClaimError, dk.OnClaimError)
 	k.CommitInterval = cmp.Or(k.CommitInterval, dk.CommitInterval)
 	k.FetchMaxWait = cmp.Or(k.FetchMaxWait, dk.FetchMaxWait)
+	out.Sink.Iceberg.CommitInterval = cmp.Or(out.Sink.Iceberg.CommitInterval, def.Sink.Iceberg.CommitInterval)
 	o, do := &out.Observability, def.Observability
 	o.TableLabels = cmp.Or(o.TableLabels, do.TableLabels)
 	o.CheckInterval = cmp.Or(o.CheckInterval, do.CheckInterval)
@@ -383,6 +407,9 @@ func fillRoute(r, def Route) Route {
 	if r.Types == nil {
 		r.Types = def.Types
 	}
+	if r.TableFormat == "" {
+		r.TableFormat = def.TableFormat
+	}
 	if r.SourceColumns == nil {
 		r.SourceColumns = def.SourceColumns
 	}
@@ -413,6 +440,7 @@ func (c *Config) Validate() error {
 		errs = append(errs, err)
 	}
 	c.validateTables(bad)
+	c.validateIceberg(bad)
 	return errors.Join(errs...)
 }
 
@@ -531,6 +559,26 @@ func (c *Config) validateTables(bad func(string, string, ...any)) {
 	}
 }
 
+// validateIceberg checks that tables committed to Iceberg have a catalog,
+// and the catalog's settings.
+func (c *Config) validateIceberg(bad func(string, string, ...any)) {
+	uses := c.Defaults.TableFormat == "iceberg"
+	for _, r := range c.Routes {
+		uses = uses || r.TableFormat == "iceberg"
+	}
+	ice := c.Sink.Iceberg
+	if uses && ice.Catalog == "" {
+		bad("sink.iceberg.catalog", "is required for the tables with table_format iceberg")
+	}
+	if ice.Catalog != "" && !strings.HasPrefix(ice.Catalog, "sqlite://") && !strings.HasPrefix(ice.Catalog, "postgres://") &&
+		!strings.HasPrefix(ice.Catalog, "postgresql://") {
+		bad("sink.iceberg.catalog", "%q: want sqlite:///path.db or postgres://…", ice.Catalog)
+	}
+	if ice.CommitInterval <= 0 {
+		bad("sink.iceberg.commit_interval", "must be positive")
+	}
+}
+
 func (r *Route) validate(key string, isRoute bool, bad func(string, string, ...any), globs func(string, []string)) {
 	if isRoute {
 		if r.Match == "" {
@@ -559,6 +607,9 @@ func (r *Route) validate(key string, isRoute bool, bad func(string, string, ...a
 		if c != "key" && c != "headers" {
 			bad(key+".source_columns", "%q, want key or headers", c)
 		}
+	}
+	if r.TableFormat != "" && r.TableFormat != "iceberg" && r.TableFormat != "none" {
+		bad(key+".table_format", "%q, want none or iceberg", r.TableFormat)
 	}
 }
 

@@ -70,6 +70,9 @@ func TestExamplesAreValid(t *testing.T) {
 				doc += "\n" + nest("source.schema_registry.cert_file", "c")
 			}
 		}
+		if strings.HasSuffix(k.Path, "table_format") {
+			doc += "\n" + nest("sink.iceberg.catalog", "sqlite:///c.db")
+		}
 		if k.Path == "source.kafka.tls.cert_file" || k.Path == "source.kafka.tls.key_file" {
 			doc += "\n" + nest("source.kafka.tls.cert_file", "c") + "\n" + nest("source.kafka.tls.key_file", "k")
 		}

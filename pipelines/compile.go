@@ -19,6 +19,7 @@ import (
 	"github.com/cdclake/cdclake/handlers/resolve"
 	"github.com/cdclake/cdclake/handlers/schema"
 	"github.com/cdclake/cdclake/sinks"
+	"github.com/cdclake/cdclake/sinks/lakehouse"
 	"github.com/cdclake/cdclake/sinks/parquet"
 )
 
@@ -36,8 +37,11 @@ type Plan struct {
 	// avro reads Confluent-framed Avro records; nil without a registry.
 	avro   *avro.Codec
 	routes []*route // cfg.Routes in order, then the defaults
-	tables sync.Map // table name → *tableRoute
-	allow  sync.Map // table name → bool
+	// iceberg is set when a route commits its tables to Iceberg: the
+	// catalog and how it reaches the lake.
+	iceberg *lakehouse.Config
+	tables  sync.Map // table name → *tableRoute
+	allow   sync.Map // table name → bool
 }
 
 type route struct {
@@ -81,6 +85,15 @@ func Compile(cfg *config.Config) (*Plan, error) {
 	def, err := compileRoute("defaults", &cfg.Defaults)
 	errs = append(errs, err)
 	p.routes = append(p.routes, def)
+	for _, r := range p.routes {
+		if r.batch.Commit && p.iceberg == nil {
+			ice := cfg.Sink.Iceberg
+			p.iceberg = &lakehouse.Config{Catalog: ice.Catalog, Warehouse: ice.Warehouse, Properties: ice.Properties}
+			if ice.Namespace != "" {
+				p.iceberg.Namespace = strings.Split(ice.Namespace, ".")
+			}
+		}
+	}
 	if err := errors.Join(errs...); err != nil {
 		return nil, err
 	}
@@ -103,6 +116,9 @@ func compileRoute(key string, r *config.Route) (*route, error) {
 	out.resolve.Layout = layout
 	out.resolve.SourceKey = slices.Contains(r.SourceColumns, "key")
 	out.resolve.SourceHeaders = slices.Contains(r.SourceColumns, "headers")
+	if r.TableFormat == "iceberg" {
+		out.resolve.PlainJSON, out.batch.Commit = true, true
+	}
 	if _, err := parquet.Codec(r.Compression); err != nil {
 		bad("compression", err)
 	} else if err := parquet.CheckLevel(r.Compression, r.CompressionLevel); err != nil {
@@ -179,6 +195,11 @@ func (p *Plan) route(table string) *tableRoute {
 	tmpl, _ := batch.ParseTemplate(r.path) // checked by Compile
 	bc := r.batch
 	bc.Path = tmpl
+	if strings.HasPrefix(table, "_") {
+		// cdclake's own datasets (_ddl, _transactions, …) stay plain
+		// Parquet.
+		bc.Commit = false
+	}
 	v, _ := p.tables.LoadOrStore(table, &tableRoute{resolve: r.resolve, batch: &bc})
 	return v.(*tableRoute)
 }

@@ -13,3 +13,9 @@ func WithBatchFault(f func()) Option {
 // WithStageFault runs f before each stage takes a window, with the
 // stage's name, for tests that make a stage panic.
 func WithStageFault(f func(stage string)) Option { return func(o *options) { o.stageFault = f } }
+
+// WithCommitFault runs f before each lakehouse table commit, whose error
+// fails the commit, for tests of commits that fail.
+func WithCommitFault(f func(table string) error) Option {
+	return func(o *options) { o.commitFault = f }
+}

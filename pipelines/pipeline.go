@@ -71,6 +71,7 @@ import (
 	"github.com/ThreeDotsLabs/watermill"
 	"github.com/ThreeDotsLabs/watermill/message"
 	"github.com/ThreeDotsLabs/watermill/message/router/middleware"
+	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/memory"
 	"github.com/cdclake/cdclake/handlers/batch"
 	"github.com/cdclake/cdclake/handlers/change"
@@ -82,6 +83,7 @@ import (
 	"github.com/cdclake/cdclake/sinks/deadletter"
 	"github.com/cdclake/cdclake/sinks/deadletter/topic"
 	"github.com/cdclake/cdclake/sinks/lake"
+	"github.com/cdclake/cdclake/sinks/lakehouse"
 	"github.com/cdclake/cdclake/sinks/parquet"
 	"github.com/cdclake/cdclake/sinks/state"
 	"github.com/prometheus/client_golang/prometheus"
@@ -103,6 +105,9 @@ type Pipeline struct {
 	// journal keeps partition states in the lake, for sources that hand
 	// partitions over; nil otherwise.
 	journal *state.Journal
+	// commits commits written files to lakehouse tables; nil when no
+	// route has a table format.
+	commits *committer
 
 	// dead is where the workers' dead letters go; closeDead releases it.
 	dead      deadletter.Destination
@@ -207,6 +212,9 @@ type options struct {
 	// stageFault, when set, runs before a stage takes a window: tests
 	// make it panic.
 	stageFault func(stage string)
+	// commitFault, when set, runs before each table commit: tests make it
+	// fail.
+	commitFault func(table string) error
 }
 
 // WithWorkers sets the number of workers, the most blocks handled at once
@@ -262,11 +270,30 @@ func New(plan *Plan, src source.Source, bucket *blob.Bucket, log *slog.Logger, o
 			p.metrics.deadLetters.WithLabelValues(stage, reasonClass(stage, nil))
 		}
 	}
+	if plan.iceberg != nil {
+		bcfg.Commit = func(f *batch.Committing) { p.commits.add(f) }
+	}
 	b, err := batch.New(bcfg, plan.BatchConfig, p.sink, mem, log)
 	if err != nil {
 		return nil, err
 	}
 	p.batcher = b
+	if plan.iceberg != nil {
+		ice, err := lakehouse.Open(context.Background(), *plan.iceberg, log)
+		if err != nil {
+			return nil, fmt.Errorf("sink.iceberg: %w", err)
+		}
+		p.commits = newCommitter(ice, b, log, time.Duration(cfg.Sink.Iceberg.CommitInterval), time.Duration(cfg.Sink.RetryFor))
+		p.commits.fault = o.commitFault
+		p.commits.granularity = func(table string) string { return plan.BatchConfig(table).Path.Granularity() }
+		p.commits.schemaOf = func(ctx context.Context, key string) (sch *arrow.Schema, err error) {
+			err = p.sink.Retried(ctx, key, func() error {
+				sch, err = fileSchema(ctx, bucket, key)
+				return err
+			})
+			return sch, err
+		}
+	}
 	if err := p.openDeadLetters(); err != nil {
 		return nil, err
 	}
@@ -346,11 +373,20 @@ func (p *Pipeline) bindHandover(h source.Handover, bucket *blob.Bucket) {
 	b.SetJournal(journal)
 	h.Bind(source.Hooks{
 		Durable: b.Durable,
-		Flush:   b.FlushPartition,
+		Flush: func(ctx context.Context, src string, part int32) error {
+			if err := b.FlushPartition(ctx, src, part); err != nil || p.commits == nil {
+				return err
+			}
+			// A partition is handed over with its files in their tables.
+			return p.commits.commit(ctx, func(s string, pt int32) bool { return s == src && pt == part })
+		},
 		Drop: func(src string, part int32) {
 			b.DropPartition(src, part)
 			p.resolver.Forget(src, part)
 			journal.Release(src, part)
+			if p.commits != nil {
+				p.commits.forget(src, part)
+			}
 		},
 		Claim: func(ctx context.Context, src string, part int32, incarnation string) (int64, bool, error) {
 			return p.claim(ctx, bucket, store, src, part, incarnation)
@@ -412,6 +448,9 @@ func (p *Pipeline) claim(ctx context.Context, bucket *blob.Bucket, store *state.
 		return 0, false, err
 	}
 	p.batcher.Restore(src, part, landed, cuts)
+	if p.commits != nil {
+		p.recommit(src, part, st, cuts)
+	}
 	p.log.Debug("partition claimed", "source", src, "partition", part, "state", st.Seq,
 		"committed", st.Committed, "landed", len(landed), "cuts", len(cuts))
 	return st.Committed, st.Seq > 0, nil
@@ -465,6 +504,9 @@ func (p *Pipeline) Run(ctx context.Context) error {
 	var bg sync.WaitGroup
 	bg.Go(func() { p.progress(runCtx) })
 	bg.Go(func() { p.expire(runCtx, router) })
+	if p.commits != nil {
+		bg.Go(func() { p.commits.run(runCtx, p.fail) })
+	}
 	stop := make(chan struct{})
 	bg.Go(func() { p.closeRouter(runCtx, router, stop) })
 	runErr := router.Run(runCtx)
@@ -514,6 +556,15 @@ func (p *Pipeline) finish(runErr error) error {
 	errs := []error{p.fatalErr(), runErr, p.source.Err()}
 	if p.fatalErr() == nil {
 		errs = append(errs, p.batcher.FlushAll(flushCtx))
+	}
+	if p.commits != nil {
+		// What was written goes into its tables before the source records
+		// it as landed; a commit that fails leaves it held, and the next
+		// run commits it.
+		if p.fatalErr() == nil {
+			errs = append(errs, p.commits.flush(flushCtx))
+		}
+		defer p.commits.ice.Close()
 	}
 	// Whatever was written is durable and may be recorded, even after a
 	// failure.
@@ -640,6 +691,40 @@ func fileOffsets(ctx context.Context, bucket *blob.Bucket, key string) ([]int64,
 		return nil, fmt.Errorf("reading the offsets of %s: %w", key, err)
 	}
 	return offs, nil
+}
+
+// recommit hands the committer again the files of a claimed partition
+// that may have been written but not committed to their tables: those of
+// its state's cuts at or past its committed offset (an earlier owner held
+// that offset below every file it had not committed), but the pending
+// cuts whose file is missing, which the replay writes. The committer adds
+// those its tables do not hold.
+func (p *Pipeline) recommit(src string, part int32, st *state.Partition, missing []state.Cut) {
+	gone := map[string]bool{}
+	for _, c := range missing {
+		gone[c.Key] = true
+	}
+	for _, cut := range append(slices.Clone(st.Written), st.Pending...) {
+		if cut.First < st.Committed || gone[cut.Key] || cut.Rows == 0 || !p.plan.BatchConfig(cut.Table).Commit {
+			continue
+		}
+		c := &batch.Committing{Key: cut.Key, Table: cut.Table, Source: src, Partition: part, First: cut.First}
+		p.batcher.HoldCommitting(c)
+		p.commits.add(c)
+	}
+}
+
+// fileSchema reads the Arrow schema of a landed file from its footer.
+func fileSchema(ctx context.Context, bucket *blob.Bucket, key string) (*arrow.Schema, error) {
+	obj, err := lake.OpenObject(ctx, bucket, key)
+	if err != nil {
+		return nil, fmt.Errorf("reading %s: %w", key, err)
+	}
+	sch, err := parquet.ArrowSchema(obj, memory.DefaultAllocator)
+	if err != nil {
+		return nil, fmt.Errorf("reading the schema of %s: %w", key, err)
+	}
+	return sch, nil
 }
 
 // claimReads bounds the files a claim reads at once.

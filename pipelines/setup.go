@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/url"
 	"strings"
 	"time"
 
@@ -113,6 +114,16 @@ func Prepare(ctx context.Context, cfg *config.Config, o Options) (*Setup, error)
 		errs = append(errs, fmt.Errorf("%s: %w", sinkKey, err))
 	}
 	s.Sink = sinkURL
+	if plan != nil && plan.iceberg != nil && plan.iceberg.Warehouse == "" {
+		// A file:// lake's root is where Iceberg finds its files; another
+		// store's URL carries settings Iceberg does not read.
+		norm, _ := lake.NormalizeURL(sinkURL)
+		if u, err := url.Parse(norm); err == nil && u.Scheme == "file" {
+			plan.iceberg.Warehouse = "file://" + u.Path
+		} else if sinkURL != "" {
+			errs = append(errs, errors.New("sink.iceberg.warehouse: required for a lake that is not file:// (s3://bucket/prefix, with sink.iceberg.properties for its endpoint)"))
+		}
+	}
 
 	listenKey, listen := "observability.listen", cfg.Observability.Listen
 	if o.Listen != "" {

@@ -1,0 +1,347 @@
+// Lakehouse commits: the written files of routes with a table format go
+// into their tables in batches, and their offsets count as durable once
+// they are in.
+
+package pipelines
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/cdclake/cdclake/handlers/batch"
+	"github.com/cdclake/cdclake/sinks"
+	"github.com/cdclake/cdclake/sinks/lakehouse"
+)
+
+// committer commits the files the batcher hands over (batch.Config.Commit)
+// to their Iceberg tables: every interval, when maxFiles wait, when a
+// partition is handed over, and at the end of a run. Each file's first
+// offset counts as not durable until its commit is in, so that neither the
+// group's offsets nor a partition's state in the lake pass a file its
+// table does not hold.
+//
+// A commit records, per source partition of its files, the durable offset
+// as it is once the commit's files are released: every file of the
+// partition that starts below it is in its table then. A file handed over
+// again (a replay) that starts below its table's recorded offset, or that
+// the table was found to hold past it (lakehouse.Iceberg.Landed, read once
+// per table and partition), is not added again.
+type committer struct {
+	ice      *lakehouse.Iceberg
+	batcher  *batch.Batcher
+	log      *slog.Logger
+	interval time.Duration
+	maxFiles int
+	retryFor time.Duration
+
+	mu      sync.Mutex
+	pending map[string][]*batch.Committing // by dataset, in the order handed
+	n       int
+	// held are the files handed over and not released yet, of every table.
+	held map[any]bool
+	wake chan struct{}
+	// tables is what is known of each dataset's table: the offsets it
+	// records and the files found past them, per partition looked up.
+	tables map[string]*tableView
+	// fault, when set (tests), runs before each table's commit and fails
+	// it with its error.
+	fault func(table string) error
+	// granularity is the time unit of _cdc_ts the files of a table share.
+	granularity func(table string) string
+	// schemaOf reads a landed file's schema, for files handed over again
+	// after a claim (recommit) without one.
+	schemaOf func(ctx context.Context, key string) (*arrow.Schema, error)
+	// failing is when commits started failing; zero while they succeed.
+	failing time.Time
+	commits int64 // snapshots committed
+	files   int64 // files added
+}
+
+// tableView is what the committer knows of one table.
+type tableView struct {
+	recorded map[lakehouse.Partition]int64
+	checked  map[lakehouse.Partition]bool
+	landed   map[string]bool
+}
+
+func newCommitter(ice *lakehouse.Iceberg, b *batch.Batcher, log *slog.Logger, interval, retryFor time.Duration) *committer {
+	return &committer{ice: ice, batcher: b, log: log.With("component", "commits"), interval: interval, maxFiles: 1000,
+		retryFor: retryFor, pending: map[string][]*batch.Committing{}, held: map[any]bool{}, wake: make(chan struct{}, 1), tables: map[string]*tableView{}}
+}
+
+// add takes a written file over (batch.Config.Commit); it runs under the
+// file's partition lock and only queues it.
+func (c *committer) add(f *batch.Committing) {
+	c.mu.Lock()
+	c.pending[f.Table] = append(c.pending[f.Table], f)
+	c.held[f] = true
+	c.n++
+	full := c.n >= c.maxFiles
+	c.mu.Unlock()
+	if full {
+		select {
+		case c.wake <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// run commits every interval, or sooner when many files wait, until ctx
+// ends. A commit that keeps failing for retryFor fails the run (fail).
+func (c *committer) run(ctx context.Context, fail func(error) error) {
+	t := time.NewTicker(c.interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		case <-c.wake:
+		}
+		err := c.commit(ctx, nil)
+		if err == nil || ctx.Err() != nil {
+			continue
+		}
+		if errors.Is(err, lakehouse.ErrSchema) {
+			_ = fail(schemaAdvice(err))
+			return
+		}
+		c.mu.Lock()
+		if c.failing.IsZero() {
+			c.failing = time.Now()
+		}
+		long := time.Since(c.failing) > c.retryFor
+		c.mu.Unlock()
+		if long {
+			_ = fail(fmt.Errorf("committing to the lakehouse tables failed for %s: %w", c.retryFor, err))
+			return
+		}
+		c.log.Warn("committing to a lakehouse table failed; the files stay held and the commit is tried again", "err", err)
+	}
+}
+
+// flush commits every waiting file, trying again while the catalog fails,
+// for at most retryFor or until ctx ends.
+func (c *committer) flush(ctx context.Context) error {
+	deadline := time.Now().Add(c.retryFor)
+	wait := 250 * time.Millisecond
+	for {
+		err := c.commit(ctx, nil)
+		if err == nil {
+			return nil
+		}
+		if errors.Is(err, lakehouse.ErrSchema) {
+			return schemaAdvice(err)
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("committing to the lakehouse tables: %w", err)
+		}
+		c.log.Warn("committing to a lakehouse table failed; trying again", "err", err)
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("committing to the lakehouse tables: %w (then %w)", err, ctx.Err())
+		case <-time.After(wait):
+		}
+		wait = min(2*wait, 10*time.Second)
+	}
+}
+
+// schemaAdvice says what to do about a table Iceberg cannot hold.
+func schemaAdvice(err error) error {
+	return fmt.Errorf("%w. The files are in the lake but not in the table; the run stops. Override the column's type in the "+
+		"route (types: {COLUMN: time(us)}, string, …) or land the table without table_format, then run again", err)
+}
+
+// commit commits the waiting files of the partitions only selects (nil:
+// all), one snapshot per table. Files of a table whose commit fails go
+// back to wait; the first error is returned.
+func (c *committer) commit(ctx context.Context, only func(source string, part int32) bool) error {
+	c.mu.Lock()
+	take := c.take(func(f *batch.Committing) bool { return only == nil || only(f.Source, f.Partition) })
+	c.mu.Unlock()
+	tables := make([]string, 0, len(take))
+	for t := range take {
+		tables = append(tables, t)
+	}
+	slices.Sort(tables)
+	var errs []error
+	for _, table := range tables {
+		fs := take[table]
+		if err := c.commitTable(ctx, table, fs); err != nil {
+			errs = append(errs, err)
+			c.mu.Lock()
+			c.pending[table] = append(fs, c.pending[table]...)
+			c.n += len(fs)
+			c.mu.Unlock()
+			continue
+		}
+		for _, f := range fs {
+			c.batcher.Release(f.Source, f.Partition, f)
+		}
+		c.mu.Lock()
+		for _, f := range fs {
+			delete(c.held, f)
+		}
+		c.mu.Unlock()
+	}
+	if len(errs) == 0 && len(tables) > 0 {
+		c.mu.Lock()
+		c.failing = time.Time{}
+		c.mu.Unlock()
+	}
+	return errors.Join(errs...)
+}
+
+// commitTable commits files, all of table, in one snapshot.
+func (c *committer) commitTable(ctx context.Context, table string, fs []*batch.Committing) error {
+	view, err := c.view(ctx, table, fs)
+	if err != nil {
+		return err
+	}
+	// The offset recorded for a partition is its durable offset as if
+	// every file handed over were released but this table's files not in
+	// this commit: a file of this table that starts below it is in the
+	// table once the commit is in (files of other tables do not count for
+	// this table's offsets).
+	skip := map[any]bool{}
+	c.mu.Lock()
+	for h := range c.held {
+		skip[h] = true
+	}
+	for _, f := range c.pending[table] {
+		delete(skip, f)
+	}
+	c.mu.Unlock()
+	raw := map[lakehouse.Partition][2]any{}
+	var files []lakehouse.File
+	for _, f := range fs {
+		p := lakehouse.Partition{Source: sinks.Sanitize(f.Source), Partition: f.Partition}
+		raw[p] = [2]any{f.Source, f.Partition}
+		if rec, ok := view.recorded[p]; ok && f.First < rec {
+			continue // in the table: committed before its offset was recorded
+		}
+		files = append(files, lakehouse.File{Key: f.Key, Table: table, Schema: f.Schema, Source: p.Source,
+			Partition: f.Partition, First: f.First, Granularity: c.granularity(table)})
+	}
+	recorded := map[lakehouse.Partition]int64{}
+	for p, r := range raw {
+		if d, ok := c.batcher.DurableWithout(r[0].(string), r[1].(int32), skip); ok {
+			recorded[p] = d
+		}
+	}
+	if len(files) == 0 {
+		return nil
+	}
+	for i := range files {
+		if files[i].Schema == nil {
+			sch, err := c.schemaOf(ctx, files[i].Key)
+			if err != nil {
+				return err
+			}
+			files[i].Schema = sch
+		}
+	}
+	if c.fault != nil {
+		if err := c.fault(table); err != nil {
+			return err
+		}
+	}
+	if err := c.ice.Commit(ctx, table, files, recorded, view.landed); err != nil {
+		return err
+	}
+	c.mu.Lock()
+	for p, off := range recorded {
+		view.recorded[p] = off
+	}
+	c.commits++
+	c.files += int64(len(files))
+	c.mu.Unlock()
+	c.log.Debug("files committed", "table", table, "files", len(files), "offsets", fmt.Sprint(recorded))
+	return nil
+}
+
+// view returns what is known of table, looking up the partitions of fs
+// not looked up yet: the offsets the table records, and its files past
+// them.
+func (c *committer) view(ctx context.Context, table string, fs []*batch.Committing) (*tableView, error) {
+	c.mu.Lock()
+	v := c.tables[table]
+	c.mu.Unlock()
+	if v == nil {
+		recorded, err := c.ice.Offsets(ctx, table)
+		if err != nil {
+			return nil, err
+		}
+		v = &tableView{recorded: recorded, checked: map[lakehouse.Partition]bool{}, landed: map[string]bool{}}
+		c.mu.Lock()
+		c.tables[table] = v
+		c.mu.Unlock()
+	}
+	look := map[lakehouse.Partition]bool{}
+	for _, f := range fs {
+		p := lakehouse.Partition{Source: sinks.Sanitize(f.Source), Partition: f.Partition}
+		if !v.checked[p] {
+			look[p] = true
+		}
+	}
+	if len(look) == 0 {
+		return v, nil
+	}
+	landed, err := c.ice.Landed(ctx, table, look)
+	if err != nil {
+		return nil, err
+	}
+	c.mu.Lock()
+	for k := range landed {
+		v.landed[k] = true
+	}
+	for p := range look {
+		v.checked[p] = true
+	}
+	c.mu.Unlock()
+	return v, nil
+}
+
+// forget drops a partition that went to another instance: its files that
+// wait are no longer this instance's to commit (their next owner does), and
+// what is known of the tables is read again, since the other owner may
+// commit to them before the partition comes back.
+func (c *committer) forget(source string, part int32) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, fs := range c.take(func(f *batch.Committing) bool { return f.Source == source && f.Partition == part }) {
+		for _, f := range fs {
+			delete(c.held, f)
+		}
+	}
+	c.tables = map[string]*tableView{}
+}
+
+// take removes the waiting files match selects and returns them by
+// table, in the order they were handed; c.mu is held.
+func (c *committer) take(match func(*batch.Committing) bool) map[string][]*batch.Committing {
+	out := map[string][]*batch.Committing{}
+	for table, fs := range c.pending {
+		keep := fs[:0]
+		for _, f := range fs {
+			if match(f) {
+				out[table] = append(out[table], f)
+				c.n--
+			} else {
+				keep = append(keep, f)
+			}
+		}
+		if len(keep) == 0 {
+			delete(c.pending, table)
+		} else {
+			c.pending[table] = keep
+		}
+	}
+	return out
+}

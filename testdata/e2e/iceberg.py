@@ -1,0 +1,155 @@
+"""Checks the Iceberg tables of a lake against the lake's Parquet files.
+
+usage: iceberg.py CATALOG_DB LAKE_DIR [--plain DATASET ...] [--snapshots N]
+
+For every table of the SQL catalog (pyiceberg's SqlCatalog on the SQLite
+file), pyiceberg's scan must return exactly the rows of the dataset's
+Parquet files in the lake (read with pyarrow), value for value, with the
+same column names; its current snapshot must record a source offset
+(cdclake.offset.*) for every source partition of those rows, past the
+last offset of each. Time travel: every snapshot's scan must hold the rows
+of the files its manifests name, and each snapshot's rows must include its
+parent's. Every dataset of the lake (but cdclake's own, _*) must be a table,
+but those --plain names; --snapshots is the most snapshots any table may
+have (commits are batched).
+"""
+import argparse
+import glob
+import os
+import sys
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+from pyiceberg.catalog.sql import SqlCatalog
+
+
+def tables(cat, ns=()):
+    if ns:
+        for t in cat.list_tables(ns):
+            yield t
+    for n in cat.list_namespaces(ns):
+        yield from tables(cat, n)
+
+
+KEYS = [("_cdc_source", "ascending"), ("_cdc_partition", "ascending"), ("_cdc_offset", "ascending")]
+
+
+def plain(t):
+    """t with extension types as their storage (JSON as text)."""
+    cols = []
+    for c in t.columns:
+        if isinstance(c.type, pa.ExtensionType):
+            c = pa.chunked_array([ch.storage for ch in c.chunks], type=c.type.storage_type)
+        cols.append(c)
+    return pa.table(cols, names=t.column_names)
+
+
+def lake_table(lake, dataset, files=None):
+    """The rows of a dataset's Parquet files in the lake (or of files)."""
+    paths = files if files is not None else sorted(glob.glob(os.path.join(lake, dataset, "**", "*.parquet"), recursive=True))
+    parts = [plain(pq.read_table(p)) for p in paths]
+    if not parts:
+        return None
+    return pa.concat_tables(parts, promote_options="permissive").sort_by(KEYS)
+
+
+def same(got, want):
+    """Whether two tables hold the same rows (in key order), value for value."""
+    if want is None or got.num_rows == 0:
+        return (want is None or want.num_rows == 0) and got.num_rows == 0
+    got = got.select(want.column_names).sort_by(KEYS)
+    try:
+        got = got.cast(want.schema)
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError, ValueError) as e:
+        print(f"cannot cast {got.schema} to {want.schema}: {e}")
+        return False
+    if got.equals(want):
+        return True
+    # NaN equals nothing, itself included: compare the flattened columns,
+    # NaNs by place.
+    a, b = flat(got), flat(want)
+    for n in b.column_names:
+        x, y = a.column(n).combine_chunks(), b.column(n).combine_chunks()
+        if x.equals(y):
+            continue
+        if not pa.types.is_floating(y.type):
+            return False
+        nx, ny = pc.fill_null(pc.is_nan(x), False), pc.fill_null(pc.is_nan(y), False)
+        if not nx.equals(ny) or not pc.filter(x, pc.invert(nx)).equals(pc.filter(y, pc.invert(ny))):
+            return False
+    return True
+
+
+def flat(t):
+    """t with its struct columns flattened, at every depth."""
+    while any(pa.types.is_struct(c.type) for c in t.columns):
+        t = t.flatten()
+    return t
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("catalog")
+    ap.add_argument("lake")
+    ap.add_argument("--plain", nargs="*", default=[])
+    ap.add_argument("--snapshots", type=int, default=0)
+    args = ap.parse_args()
+    lake = os.path.abspath(args.lake)
+    cat = SqlCatalog("cdclake", uri="sqlite:///" + os.path.abspath(args.catalog), warehouse="file://" + lake)
+    fails, seen, total = [], set(), 0
+    for ident in tables(cat):
+        name = ".".join(ident)
+        seen.add(name)
+        tbl = cat.load_table(ident)
+        got = tbl.scan().to_arrow()
+        want = lake_table(lake, name)
+        names = sorted(want.column_names) if want is not None else []
+        top = sorted(f.name for f in tbl.schema().fields)
+        if top != names:
+            fails.append(f"{name}: columns {top}, the lake's files have {names}")
+            continue
+        if not same(got, want):
+            fails.append(f"{name}: {got.num_rows} rows from iceberg differ from the lake's {want.num_rows}")
+            continue
+        total += got.num_rows
+        snap = tbl.current_snapshot()
+        offs = {k: int(v) for k, v in (snap.summary.additional_properties if snap else {}).items() if k.startswith("cdclake.offset.")}
+        last = {}
+        for src, part, off in zip(want.column("_cdc_source").to_pylist(), want.column("_cdc_partition").to_pylist(),
+                                  want.column("_cdc_offset").to_pylist()):
+            p = f"cdclake.offset.{src}.{part}"
+            last[p] = max(last.get(p, -1), off)
+        for p, o in last.items():
+            if offs.get(p, -1) <= o:
+                fails.append(f"{name}: the current snapshot records {p}={offs.get(p)}, not past its last row at {o}")
+        snaps = tbl.metadata.snapshots
+        if args.snapshots and len(snaps) > args.snapshots:
+            fails.append(f"{name}: {len(snaps)} snapshots, want at most {args.snapshots}")
+        prev = None
+        for s in snaps:
+            scan = tbl.scan(snapshot_id=s.snapshot_id)
+            at = scan.to_arrow()
+            files = sorted(t.file.file_path.removeprefix("file://") for t in scan.plan_files())
+            if not same(at, lake_table(lake, name, files)):
+                fails.append(f"{name}: snapshot {s.snapshot_id} does not read as its files")
+            keys = set(zip(at.column("_cdc_source").to_pylist(), at.column("_cdc_partition").to_pylist(),
+                           at.column("_cdc_offset").to_pylist()))
+            if prev is not None and not prev <= keys:
+                fails.append(f"{name}: snapshot {s.snapshot_id} lost rows of its parent")
+            prev = keys
+    for d in sorted(os.listdir(lake)):
+        if os.path.isdir(os.path.join(lake, d)) and not d.startswith("_") and d not in seen and d not in args.plain:
+            fails.append(f"{d}: the lake's dataset is no iceberg table")
+    for d in args.plain:
+        if d in seen:
+            fails.append(f"{d}: an iceberg table, want plain Parquet")
+    for f in fails:
+        print(f)
+    if fails:
+        sys.exit(1)
+    print(f"ok {len(seen)} tables, {total} rows")
+
+
+if __name__ == "__main__":
+    main()
