@@ -211,8 +211,8 @@ type Iceberg struct {
 	// Namespace is the namespace the tables go under (dotted); empty:
 	// each table's own dotted name makes its namespaces.
 	Namespace string `yaml:"namespace"`
-	// Warehouse is the lake's root as Iceberg addresses it; empty: the
-	// sink URL, for a file:// lake.
+	// Warehouse is the lake's root as Iceberg addresses it; empty: from
+	// the sink URL, for file:// and s3:// lakes.
 	Warehouse string `yaml:"warehouse"`
 	// CommitInterval is how often written files are committed.
 	CommitInterval Duration `yaml:"commit_interval"`

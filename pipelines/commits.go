@@ -61,6 +61,16 @@ type committer struct {
 	failing time.Time
 	commits int64 // snapshots committed
 	files   int64 // files added
+	errors  int64 // table commits that failed
+}
+
+// commitStats are the committer's counters (the metrics').
+type commitStats struct{ commits, files, errors, waiting int64 }
+
+func (c *committer) stats() commitStats {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return commitStats{c.commits, c.files, c.errors, int64(len(c.held))}
 }
 
 // tableView is what the committer knows of one table.
@@ -178,6 +188,7 @@ func (c *committer) commit(ctx context.Context, only func(source string, part in
 			c.mu.Lock()
 			c.pending[table] = append(fs, c.pending[table]...)
 			c.n += len(fs)
+			c.errors++
 			c.mu.Unlock()
 			continue
 		}

@@ -3,6 +3,7 @@ package pipelines
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"path"
 	"slices"
 	"sort"
@@ -88,7 +89,7 @@ func Compile(cfg *config.Config) (*Plan, error) {
 	for _, r := range p.routes {
 		if r.batch.Commit && p.iceberg == nil {
 			ice := cfg.Sink.Iceberg
-			p.iceberg = &lakehouse.Config{Catalog: ice.Catalog, Warehouse: ice.Warehouse, Properties: ice.Properties}
+			p.iceberg = &lakehouse.Config{Catalog: ice.Catalog, Warehouse: ice.Warehouse, Properties: maps.Clone(ice.Properties)}
 			if ice.Namespace != "" {
 				p.iceberg.Namespace = strings.Split(ice.Namespace, ".")
 			}

@@ -198,6 +198,13 @@ var (
 	descAssignedNow = desc("kafka_assigned_partitions", "Partitions assigned to this instance.")
 	descUnclaimed   = desc("kafka_unclaimed_partitions", "Assigned partitions whose state in the lake could not be claimed: "+
 		"they wait, unread, and are claimed again every commit interval.")
+	descCommits = desc("table_commits_total", "Snapshots committed to lakehouse tables, one per table and commit "+
+		"(table_format: iceberg).")
+	descCommitFiles  = desc("table_commit_files_total", "Files added to lakehouse tables.")
+	descCommitErrors = desc("table_commit_errors_total", "Commits to a lakehouse table that failed (each logged at WARN): "+
+		"the files stay held and are committed again; past sink.retry_for the run fails.")
+	descCommitWait = desc("table_files_waiting", "Written files waiting to be committed to their lakehouse tables: their "+
+		"offsets do not count as landed until they are.")
 	descGaps = desc("kafka_gaps_total", "Gaps recorded in the lake (_gaps/): messages deleted from the log before they landed, "+
 		"skipped with on_gap=skip.")
 	descRebalances = desc("kafka_rebalances_total", "Changes of this instance's assignment.")
@@ -209,7 +216,7 @@ func (c collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descMessages, descReadBytes, descEvents, descSkipped, descOpenFiles, descBuffered,
 		descSpilled, descMaxBuffered, descFenced, descProgress, descStoreErrors, descStoreRetries, descStoreOutage,
 		descStoreFailing, descRegLookups, descRegWait, descLag, descCommitAt, descAssignedNow, descRebalances, descPartEvents,
-		descGaps, descUnclaimed} {
+		descGaps, descUnclaimed, descCommits, descCommitFiles, descCommitErrors, descCommitWait} {
 		ch <- d
 	}
 }
@@ -241,6 +248,14 @@ func (c collector) Collect(ch chan<- prometheus.Metric) {
 	gauge(descMaxBuffered, float64(mem.Bound))
 	counter(descFenced, float64(b.Fenced()))
 	gauge(descProgress, float64(p.durable.at().UnixMilli())/1e3)
+
+	if c := p.commits; c != nil {
+		cs := c.stats()
+		counter(descCommits, float64(cs.commits))
+		counter(descCommitFiles, float64(cs.files))
+		counter(descCommitErrors, float64(cs.errors))
+		gauge(descCommitWait, float64(cs.waiting))
+	}
 
 	ss := p.sink.Stats()
 	for op := lake.OpData; op <= lake.OpRead; op++ {

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net/url"
 	"strings"
 	"time"
 
@@ -12,6 +11,7 @@ import (
 	"github.com/cdclake/cdclake/config/secrets"
 	"github.com/cdclake/cdclake/pipelines/source/kafka"
 	"github.com/cdclake/cdclake/sinks/lake"
+	"github.com/cdclake/cdclake/sinks/lakehouse"
 )
 
 // Setup is what a run builds from its config before it connects to
@@ -114,14 +114,22 @@ func Prepare(ctx context.Context, cfg *config.Config, o Options) (*Setup, error)
 		errs = append(errs, fmt.Errorf("%s: %w", sinkKey, err))
 	}
 	s.Sink = sinkURL
-	if plan != nil && plan.iceberg != nil && plan.iceberg.Warehouse == "" {
-		// A file:// lake's root is where Iceberg finds its files; another
-		// store's URL carries settings Iceberg does not read.
+	if plan != nil && plan.iceberg != nil && plan.iceberg.Warehouse == "" && sinkURL != "" {
+		// Iceberg finds the files where the lake is; the lake's settings
+		// say how (properties set in the config win).
 		norm, _ := lake.NormalizeURL(sinkURL)
-		if u, err := url.Parse(norm); err == nil && u.Scheme == "file" {
-			plan.iceberg.Warehouse = "file://" + u.Path
-		} else if sinkURL != "" {
-			errs = append(errs, errors.New("sink.iceberg.warehouse: required for a lake that is not file:// (s3://bucket/prefix, with sink.iceberg.properties for its endpoint)"))
+		wh, props, err := lakehouse.WarehouseOf(norm)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("sink.iceberg.warehouse: %w", err))
+		}
+		plan.iceberg.Warehouse = wh
+		for k, v := range props {
+			if _, set := plan.iceberg.Properties[k]; !set {
+				if plan.iceberg.Properties == nil {
+					plan.iceberg.Properties = map[string]string{}
+				}
+				plan.iceberg.Properties[k] = v
+			}
 		}
 	}
 

@@ -49,6 +49,8 @@ import (
 	"github.com/apache/iceberg-go"
 	"github.com/apache/iceberg-go/catalog"
 	sqlcat "github.com/apache/iceberg-go/catalog/sql"
+	icebergio "github.com/apache/iceberg-go/io"
+	_ "github.com/apache/iceberg-go/io/gocloud/s3" // s3:// warehouses
 	"github.com/apache/iceberg-go/table"
 	_ "modernc.org/sqlite" // the database/sql driver "sqlite"
 )
@@ -155,6 +157,40 @@ func Open(ctx context.Context, cfg Config, log *slog.Logger) (*Iceberg, error) {
 		return nil, fmt.Errorf("iceberg catalog: creating its tables: %w", err)
 	}
 	return &Iceberg{cfg: cfg, db: db, cat: cat, log: log.With("component", "iceberg"), tables: map[string]*tableLock{}}, nil
+}
+
+// WarehouseOf returns the warehouse and file IO properties by which
+// Iceberg reaches a lake of a normalized URL (lake.NormalizeURL): a
+// file:// lake's folder, or an s3:// lake's bucket (and prefix) with its
+// endpoint, region and addressing style. Credentials come from the
+// environment, as the lake's do.
+func WarehouseOf(lakeURL string) (string, map[string]string, error) {
+	u, err := url.Parse(lakeURL)
+	if err != nil {
+		return "", nil, err
+	}
+	q := u.Query()
+	switch u.Scheme {
+	case "file":
+		return "file://" + u.Path, nil, nil
+	case "s3":
+		props := map[string]string{}
+		if v := q.Get("endpoint"); v != "" {
+			props[icebergio.S3EndpointURL] = v
+		}
+		if v := q.Get("region"); v != "" {
+			props[icebergio.S3Region] = v
+		}
+		if q.Get("use_path_style") == "true" {
+			props[icebergio.S3ForceVirtualAddressing] = "false"
+		}
+		wh := "s3://" + u.Host
+		if p := strings.Trim(q.Get("prefix"), "/"); p != "" {
+			wh += "/" + p
+		}
+		return wh, props, nil
+	}
+	return "", nil, fmt.Errorf("iceberg reaches file:// and s3:// lakes; set sink.iceberg.warehouse and its properties for %s://", u.Scheme)
 }
 
 // database returns the database/sql driver, its data source name and the
