@@ -70,7 +70,7 @@ fuzz:
 # starts Kafka, Connect + Debezium, PostgreSQL and versitygw from nothing
 # (downloads cached in $CDCLAKE_CACHE), lands a real capture with cdclake into
 # S3, verifies it with DuckDB and Spark, and stops every service.
-e2e: e2e-real
+e2e: pyenv e2e-real
 
 # The landing benchmark (bench/bench.py): deterministic streams from
 # cmd/cdcgen (Debezium with and without schemas, GoldenGate Data Streams;

@@ -78,6 +78,9 @@ type tableView struct {
 	recorded map[lakehouse.Partition]int64
 	checked  map[lakehouse.Partition]bool
 	landed   map[string]bool
+	// sources are the source names of the partitions this run committed
+	// files of, as the batcher knows them (recorded has them sanitized).
+	sources map[lakehouse.Partition]string
 }
 
 func newCommitter(ice *lakehouse.Iceberg, b *batch.Batcher, log *slog.Logger, interval, retryFor time.Duration) *committer {
@@ -144,6 +147,9 @@ func (c *committer) flush(ctx context.Context) error {
 	for {
 		err := c.commit(ctx, nil)
 		if err == nil {
+			err = c.advance(ctx, nil)
+		}
+		if err == nil {
 			return nil
 		}
 		if errors.Is(err, lakehouse.ErrSchema) {
@@ -160,6 +166,50 @@ func (c *committer) flush(ctx context.Context) error {
 		}
 		wait = min(2*wait, 10*time.Second)
 	}
+}
+
+// advance records, in each table this run committed to, the offsets of
+// its partitions (those only selects; nil: all) where they moved past what
+// its last commit recorded: at the end of a run or a handover, every row
+// of the table below them is in it, and a replay then skips its files by
+// offset rather than look them up.
+func (c *committer) advance(ctx context.Context, only func(source string, part int32) bool) error {
+	c.mu.Lock()
+	type todo struct {
+		table string
+		at    map[lakehouse.Partition]int64
+	}
+	var work []todo
+	for table, v := range c.tables {
+		at := map[lakehouse.Partition]int64{}
+		for p, src := range v.sources {
+			if only != nil && !only(src, p.Partition) {
+				continue
+			}
+			if d, ok := c.batcher.TableDurable(src, p.Partition, table, nil); ok && d > v.recorded[p] {
+				at[p] = d
+			}
+		}
+		if len(at) > 0 {
+			work = append(work, todo{table, at})
+		}
+	}
+	c.mu.Unlock()
+	var errs []error
+	for _, w := range work {
+		if err := c.ice.RecordOffsets(ctx, w.table, w.at); err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		c.mu.Lock()
+		if v := c.tables[w.table]; v != nil {
+			for p, off := range w.at {
+				v.recorded[p] = max(v.recorded[p], off)
+			}
+		}
+		c.mu.Unlock()
+	}
+	return errors.Join(errs...)
 }
 
 // schemaAdvice says what to do about a table Iceberg cannot hold.
@@ -215,20 +265,13 @@ func (c *committer) commitTable(ctx context.Context, table string, fs []*batch.C
 	if err != nil {
 		return err
 	}
-	// The offset recorded for a partition is its durable offset as if
-	// every file handed over were released but this table's files not in
-	// this commit: a file of this table that starts below it is in the
-	// table once the commit is in (files of other tables do not count for
-	// this table's offsets).
+	// The offset recorded for a partition is where the table's rows are
+	// durable once this commit is in: below it every row of the table is
+	// in a committed file (batch.Batcher.TableDurable).
 	skip := map[any]bool{}
-	c.mu.Lock()
-	for h := range c.held {
-		skip[h] = true
+	for _, f := range fs {
+		skip[f] = true
 	}
-	for _, f := range c.pending[table] {
-		delete(skip, f)
-	}
-	c.mu.Unlock()
 	raw := map[lakehouse.Partition][2]any{}
 	var files []lakehouse.File
 	for _, f := range fs {
@@ -242,7 +285,7 @@ func (c *committer) commitTable(ctx context.Context, table string, fs []*batch.C
 	}
 	recorded := map[lakehouse.Partition]int64{}
 	for p, r := range raw {
-		if d, ok := c.batcher.DurableWithout(r[0].(string), r[1].(int32), skip); ok {
+		if d, ok := c.batcher.TableDurable(r[0].(string), r[1].(int32), table, skip); ok {
 			recorded[p] = d
 		}
 	}
@@ -268,7 +311,10 @@ func (c *committer) commitTable(ctx context.Context, table string, fs []*batch.C
 	}
 	c.mu.Lock()
 	for p, off := range recorded {
-		view.recorded[p] = off
+		view.recorded[p] = max(view.recorded[p], off)
+	}
+	for p, r := range raw {
+		view.sources[p] = r[0].(string)
 	}
 	c.commits++
 	c.files += int64(len(files))
@@ -289,7 +335,8 @@ func (c *committer) view(ctx context.Context, table string, fs []*batch.Committi
 		if err != nil {
 			return nil, err
 		}
-		v = &tableView{recorded: recorded, checked: map[lakehouse.Partition]bool{}, landed: map[string]bool{}}
+		v = &tableView{recorded: recorded, checked: map[lakehouse.Partition]bool{}, landed: map[string]bool{},
+			sources: map[lakehouse.Partition]string{}}
 		c.mu.Lock()
 		c.tables[table] = v
 		c.mu.Unlock()

@@ -378,7 +378,11 @@ func (p *Pipeline) bindHandover(h source.Handover, bucket *blob.Bucket) {
 				return err
 			}
 			// A partition is handed over with its files in their tables.
-			return p.commits.commit(ctx, func(s string, pt int32) bool { return s == src && pt == part })
+			only := func(s string, pt int32) bool { return s == src && pt == part }
+			if err := p.commits.commit(ctx, only); err != nil {
+				return err
+			}
+			return p.commits.advance(ctx, only)
 		},
 		Drop: func(src string, part int32) {
 			b.DropPartition(src, part)

@@ -515,13 +515,24 @@ func (b *Batcher) HoldCommitting(c *Committing) {
 	}
 }
 
-// DurableWithout returns the partition's durable offset as it will be once
-// the given holders are released (Durable otherwise).
-func (b *Batcher) DurableWithout(source string, part int32, holders map[any]bool) (int64, bool) {
+// TableDurable returns the offset of a source partition below which every
+// row of table is in a written file that is not waiting for its commit
+// but those in skip (or is no row of the table): the partition's offsets
+// seen, less what the table's open files and the table's files handed to
+// Config.Commit hold. A table's lakehouse commit records it.
+func (b *Batcher) TableDurable(source string, part int32, table string, skip map[any]bool) (int64, bool) {
 	p := b.partition(source, part)
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	return p.tracker.durableWithout(holders)
+	return p.tracker.durableWithout(func(h any) bool {
+		switch x := h.(type) {
+		case *buffer:
+			return x.key.table == table
+		case *Committing:
+			return x.Table == table && !skip[x]
+		}
+		return false
+	})
 }
 
 // Release ends a Hold of holder on a source partition.

@@ -36,15 +36,15 @@ func (t *tracker) close(holder any) { delete(t.pending, holder) }
 // false when nothing was seen.
 func (t *tracker) durable() (int64, bool) { return t.durableWithout(nil) }
 
-// durableWithout is durable as it will be once the holders in skip are
-// closed.
-func (t *tracker) durableWithout(skip map[any]bool) (int64, bool) {
+// durableWithout is durable counting only the holders count reports (nil:
+// all).
+func (t *tracker) durableWithout(count func(holder any) bool) (int64, bool) {
 	if t.next < 0 {
 		return 0, false
 	}
 	low := t.next
 	for h, first := range t.pending {
-		if first < low && !skip[h] {
+		if first < low && (count == nil || count(h)) {
 			low = first
 		}
 	}

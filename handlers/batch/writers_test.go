@@ -232,7 +232,7 @@ func TestWritersMemoryBound(t *testing.T) {
 
 // TestCommittedFilesHoldTheirOffsets: a written file of a table committed
 // to a table format is handed to Config.Commit, and its first offset counts
-// as not durable (Durable, DurableWithout) until Release; files of other
+// as not durable (Durable, TableDurable) until Release; files of other
 // tables are not handed over. (The pipeline's tests cover the writer
 // pool's path.)
 func TestCommittedFilesHoldTheirOffsets(t *testing.T) {
@@ -257,8 +257,11 @@ func TestCommittedFilesHoldTheirOffsets(t *testing.T) {
 	if d, _ := h.b.Durable("orders", 0); d != 0 {
 		t.Errorf("durable %d with both files held, want 0", d)
 	}
-	if d, _ := h.b.DurableWithout("orders", 0, map[any]bool{handed[0]: true}); d != 10 {
-		t.Errorf("durable without the first file's hold %d, want 10", d)
+	if d, _ := h.b.TableDurable("orders", 0, "db.lake", map[any]bool{handed[0]: true}); d != 10 {
+		t.Errorf("db.lake durable without the first file's hold %d, want 10", d)
+	}
+	if d, _ := h.b.TableDurable("orders", 0, "db.plain", nil); d != 30 {
+		t.Errorf("db.plain durable %d, want 30: db.lake's files do not hold it", d)
 	}
 	h.b.Release("orders", 0, handed[0])
 	h.b.Release("orders", 0, handed[1])

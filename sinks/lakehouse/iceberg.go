@@ -19,10 +19,11 @@
 //
 // # Exactly once
 //
-// Every commit records, in its snapshot's summary, each source
-// partition's offset up to which the table holds every file
-// (cdclake.offset.<source>.<partition>), carried forward from snapshot to
-// snapshot. The caller passes offsets that are true once the commit is in:
+// Every commit records, in its snapshot's summary and in the table's
+// properties, each source partition's offset up to which the table holds
+// every file (cdclake.offset.<source>.<partition>), carried forward from
+// commit to commit; RecordOffsets advances the properties alone when no
+// file came since. The caller passes offsets that are true once the commit is in:
 // no file of the partition that starts below it waits to be committed. A
 // file that starts below its partition's recorded offset is in the table;
 // one at or past it may be (written and committed in a run that then
@@ -260,7 +261,7 @@ func (c *Iceberg) Offsets(ctx context.Context, dataset string) (map[Partition]in
 	if err != nil || tbl == nil {
 		return map[Partition]int64{}, err
 	}
-	return offsets(tbl.CurrentSnapshot()), nil
+	return offsets(tbl), nil
 }
 
 // table returns the dataset's table, loaded once; l is held.
@@ -273,26 +274,82 @@ func (c *Iceberg) table(ctx context.Context, l *tableLock, dataset string) (*tab
 	return tbl, err
 }
 
-// offsets reads the offsets a snapshot's summary records.
-func offsets(s *table.Snapshot) map[Partition]int64 {
+// offsets reads the offsets a table records: in its properties, updated
+// with every commit and when they advance without one (RecordOffsets), and
+// in its current snapshot's summary, as of that snapshot.
+func offsets(tbl *table.Table) map[Partition]int64 {
 	out := map[Partition]int64{}
-	if s == nil || s.Summary == nil {
-		return out
+	var sources []map[string]string
+	if s := tbl.CurrentSnapshot(); s != nil && s.Summary != nil {
+		sources = append(sources, s.Summary.Properties)
 	}
-	for k, v := range s.Summary.Properties {
-		rest, ok := strings.CutPrefix(k, OffsetPrefix)
-		if !ok {
-			continue
+	sources = append(sources, tbl.Properties())
+	for _, props := range sources {
+		for k, v := range props {
+			rest, ok := strings.CutPrefix(k, OffsetPrefix)
+			if !ok {
+				continue
+			}
+			i := strings.LastIndexByte(rest, '.')
+			if i < 0 {
+				continue
+			}
+			part, perr := strconv.ParseInt(rest[i+1:], 10, 32)
+			off, oerr := strconv.ParseInt(v, 10, 64)
+			if perr != nil || oerr != nil {
+				continue
+			}
+			p := Partition{rest[:i], int32(part)}
+			out[p] = max(out[p], off)
 		}
-		i := strings.LastIndexByte(rest, '.')
-		part, perr := strconv.ParseInt(rest[i+1:], 10, 32)
-		off, oerr := strconv.ParseInt(v, 10, 64)
-		if i < 0 || perr != nil || oerr != nil {
-			continue
-		}
-		out[Partition{rest[:i], int32(part)}] = off
 	}
 	return out
+}
+
+// merged returns the offsets of tbl advanced to recorded, as properties,
+// and whether any advanced.
+func merged(tbl *table.Table, recorded map[Partition]int64) (iceberg.Properties, bool) {
+	props := iceberg.Properties{}
+	have := offsets(tbl)
+	for k, v := range have {
+		props[offsetKey(k)] = strconv.FormatInt(v, 10)
+	}
+	advanced := false
+	for k, v := range recorded {
+		if old, ok := have[k]; !ok || v > old {
+			props[offsetKey(k)] = strconv.FormatInt(v, 10)
+			advanced = true
+		}
+	}
+	return props, advanced
+}
+
+// RecordOffsets advances the offsets a dataset's table records where
+// recorded is past them, without a snapshot (in its properties): the
+// table holds every file of those partitions below them, and no commit
+// came since to say so.
+func (c *Iceberg) RecordOffsets(ctx context.Context, dataset string, recorded map[Partition]int64) error {
+	l := c.lock(dataset)
+	defer l.Unlock()
+	tbl, err := c.table(ctx, l, dataset)
+	if err != nil || tbl == nil {
+		return err
+	}
+	props, advanced := merged(tbl, recorded)
+	if !advanced {
+		return nil
+	}
+	tx := tbl.NewTransaction()
+	if err := tx.SetProperties(props); err != nil {
+		return err
+	}
+	next, err := tx.Commit(ctx)
+	if err != nil {
+		l.tbl = nil
+		return fmt.Errorf("recording the offsets of %s: %w", tbl.Identifier(), err)
+	}
+	l.tbl = next
+	return nil
 }
 
 // Landed returns the keys of the dataset table's data files that belong to
@@ -315,7 +372,7 @@ func (c *Iceberg) landed(ctx context.Context, tbl *table.Table, parts map[Partit
 	if snap == nil {
 		return out, nil
 	}
-	recorded := offsets(snap)
+	recorded := offsets(tbl)
 	fs, err := tbl.FS(ctx)
 	if err != nil {
 		return nil, err
@@ -405,21 +462,19 @@ func (c *Iceberg) Commit(ctx context.Context, dataset string, files []File, reco
 		return err
 	}
 	l.tbl = tbl
-	props := iceberg.Properties{}
-	for k, v := range offsets(tbl.CurrentSnapshot()) {
-		props[offsetKey(k)] = strconv.FormatInt(v, 10)
-	}
-	for k, v := range recorded {
-		props[offsetKey(k)] = strconv.FormatInt(v, 10)
+	props, advanced := merged(tbl, recorded)
+	if len(uris) == 0 && !advanced {
+		return nil
 	}
 	tx := tbl.NewTransaction()
+	if err := tx.SetProperties(props); err != nil {
+		return err
+	}
 	if len(uris) > 0 {
 		if err := tx.AddFiles(ctx, uris, props, true); err != nil {
 			l.tbl = nil
 			return fmt.Errorf("adding %d files to %s: %w", len(uris), tbl.Identifier(), err)
 		}
-	} else if err := tx.SetProperties(iceberg.Properties{}); err != nil {
-		return err
 	}
 	next, err := tx.Commit(ctx)
 	if err != nil {

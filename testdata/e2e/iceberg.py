@@ -1,17 +1,20 @@
 """Checks the Iceberg tables of a lake against the lake's Parquet files.
 
 usage: iceberg.py CATALOG_DB LAKE_DIR [--plain DATASET ...] [--snapshots N]
+                  [--warehouse s3://bucket/prefix --s3-endpoint URL]
 
 For every table of the SQL catalog (pyiceberg's SqlCatalog on the SQLite
 file), pyiceberg's scan must return exactly the rows of the dataset's
 Parquet files in the lake (read with pyarrow), value for value, with the
-same column names; its current snapshot must record a source offset
-(cdclake.offset.*) for every source partition of those rows, past the
-last offset of each. Time travel: every snapshot's scan must hold the rows
+same column names; the table must record a source offset
+(cdclake.offset.*, in its current snapshot or its properties) for every
+source partition of those rows, past the last offset of each. Time travel: every snapshot's scan must hold the rows
 of the files its manifests name, and each snapshot's rows must include its
 parent's. Every dataset of the lake (but cdclake's own, _*) must be a table,
 but those --plain names; --snapshots is the most snapshots any table may
-have (commits are batched).
+have (commits are batched). With --warehouse, the tables' files are on
+an S3 server (credentials from AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY)
+whose bucket and prefix LAKE_DIR holds as a folder.
 """
 import argparse
 import glob
@@ -94,9 +97,22 @@ def main():
     ap.add_argument("lake")
     ap.add_argument("--plain", nargs="*", default=[])
     ap.add_argument("--snapshots", type=int, default=0)
+    ap.add_argument("--warehouse")
+    ap.add_argument("--s3-endpoint")
     args = ap.parse_args()
     lake = os.path.abspath(args.lake)
-    cat = SqlCatalog("cdclake", uri="sqlite:///" + os.path.abspath(args.catalog), warehouse="file://" + lake)
+    warehouse = args.warehouse or "file://" + lake
+    props = {}
+    if args.s3_endpoint:
+        props = {"s3.endpoint": args.s3_endpoint, "s3.region": os.environ.get("AWS_REGION", "us-east-1"),
+                 "s3.access-key-id": os.environ["AWS_ACCESS_KEY_ID"],
+                 "s3.secret-access-key": os.environ["AWS_SECRET_ACCESS_KEY"], "s3.force-virtual-addressing": "false"}
+    cat = SqlCatalog("cdclake", uri="sqlite:///" + os.path.abspath(args.catalog), warehouse=warehouse, **props)
+
+    def local(location):
+        """The lake folder's path of a table's data file."""
+        return os.path.join(lake, location.removeprefix(warehouse.rstrip("/") + "/"))
+
     fails, seen, total = [], set(), 0
     for ident in tables(cat):
         name = ".".join(ident)
@@ -114,7 +130,11 @@ def main():
             continue
         total += got.num_rows
         snap = tbl.current_snapshot()
-        offs = {k: int(v) for k, v in (snap.summary.additional_properties if snap else {}).items() if k.startswith("cdclake.offset.")}
+        offs = {}
+        for props in ((snap.summary.additional_properties if snap else {}), tbl.properties):
+            for k, v in props.items():
+                if k.startswith("cdclake.offset."):
+                    offs[k] = max(offs.get(k, -1), int(v))
         last = {}
         for src, part, off in zip(want.column("_cdc_source").to_pylist(), want.column("_cdc_partition").to_pylist(),
                                   want.column("_cdc_offset").to_pylist()):
@@ -122,7 +142,7 @@ def main():
             last[p] = max(last.get(p, -1), off)
         for p, o in last.items():
             if offs.get(p, -1) <= o:
-                fails.append(f"{name}: the current snapshot records {p}={offs.get(p)}, not past its last row at {o}")
+                fails.append(f"{name}: the table records {p}={offs.get(p)}, not past its last row at {o}")
         snaps = tbl.metadata.snapshots
         if args.snapshots and len(snaps) > args.snapshots:
             fails.append(f"{name}: {len(snaps)} snapshots, want at most {args.snapshots}")
@@ -130,7 +150,7 @@ def main():
         for s in snaps:
             scan = tbl.scan(snapshot_id=s.snapshot_id)
             at = scan.to_arrow()
-            files = sorted(t.file.file_path.removeprefix("file://") for t in scan.plan_files())
+            files = sorted(local(t.file.file_path) for t in scan.plan_files())
             if not same(at, lake_table(lake, name, files)):
                 fails.append(f"{name}: snapshot {s.snapshot_id} does not read as its files")
             keys = set(zip(at.column("_cdc_source").to_pylist(), at.column("_cdc_partition").to_pylist(),
