@@ -198,9 +198,19 @@ func (s *Source) options() ([]kgo.Opt, error) {
 	if err != nil {
 		return nil, err
 	}
+	topics := s.cfg.Topics
+	if s.cfg.Regex {
+		// franz-go matches an expression anywhere in a name; the topics
+		// are documented, and listed for --until-caught-up, as matching
+		// whole names.
+		topics = make([]string, len(s.cfg.Topics))
+		for i, t := range s.cfg.Topics {
+			topics[i] = "^(?:" + t + ")$"
+		}
+	}
 	opts = append(opts,
 		kgo.ConsumerGroup(s.cfg.Group),
-		kgo.ConsumeTopics(s.cfg.Topics...),
+		kgo.ConsumeTopics(topics...),
 		kgo.DisableAutoCommit(),
 		kgo.BlockRebalanceOnPoll(),
 		kgo.Balancers(kgo.CooperativeStickyBalancer()),

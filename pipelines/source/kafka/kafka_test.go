@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"io/fs"
 	"log/slog"
 	"maps"
 	"os"
@@ -743,4 +744,41 @@ func TestDecodingStateMovesWithThePartition(t *testing.T) {
 		t.Errorf("the split run wrote %d files, the uninterrupted one %d", len(got), len(want))
 	}
 	kafkatest.SameOnce(t, "split", kafkatest.Landed(t, split), kafkatest.Landed(t, whole))
+}
+
+// TestRegexMatchesWholeNames: with regex, a topic is read when an
+// expression matches its whole name, as the catch-up's listing does: not
+// x-<topic>, which franz-go alone would match (it matches anywhere).
+func TestRegexMatchesWholeNames(t *testing.T) {
+	broker := kafkatest.Cluster(t)
+	topic := kafkatest.Empty(t, broker, 1)
+	other := "x-" + topic
+	cl := kafkatest.CreateTopic(t, broker, other, 1)
+	defer cl.Close()
+	n := kafkatest.Produce(t, cl, topic, 100, 1)
+	kafkatest.Produce(t, cl, other, 100, 2)
+	dir := t.TempDir()
+	m := startWith(t, broker, topic, "g-"+topic, dir, false, memberOptions{maxRows: 1_000_000, query: "&regex=true"})
+	deadline := time.Now().Add(time.Minute)
+	for m.p.Stats().Messages.Load() < int64(n) && time.Now().Before(deadline) {
+		time.Sleep(100 * time.Millisecond)
+	}
+	time.Sleep(2 * time.Second) // time to read the other topic too, were it assigned
+	m.stop()
+	if err := <-m.done; err != nil {
+		t.Fatal(err)
+	}
+	if got := m.p.Stats().Messages.Load(); got != int64(n) {
+		t.Errorf("read %d messages, want the %d of %s alone", got, n, topic)
+	}
+	var others []string
+	_ = filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err == nil && strings.Contains(d.Name(), other) {
+			others = append(others, p)
+		}
+		return nil
+	})
+	if len(others) > 0 {
+		t.Errorf("landed %s too: %v", other, others)
+	}
 }
