@@ -24,6 +24,7 @@ LDFLAGS   := -X main.version=$(VERSION) -X main.commit=$(COMMIT)
 
 build:
 	$(GO) build -ldflags '$(LDFLAGS)' -o bin/cdclake ./cmd/cdclake
+	$(GO) build -ldflags '$(LDFLAGS)' -o bin/cdclake-lakehouse ./cmd/cdclake-lakehouse
 
 # Lands the bundled sample streams into ./lake and prints the summary.
 run: build

@@ -211,7 +211,7 @@ crash_harness() {
 }
 step "crash harness (short)" crash_harness
 if [[ -z $E2E_CDCLAKE ]]; then
-  step "build cdclake" bash -c "cd '$REPO_DIR' && go build -o bin/cdclake ./cmd/cdclake"
+  step "build cdclake" bash -c "cd '$REPO_DIR' && go build -o bin/cdclake ./cmd/cdclake && go build -o bin/cdclake-lakehouse ./cmd/cdclake-lakehouse"
 fi
 # PostgreSQL -> Debezium -> Kafka -> cdclake -> S3, no files between: an
 # instance follows the schemas connector's topics while the workload runs

@@ -33,7 +33,7 @@ import (
 // the table was found to hold past it (lakehouse.Iceberg.Landed, read once
 // per table and partition), is not added again.
 type committer struct {
-	ice      *lakehouse.Iceberg
+	ice      lakehouse.Catalog
 	batcher  *batch.Batcher
 	log      *slog.Logger
 	interval time.Duration
@@ -83,7 +83,7 @@ type tableView struct {
 	sources map[lakehouse.Partition]string
 }
 
-func newCommitter(ice *lakehouse.Iceberg, b *batch.Batcher, log *slog.Logger, interval, retryFor time.Duration) *committer {
+func newCommitter(ice lakehouse.Catalog, b *batch.Batcher, log *slog.Logger, interval, retryFor time.Duration) *committer {
 	return &committer{ice: ice, batcher: b, log: log.With("component", "commits"), interval: interval, maxFiles: 1000,
 		retryFor: retryFor, pending: map[string][]*batch.Committing{}, held: map[any]bool{}, wake: make(chan struct{}, 1), tables: map[string]*tableView{}}
 }

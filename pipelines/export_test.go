@@ -1,5 +1,7 @@
 package pipelines
 
+import "github.com/cdclake/cdclake/sinks/lakehouse"
+
 // WithBatchFault runs f before the batch stage takes each window, for
 // tests that make the batch stage panic.
 func WithBatchFault(f func()) Option {
@@ -19,3 +21,7 @@ func WithStageFault(f func(stage string)) Option { return func(o *options) { o.s
 func WithCommitFault(f func(table string) error) Option {
 	return func(o *options) { o.commitFault = f }
 }
+
+// WithCatalog opens the lakehouse catalog with open, in the test's
+// process, instead of starting cdclake-lakehouse.
+func WithCatalog(open lakehouse.Opener) Option { return func(o *options) { o.catalog = open } }

@@ -19,6 +19,8 @@ import (
 	"github.com/cdclake/cdclake/pipelines/source/kafka"
 	"github.com/cdclake/cdclake/pipelines/source/kafka/kafkatest"
 	"github.com/cdclake/cdclake/sinks/lake"
+	"github.com/cdclake/cdclake/sinks/lakehouse"
+	"github.com/cdclake/cdclake/sinks/lakehouse/icebergsql"
 )
 
 // landIceberg lands topic to its end offsets with the group g, its tables
@@ -60,7 +62,10 @@ func landIceberg(t *testing.T, broker, topic, dir string, opts ...pipelines.Opti
 		t.Fatal(err)
 	}
 	defer bucket.Close()
-	p, err := pipelines.New(plan, src, bucket, log, opts...)
+	inProcess := pipelines.WithCatalog(func(ctx context.Context, cfg lakehouse.Config, log *slog.Logger) (lakehouse.Catalog, error) {
+		return icebergsql.Open(ctx, cfg, log)
+	})
+	p, err := pipelines.New(plan, src, bucket, log, append([]pipelines.Option{inProcess}, opts...)...)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -215,6 +215,9 @@ type options struct {
 	// commitFault, when set, runs before each table commit: tests make it
 	// fail.
 	commitFault func(table string) error
+	// catalog opens the lakehouse catalog; nil: in the cdclake-lakehouse
+	// process (lakehouse.Start).
+	catalog lakehouse.Opener
 }
 
 // WithWorkers sets the number of workers, the most blocks handled at once
@@ -279,7 +282,15 @@ func New(plan *Plan, src source.Source, bucket *blob.Bucket, log *slog.Logger, o
 	}
 	p.batcher = b
 	if plan.iceberg != nil {
-		ice, err := lakehouse.Open(context.Background(), *plan.iceberg, log)
+		open := o.catalog
+		if open == nil {
+			level := slog.LevelInfo
+			_ = level.UnmarshalText([]byte(cfg.Log.Level))
+			open = func(ctx context.Context, c lakehouse.Config, _ *slog.Logger) (lakehouse.Catalog, error) {
+				return lakehouse.Start(ctx, c, level, cfg.Log.Format)
+			}
+		}
+		ice, err := open(context.Background(), *plan.iceberg, log)
 		if err != nil {
 			return nil, fmt.Errorf("sink.iceberg: %w", err)
 		}

@@ -527,6 +527,8 @@ func TestRealCapture(t *testing.T) {
 func TestIcebergTables(t *testing.T) {
 	py := python(t)
 	cdclake := build(t, "github.com/cdclake/cdclake/cmd/cdclake")
+	// The committer's binary, which cdclake starts (lakehouse.Start).
+	t.Setenv("CDCLAKE_LAKEHOUSE", build(t, "github.com/cdclake/cdclake/cmd/cdclake-lakehouse"))
 	root := filepath.Join("..", "..")
 	for _, tc := range []struct{ name, source, extra, plain string }{
 		// SQL Server's time(7) (nanoseconds) has no Iceberg type: its table

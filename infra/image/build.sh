@@ -4,7 +4,8 @@
 #   1. the binary, static: CGO_ENABLED=0 go build -trimpath, version and
 #      commit linked in;
 #   2. one reproducible layer (tar sorted by name, every time 0, owner 0):
-#      /cdclake, /etc/passwd and /etc/group with the user nonroot (65532),
+#      /cdclake, /cdclake-lakehouse (the committer of lakehouse tables),
+#      /etc/passwd and /etc/group with the user nonroot (65532),
 #      /tmp (1777) and the CA certificates of this machine;
 #   3. crane (go-containerregistry, from the Go module proxy) appends the
 #      layer to an empty OCI base in a registry it serves on loopback for
@@ -56,6 +57,10 @@ if [[ -n ${BINARY:-} ]]; then
 else
   (cd "$repo" && CGO_ENABLED=0 go build -trimpath -ldflags "-s -w -X main.version=$VERSION -X main.commit=$COMMIT" \
     -o "$root/cdclake" ./cmd/cdclake)
+  # The committer of lakehouse tables, which cdclake starts beside itself
+  # for a run with table_format: iceberg.
+  (cd "$repo" && CGO_ENABLED=0 go build -trimpath -ldflags "-s -w" -o "$root/cdclake-lakehouse" ./cmd/cdclake-lakehouse)
+  chmod_extra=/cdclake-lakehouse
 fi
 printf 'root:x:0:0:root:/root:/sbin/nologin\nnonroot:x:65532:65532:nonroot:/home/nonroot:/sbin/nologin\n' >"$root/etc/passwd"
 printf 'root:x:0:\nnonroot:x:65532:\n' >"$root/etc/group"
@@ -65,6 +70,7 @@ cp "$certs" "$root/etc/ssl/certs/ca-certificates.crt"
 find "$root" -type d -exec chmod 0755 {} +
 find "$root" -type f -exec chmod 0644 {} +
 chmod 0755 "$root/${entrypoint#/}"
+[[ -z ${chmod_extra:-} ]] || chmod 0755 "$root$chmod_extra"
 chmod 1777 "$root/tmp"
 tar --sort=name --mtime=@0 --owner=0 --group=0 --numeric-owner --format=gnu -C "$root" -cf "$work/layer.tar" .
 

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Checks make image: two builds give the same digest and the same bytes,
 # the tarball is an OCI layout that names the image, and the image runs
-# /cdclake as 65532:65532 on linux/amd64 from one layer holding the binary,
-# passwd and group with nonroot, /tmp 1777 and CA certificates.
+# /cdclake as 65532:65532 on linux/amd64 from one layer holding the binary
+# and cdclake-lakehouse beside it, passwd and group with nonroot, /tmp 1777 and CA certificates.
 #
 # usage: infra/image/test.sh
 set -euo pipefail
@@ -34,6 +34,7 @@ with tarfile.open(fileobj=io.BytesIO(gzip.decompress(open(blob(layer["digest"]),
     files = {m.name.lstrip("./"): m for m in t.getmembers()}
     passwd = t.extractfile(files["etc/passwd"]).read().decode()
 assert files["cdclake"].mode == 0o755 and files["tmp"].mode == 0o1777, (files["cdclake"].mode, files["tmp"].mode)
+assert files["cdclake-lakehouse"].mode == 0o755, files["cdclake-lakehouse"].mode
 assert "nonroot:x:65532:65532:" in passwd, passwd
 assert files["etc/ssl/certs/ca-certificates.crt"].size > 10000
 assert all(f.mtime == 0 and f.uid == 0 and f.gid == 0 for f in files.values())

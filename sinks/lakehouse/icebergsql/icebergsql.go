@@ -1,35 +1,8 @@
-// Package lakehouse commits the Parquet files cdclake lands as snapshots
-// of lakehouse tables, so that readers get atomic snapshots, time travel
-// and incremental reads over the same files a plain lake holds.
-//
-// # Iceberg
-//
-// Iceberg keeps a table's snapshots in a catalog; cdclake uses a SQL
-// catalog (SQLite for a single node and tests, PostgreSQL in production)
-// through iceberg-go. Each route table is an Iceberg table of the same
-// name, its dots making namespaces (db.public.orders is the table orders
-// in the namespace db.public, under Config.Namespace). A table is made at
-// its first commit, in format version 3 (nanosecond timestamps, columns of
-// NULLs only), from the Arrow schema of its first file, partitioned by the
-// time unit of _cdc_ts its files share (days(_cdc_ts) for the default
-// {table}/date={date}). Files carry no Iceberg field
-// ids: the table's name mapping (schema.name-mapping.default) gives them,
-// refreshed whenever a file brings new columns, which evolve the table's
-// schema first.
-//
-// # Exactly once
-//
-// Every commit records, in its snapshot's summary and in the table's
-// properties, each source partition's offset up to which the table holds
-// every file (cdclake.offset.<source>.<partition>), carried forward from
-// commit to commit; RecordOffsets advances the properties alone when no
-// file came since. The caller passes offsets that are true once the commit is in:
-// no file of the partition that starts below it waits to be committed. A
-// file that starts below its partition's recorded offset is in the table;
-// one at or past it may be (written and committed in a run that then
-// stopped), and is looked up by path, once per table and run, before the
-// first commit (Landed).
-package lakehouse
+// Package icebergsql is lakehouse.Catalog for Iceberg tables in a SQL
+// catalog, through iceberg-go: see package lakehouse for what it does.
+// Only the cdclake-lakehouse binary links it (and tests): iceberg-go costs
+// every process that links it about 90 ms and 32 MB at start.
+package icebergsql
 
 import (
 	"context"
@@ -40,7 +13,6 @@ import (
 	"log/slog"
 	"maps"
 	"net/url"
-	"path"
 	"slices"
 	"strconv"
 	"strings"
@@ -50,46 +22,16 @@ import (
 	"github.com/apache/iceberg-go"
 	"github.com/apache/iceberg-go/catalog"
 	sqlcat "github.com/apache/iceberg-go/catalog/sql"
-	icebergio "github.com/apache/iceberg-go/io"
 	_ "github.com/apache/iceberg-go/io/gocloud/s3" // s3:// warehouses
 	"github.com/apache/iceberg-go/table"
+	"github.com/cdclake/cdclake/sinks/lakehouse"
 	_ "modernc.org/sqlite" // the database/sql driver "sqlite"
 )
-
-// ErrSchema is returned for a file whose schema its Iceberg table cannot
-// hold: a type Iceberg lacks (time or timestamp in nanoseconds, a column of
-// NULLs only, in format version 2) or a type change Iceberg cannot evolve.
-// Trying again does not help; the route's types or table_format must
-// change.
-var ErrSchema = errors.New("iceberg cannot hold the file's schema")
-
-// OffsetPrefix starts the snapshot summary keys that hold the source
-// partitions' offsets: cdclake.offset.<source>.<partition>.
-const OffsetPrefix = "cdclake.offset."
-
-// Config says where the catalog is and how Iceberg reaches the lake.
-type Config struct {
-	// Catalog is the SQL catalog's database: sqlite:///path/catalog.db (or
-	// sqlite://relative/path.db), or postgres://user@host/db?... .
-	Catalog string
-	// Name is the catalog's name in its database (iceberg_tables'
-	// catalog_name); empty: cdclake.
-	Name string
-	// Warehouse is the lake's root as Iceberg addresses it: file:///abs/dir
-	// or s3://bucket/prefix. Tables live at Warehouse/<dataset>.
-	Warehouse string
-	// Properties are the catalog's and its file IO's properties (s3.endpoint,
-	// s3.region, s3.access-key-id, ...).
-	Properties map[string]string
-	// Namespace is the namespace every table's own namespaces go under;
-	// empty: none.
-	Namespace []string
-}
 
 // Iceberg commits files to the Iceberg tables of a SQL catalog. It is safe
 // for concurrent use; commits of one table are serialized.
 type Iceberg struct {
-	cfg Config
+	cfg lakehouse.Config
 	db  *sql.DB
 	cat *sqlcat.Catalog
 	log *slog.Logger
@@ -103,33 +45,8 @@ type tableLock struct {
 	tbl *table.Table
 }
 
-// File is a landed Parquet file to commit.
-type File struct {
-	// Key is the object's key in the lake, Warehouse-relative.
-	Key string
-	// Table is the dataset (the source table's name).
-	Table string
-	// Schema is the file's Arrow schema (its table version's).
-	Schema *arrow.Schema
-	// Source, Partition and First say where the file's rows come from:
-	// the source partition and its first offset.
-	Source    string
-	Partition int32
-	First     int64
-	// Granularity is the time unit of _cdc_ts all the file's rows share
-	// (hour, day, month, year; "": none): a table made for the file is
-	// partitioned by it.
-	Granularity string
-}
-
-// Partition names a source partition in the offsets a commit records.
-type Partition struct {
-	Source    string
-	Partition int32
-}
-
 // Open opens (and creates, if need be) the catalog cfg names.
-func Open(ctx context.Context, cfg Config, log *slog.Logger) (*Iceberg, error) {
+func Open(ctx context.Context, cfg lakehouse.Config, log *slog.Logger) (*Iceberg, error) {
 	if cfg.Name == "" {
 		cfg.Name = "cdclake"
 	}
@@ -160,40 +77,6 @@ func Open(ctx context.Context, cfg Config, log *slog.Logger) (*Iceberg, error) {
 	return &Iceberg{cfg: cfg, db: db, cat: cat, log: log.With("component", "iceberg"), tables: map[string]*tableLock{}}, nil
 }
 
-// WarehouseOf returns the warehouse and file IO properties by which
-// Iceberg reaches a lake of a normalized URL (lake.NormalizeURL): a
-// file:// lake's folder, or an s3:// lake's bucket (and prefix) with its
-// endpoint, region and addressing style. Credentials come from the
-// environment, as the lake's do.
-func WarehouseOf(lakeURL string) (string, map[string]string, error) {
-	u, err := url.Parse(lakeURL)
-	if err != nil {
-		return "", nil, err
-	}
-	q := u.Query()
-	switch u.Scheme {
-	case "file":
-		return "file://" + u.Path, nil, nil
-	case "s3":
-		props := map[string]string{}
-		if v := q.Get("endpoint"); v != "" {
-			props[icebergio.S3EndpointURL] = v
-		}
-		if v := q.Get("region"); v != "" {
-			props[icebergio.S3Region] = v
-		}
-		if q.Get("use_path_style") == "true" {
-			props[icebergio.S3ForceVirtualAddressing] = "false"
-		}
-		wh := "s3://" + u.Host
-		if p := strings.Trim(q.Get("prefix"), "/"); p != "" {
-			wh += "/" + p
-		}
-		return wh, props, nil
-	}
-	return "", nil, fmt.Errorf("iceberg reaches file:// and s3:// lakes; set sink.iceberg.warehouse and its properties for %s://", u.Scheme)
-}
-
 // database returns the database/sql driver, its data source name and the
 // catalog's dialect for a catalog URL.
 func database(catalogURL string) (driver, dsn string, dialect sqlcat.SupportedDialect, err error) {
@@ -222,7 +105,7 @@ func database(catalogURL string) (driver, dsn string, dialect sqlcat.SupportedDi
 func (c *Iceberg) Close() error { return c.db.Close() }
 
 // Identifier returns the Iceberg identifier of a dataset: its dots make
-// namespaces under Config.Namespace.
+// namespaces under lakehouse.Config.Namespace.
 func (c *Iceberg) Identifier(dataset string) table.Identifier {
 	return append(slices.Clone(c.cfg.Namespace), strings.Split(dataset, ".")...)
 }
@@ -254,12 +137,12 @@ func (c *Iceberg) load(ctx context.Context, dataset string) (*table.Table, error
 
 // Offsets returns the source partitions' offsets a dataset's table records
 // (none before its first commit).
-func (c *Iceberg) Offsets(ctx context.Context, dataset string) (map[Partition]int64, error) {
+func (c *Iceberg) Offsets(ctx context.Context, dataset string) (map[lakehouse.Partition]int64, error) {
 	l := c.lock(dataset)
 	defer l.Unlock()
 	tbl, err := c.table(ctx, l, dataset)
 	if err != nil || tbl == nil {
-		return map[Partition]int64{}, err
+		return map[lakehouse.Partition]int64{}, err
 	}
 	return offsets(tbl), nil
 }
@@ -277,8 +160,8 @@ func (c *Iceberg) table(ctx context.Context, l *tableLock, dataset string) (*tab
 // offsets reads the offsets a table records: in its properties, updated
 // with every commit and when they advance without one (RecordOffsets), and
 // in its current snapshot's summary, as of that snapshot.
-func offsets(tbl *table.Table) map[Partition]int64 {
-	out := map[Partition]int64{}
+func offsets(tbl *table.Table) map[lakehouse.Partition]int64 {
+	out := map[lakehouse.Partition]int64{}
 	var sources []map[string]string
 	if s := tbl.CurrentSnapshot(); s != nil && s.Summary != nil {
 		sources = append(sources, s.Summary.Properties)
@@ -286,7 +169,7 @@ func offsets(tbl *table.Table) map[Partition]int64 {
 	sources = append(sources, tbl.Properties())
 	for _, props := range sources {
 		for k, v := range props {
-			rest, ok := strings.CutPrefix(k, OffsetPrefix)
+			rest, ok := strings.CutPrefix(k, lakehouse.OffsetPrefix)
 			if !ok {
 				continue
 			}
@@ -299,7 +182,7 @@ func offsets(tbl *table.Table) map[Partition]int64 {
 			if perr != nil || oerr != nil {
 				continue
 			}
-			p := Partition{rest[:i], int32(part)}
+			p := lakehouse.Partition{Source: rest[:i], Partition: int32(part)}
 			out[p] = max(out[p], off)
 		}
 	}
@@ -308,16 +191,16 @@ func offsets(tbl *table.Table) map[Partition]int64 {
 
 // merged returns the offsets of tbl advanced to recorded, as properties,
 // and whether any advanced.
-func merged(tbl *table.Table, recorded map[Partition]int64) (iceberg.Properties, bool) {
+func merged(tbl *table.Table, recorded map[lakehouse.Partition]int64) (iceberg.Properties, bool) {
 	props := iceberg.Properties{}
 	have := offsets(tbl)
 	for k, v := range have {
-		props[offsetKey(k)] = strconv.FormatInt(v, 10)
+		props[lakehouse.OffsetKey(k)] = strconv.FormatInt(v, 10)
 	}
 	advanced := false
 	for k, v := range recorded {
 		if old, ok := have[k]; !ok || v > old {
-			props[offsetKey(k)] = strconv.FormatInt(v, 10)
+			props[lakehouse.OffsetKey(k)] = strconv.FormatInt(v, 10)
 			advanced = true
 		}
 	}
@@ -328,7 +211,7 @@ func merged(tbl *table.Table, recorded map[Partition]int64) (iceberg.Properties,
 // recorded is past them, without a snapshot (in its properties): the
 // table holds every file of those partitions below them, and no commit
 // came since to say so.
-func (c *Iceberg) RecordOffsets(ctx context.Context, dataset string, recorded map[Partition]int64) error {
+func (c *Iceberg) RecordOffsets(ctx context.Context, dataset string, recorded map[lakehouse.Partition]int64) error {
 	l := c.lock(dataset)
 	defer l.Unlock()
 	tbl, err := c.table(ctx, l, dataset)
@@ -356,7 +239,7 @@ func (c *Iceberg) RecordOffsets(ctx context.Context, dataset string, recorded ma
 // one of the given source partitions and start at or past the offset the
 // table records for it: files a commit may have added after its offset
 // was recorded. Keys are Warehouse-relative.
-func (c *Iceberg) Landed(ctx context.Context, dataset string, parts map[Partition]bool) (map[string]bool, error) {
+func (c *Iceberg) Landed(ctx context.Context, dataset string, parts map[lakehouse.Partition]bool) (map[string]bool, error) {
 	l := c.lock(dataset)
 	defer l.Unlock()
 	tbl, err := c.table(ctx, l, dataset)
@@ -366,7 +249,7 @@ func (c *Iceberg) Landed(ctx context.Context, dataset string, parts map[Partitio
 	return c.landed(ctx, tbl, parts)
 }
 
-func (c *Iceberg) landed(ctx context.Context, tbl *table.Table, parts map[Partition]bool) (map[string]bool, error) {
+func (c *Iceberg) landed(ctx context.Context, tbl *table.Table, parts map[lakehouse.Partition]bool) (map[string]bool, error) {
 	out := map[string]bool{}
 	snap := tbl.CurrentSnapshot()
 	if snap == nil {
@@ -391,8 +274,8 @@ func (c *Iceberg) landed(ctx context.Context, tbl *table.Table, parts map[Partit
 			if !ok {
 				continue
 			}
-			src, part, first, ok := origin(key)
-			p := Partition{src, part}
+			src, part, first, ok := lakehouse.Origin(key)
+			p := lakehouse.Partition{Source: src, Partition: part}
 			if ok && parts[p] && first >= recorded[p] {
 				out[key] = true
 			}
@@ -412,32 +295,12 @@ func (c *Iceberg) location(key string) string {
 	return strings.TrimSuffix(c.cfg.Warehouse, "/") + "/" + key
 }
 
-// origin reads the source, partition and first offset from a landed file's
-// name (sinks.ObjectName: <source>-p<partition>-o<offset>.parquet).
-func origin(key string) (string, int32, int64, bool) {
-	name := strings.TrimSuffix(path.Base(key), ".parquet")
-	o := strings.LastIndex(name, "-o")
-	if o < 0 {
-		return "", 0, 0, false
-	}
-	p := strings.LastIndex(name[:o], "-p")
-	if p < 0 {
-		return "", 0, 0, false
-	}
-	part, perr := strconv.ParseInt(name[p+2:o], 10, 32)
-	first, ferr := strconv.ParseInt(name[o+2:], 10, 64)
-	if perr != nil || ferr != nil {
-		return "", 0, 0, false
-	}
-	return name[:p], int32(part), first, true
-}
-
 // Commit adds files, all of dataset, to its table in one snapshot that
 // records recorded, the offsets of the partitions the files come from
 // (other partitions' offsets are carried forward). The table is made, or
 // its schema evolved, first. Files already in the table are skipped (see
 // the package doc: skip lists those a lookup found).
-func (c *Iceberg) Commit(ctx context.Context, dataset string, files []File, recorded map[Partition]int64, skip map[string]bool) error {
+func (c *Iceberg) Commit(ctx context.Context, dataset string, files []lakehouse.File, recorded map[lakehouse.Partition]int64, skip map[string]bool) error {
 	l := c.lock(dataset)
 	defer l.Unlock()
 	tbl, err := c.table(ctx, l, dataset)
@@ -485,10 +348,6 @@ func (c *Iceberg) Commit(ctx context.Context, dataset string, files []File, reco
 	return nil
 }
 
-func offsetKey(p Partition) string {
-	return OffsetPrefix + p.Source + "." + strconv.Itoa(int(p.Partition))
-}
-
 // create makes a dataset's table from the Arrow schema of its first file,
 // its namespaces first, partitioned by the granularity of _cdc_ts its files
 // share.
@@ -506,7 +365,7 @@ func (c *Iceberg) create(ctx context.Context, dataset string, sch *arrow.Schema,
 	}
 	isch, err := icebergSchema(sch)
 	if err != nil {
-		return nil, fmt.Errorf("the iceberg schema of %s: %w: %w", dataset, ErrSchema, err)
+		return nil, fmt.Errorf("the iceberg schema of %s: %w: %w", dataset, lakehouse.ErrSchema, err)
 	}
 	opts := []catalog.CreateTableOpt{
 		catalog.WithLocation(c.location(dataset)),
@@ -528,7 +387,7 @@ func (c *Iceberg) create(ctx context.Context, dataset string, sch *arrow.Schema,
 		return c.load(ctx, dataset) // made by another instance meanwhile
 	}
 	if err != nil && strings.Contains(err.Error(), "invalid schema") {
-		return nil, fmt.Errorf("creating the iceberg table of %s: %w: %w", dataset, ErrSchema, err)
+		return nil, fmt.Errorf("creating the iceberg table of %s: %w: %w", dataset, lakehouse.ErrSchema, err)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("creating the iceberg table of %s: %w", dataset, err)
@@ -553,7 +412,7 @@ func nameMapping(sch *iceberg.Schema) string {
 // evolve adds to the table's schema the columns of files it lacks and
 // refreshes its name mapping, one commit per schema that brings columns;
 // it returns the table as it is after.
-func (c *Iceberg) evolve(ctx context.Context, tbl *table.Table, files []File) (*table.Table, error) {
+func (c *Iceberg) evolve(ctx context.Context, tbl *table.Table, files []lakehouse.File) (*table.Table, error) {
 	seen := map[*arrow.Schema]bool{}
 	for _, f := range files {
 		if seen[f.Schema] {
@@ -562,14 +421,14 @@ func (c *Iceberg) evolve(ctx context.Context, tbl *table.Table, files []File) (*
 		seen[f.Schema] = true
 		isch, err := icebergSchema(f.Schema)
 		if err != nil {
-			return nil, fmt.Errorf("the iceberg schema of %s: %w: %w", f.Key, ErrSchema, err)
+			return nil, fmt.Errorf("the iceberg schema of %s: %w: %w", f.Key, lakehouse.ErrSchema, err)
 		}
 		if covers(tbl.Schema(), isch) {
 			continue
 		}
 		tx := tbl.NewTransaction()
 		if err := tx.UpdateSchema(true, false).UnionByNameWith(isch).Commit(); err != nil {
-			return nil, fmt.Errorf("evolving the schema of %s for %s: %w: %w", tbl.Identifier(), f.Key, ErrSchema, err)
+			return nil, fmt.Errorf("evolving the schema of %s for %s: %w: %w", tbl.Identifier(), f.Key, lakehouse.ErrSchema, err)
 		}
 		staged, err := tx.StagedTable()
 		if err != nil {

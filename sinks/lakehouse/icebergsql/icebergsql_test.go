@@ -1,4 +1,4 @@
-package lakehouse_test
+package icebergsql_test
 
 import (
 	"bytes"
@@ -17,6 +17,7 @@ import (
 	"github.com/cdclake/cdclake/handlers/schema"
 	"github.com/cdclake/cdclake/sinks"
 	"github.com/cdclake/cdclake/sinks/lakehouse"
+	"github.com/cdclake/cdclake/sinks/lakehouse/icebergsql"
 	"github.com/cdclake/cdclake/sinks/parquet"
 	"github.com/cdclake/cdclake/sinks/parquet/parquettest"
 )
@@ -104,9 +105,9 @@ func withColumn(t *testing.T, mem memory.Allocator, rec arrow.RecordBatch, name 
 	return array.NewRecordBatch(arrow.NewSchema(fields, &md), append(rec.Columns(), col), rec.NumRows())
 }
 
-func open(t *testing.T, dir string) *lakehouse.Iceberg {
+func open(t *testing.T, dir string) *icebergsql.Iceberg {
 	t.Helper()
-	c, err := lakehouse.Open(context.Background(), lakehouse.Config{Catalog: "sqlite://" + filepath.Join(dir, "catalog.db"),
+	c, err := icebergsql.Open(context.Background(), lakehouse.Config{Catalog: "sqlite://" + filepath.Join(dir, "catalog.db"),
 		Warehouse: "file://" + dir}, slog.New(slog.DiscardHandler))
 	if err != nil {
 		t.Fatal(err)
@@ -195,26 +196,5 @@ func must(t *testing.T, err error) {
 	t.Helper()
 	if err != nil {
 		t.Fatal(err)
-	}
-}
-
-// TestWarehouseOf: where Iceberg finds a lake's files, and how.
-func TestWarehouseOf(t *testing.T) {
-	for _, tc := range []struct {
-		lake, warehouse string
-		props           map[string]string
-	}{
-		{"file:///data/lake?create_dir=true&metadata=skip", "file:///data/lake", nil},
-		{"s3://lake?endpoint=http://127.0.0.1:9000&use_path_style=true&region=eu-west-1&prefix=cdc/", "s3://lake/cdc",
-			map[string]string{"s3.endpoint": "http://127.0.0.1:9000", "s3.region": "eu-west-1", "s3.force-virtual-addressing": "false"}},
-		{"s3://lake", "s3://lake", map[string]string{}},
-	} {
-		wh, props, err := lakehouse.WarehouseOf(tc.lake)
-		if err != nil || wh != tc.warehouse || fmt.Sprint(props) != fmt.Sprint(tc.props) {
-			t.Errorf("%s: %s %v %v, want %s %v", tc.lake, wh, props, err, tc.warehouse, tc.props)
-		}
-	}
-	if _, _, err := lakehouse.WarehouseOf("gs://bucket"); err == nil {
-		t.Error("gs:// has a warehouse, want an error saying to set it")
 	}
 }

@@ -1,0 +1,184 @@
+// Package lakehouse commits the Parquet files cdclake lands as snapshots
+// of lakehouse tables, so that readers get atomic snapshots, time travel
+// and incremental reads over the same files a plain lake holds.
+//
+// # Iceberg
+//
+// Iceberg keeps a table's snapshots in a catalog; cdclake uses a SQL
+// catalog (SQLite for a single node and tests, PostgreSQL in production)
+// through iceberg-go. Each route table is an Iceberg table of the same
+// name, its dots making namespaces (db.public.orders is the table orders
+// in the namespace db.public, under Config.Namespace). A table is made at
+// its first commit, in format version 3 (nanosecond timestamps, columns of
+// NULLs only), from the Arrow schema of its first file, partitioned by the
+// time unit of _cdc_ts its files share (days(_cdc_ts) for the default
+// {table}/date={date}). Files carry no Iceberg field
+// ids: the table's name mapping (schema.name-mapping.default) gives them,
+// refreshed whenever a file brings new columns, which evolve the table's
+// schema first.
+//
+// # Exactly once
+//
+// Every commit records, in its snapshot's summary and in the table's
+// properties, each source partition's offset up to which the table holds
+// every file (cdclake.offset.<source>.<partition>), carried forward from
+// commit to commit; RecordOffsets advances the properties alone when no
+// file came since. The caller passes offsets that are true once the commit is in:
+// no file of the partition that starts below it waits to be committed. A
+// file that starts below its partition's recorded offset is in the table;
+// one at or past it may be (written and committed in a run that then
+// stopped), and is looked up by path, once per table and run, before the
+// first commit (Landed).
+//
+// # A process of its own
+//
+// iceberg-go costs every process that links it about 90 ms and 32 MB at
+// start (its Substrait function registry). The Catalog is therefore the
+// cdclake-lakehouse binary's (package icebergsql), which cdclake starts
+// only for a run with tables to commit (Start) and talks to over its
+// standard input and output (Serve): one JSON request and reply a line.
+package lakehouse
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/url"
+	"path"
+	"strconv"
+	"strings"
+
+	"github.com/apache/arrow-go/v18/arrow"
+)
+
+// Catalog commits landed files to lakehouse tables; see the package
+// documentation. Its methods are safe for concurrent use.
+type Catalog interface {
+	// Offsets returns the source partitions' offsets a dataset's table
+	// records (none before its first commit).
+	Offsets(ctx context.Context, dataset string) (map[Partition]int64, error)
+	// Landed returns the keys of the table's files of the given partitions
+	// that start at or past the offset it records for them.
+	Landed(ctx context.Context, dataset string, parts map[Partition]bool) (map[string]bool, error)
+	// Commit adds files, all of dataset, but those in skip, in one
+	// snapshot recording recorded, making or evolving the table first.
+	Commit(ctx context.Context, dataset string, files []File, recorded map[Partition]int64, skip map[string]bool) error
+	// RecordOffsets advances the offsets the table records where recorded
+	// is past them, without a snapshot.
+	RecordOffsets(ctx context.Context, dataset string, recorded map[Partition]int64) error
+	Close() error
+}
+
+// ErrSchema is returned for a file whose schema its Iceberg table cannot
+// hold: a type Iceberg lacks (time or timestamp in nanoseconds, a column of
+// NULLs only, in format version 2) or a type change Iceberg cannot evolve.
+// Trying again does not help; the route's types or table_format must
+// change.
+var ErrSchema = errors.New("iceberg cannot hold the file's schema")
+
+// OffsetPrefix starts the snapshot summary keys that hold the source
+// partitions' offsets: cdclake.offset.<source>.<partition>.
+const OffsetPrefix = "cdclake.offset."
+
+// Config says where the catalog is and how Iceberg reaches the lake.
+type Config struct {
+	// Catalog is the SQL catalog's database: sqlite:///path/catalog.db (or
+	// sqlite://relative/path.db), or postgres://user@host/db?... .
+	Catalog string
+	// Name is the catalog's name in its database (iceberg_tables'
+	// catalog_name); empty: cdclake.
+	Name string
+	// Warehouse is the lake's root as Iceberg addresses it: file:///abs/dir
+	// or s3://bucket/prefix. Tables live at Warehouse/<dataset>.
+	Warehouse string
+	// Properties are the catalog's and its file IO's properties (s3.endpoint,
+	// s3.region, s3.access-key-id, ...).
+	Properties map[string]string
+	// Namespace is the namespace every table's own namespaces go under;
+	// empty: none.
+	Namespace []string
+}
+
+// File is a landed Parquet file to commit.
+type File struct {
+	// Key is the object's key in the lake, Warehouse-relative.
+	Key string
+	// Table is the dataset (the source table's name).
+	Table string
+	// Schema is the file's Arrow schema (its table version's).
+	Schema *arrow.Schema
+	// Source, Partition and First say where the file's rows come from:
+	// the source partition and its first offset.
+	Source    string
+	Partition int32
+	First     int64
+	// Granularity is the time unit of _cdc_ts all the file's rows share
+	// (hour, day, month, year; "": none): a table made for the file is
+	// partitioned by it.
+	Granularity string
+}
+
+// Partition names a source partition in the offsets a commit records.
+type Partition struct {
+	Source    string
+	Partition int32
+}
+
+// WarehouseOf returns the warehouse and file IO properties by which
+// Iceberg reaches a lake of a normalized URL (lake.NormalizeURL): a
+// file:// lake's folder, or an s3:// lake's bucket (and prefix) with its
+// endpoint, region and addressing style. Credentials come from the
+// environment, as the lake's do.
+func WarehouseOf(lakeURL string) (string, map[string]string, error) {
+	u, err := url.Parse(lakeURL)
+	if err != nil {
+		return "", nil, err
+	}
+	q := u.Query()
+	switch u.Scheme {
+	case "file":
+		return "file://" + u.Path, nil, nil
+	case "s3":
+		props := map[string]string{}
+		if v := q.Get("endpoint"); v != "" {
+			props["s3.endpoint"] = v
+		}
+		if v := q.Get("region"); v != "" {
+			props["s3.region"] = v
+		}
+		if q.Get("use_path_style") == "true" {
+			props["s3.force-virtual-addressing"] = "false"
+		}
+		wh := "s3://" + u.Host
+		if p := strings.Trim(q.Get("prefix"), "/"); p != "" {
+			wh += "/" + p
+		}
+		return wh, props, nil
+	}
+	return "", nil, fmt.Errorf("iceberg reaches file:// and s3:// lakes; set sink.iceberg.warehouse and its properties for %s://", u.Scheme)
+}
+
+// Origin reads the source, partition and first offset from a landed file's
+// name (sinks.ObjectName: <source>-p<partition>-o<offset>.parquet).
+func Origin(key string) (string, int32, int64, bool) {
+	name := strings.TrimSuffix(path.Base(key), ".parquet")
+	o := strings.LastIndex(name, "-o")
+	if o < 0 {
+		return "", 0, 0, false
+	}
+	p := strings.LastIndex(name[:o], "-p")
+	if p < 0 {
+		return "", 0, 0, false
+	}
+	part, perr := strconv.ParseInt(name[p+2:o], 10, 32)
+	first, ferr := strconv.ParseInt(name[o+2:], 10, 64)
+	if perr != nil || ferr != nil {
+		return "", 0, 0, false
+	}
+	return name[:p], int32(part), first, true
+}
+
+// OffsetKey is the summary and property key of a partition's offset.
+func OffsetKey(p Partition) string {
+	return OffsetPrefix + p.Source + "." + strconv.Itoa(int(p.Partition))
+}

@@ -1,0 +1,71 @@
+package lakehouse_test
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"testing"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/cdclake/cdclake/sinks/lakehouse"
+)
+
+// fake is a Catalog that records its calls and answers from its fields.
+type fake struct {
+	files  []lakehouse.File
+	offs   map[lakehouse.Partition]int64
+	skip   map[string]bool
+	failed error
+}
+
+func (f *fake) Offsets(context.Context, string) (map[lakehouse.Partition]int64, error) {
+	return f.offs, nil
+}
+func (f *fake) Landed(_ context.Context, _ string, parts map[lakehouse.Partition]bool) (map[string]bool, error) {
+	out := map[string]bool{}
+	for p := range parts {
+		out[p.Source+"/x.parquet"] = true
+	}
+	return out, nil
+}
+func (f *fake) Commit(_ context.Context, _ string, files []lakehouse.File, rec map[lakehouse.Partition]int64, skip map[string]bool) error {
+	f.files, f.offs, f.skip = files, rec, skip
+	return f.failed
+}
+func (f *fake) RecordOffsets(context.Context, string, map[lakehouse.Partition]int64) error {
+	return nil
+}
+func (f *fake) Close() error { return nil }
+
+// TestServe: each Catalog call crosses Serve's pipe whole: files with their
+// schemas, offsets, skipped keys, results, and ErrSchema as itself.
+func TestServe(t *testing.T) {
+	cat := &fake{}
+	cli := lakehouse.Pipe(t, func(context.Context, lakehouse.Config, *slog.Logger) (lakehouse.Catalog, error) { return cat, nil })
+	ctx := context.Background()
+	sch := arrow.NewSchema([]arrow.Field{{Name: "_cdc_offset", Type: arrow.PrimitiveTypes.Int64}}, nil)
+	p := lakehouse.Partition{Source: "topic", Partition: 3}
+	files := []lakehouse.File{{Key: "t/a.parquet", Table: "t", Schema: sch, Source: "topic", Partition: 3, First: 7, Granularity: "day"},
+		{Key: "t/b.parquet", Table: "t", Schema: sch, Source: "topic", Partition: 3, First: 9}}
+	if err := cli.Commit(ctx, "t", files, map[lakehouse.Partition]int64{p: 12}, map[string]bool{"t/a.parquet": true}); err != nil {
+		t.Fatal(err)
+	}
+	if len(cat.files) != 2 || cat.files[0].First != 7 || cat.files[0].Granularity != "day" || !cat.files[1].Schema.Equal(sch) ||
+		cat.offs[p] != 12 || !cat.skip["t/a.parquet"] {
+		t.Errorf("served %+v %v %v", cat.files, cat.offs, cat.skip)
+	}
+	if offs, err := cli.Offsets(ctx, "t"); err != nil || offs[p] != 12 {
+		t.Errorf("offsets %v %v", offs, err)
+	}
+	if keys, err := cli.Landed(ctx, "t", map[lakehouse.Partition]bool{p: true}); err != nil || !keys["topic/x.parquet"] {
+		t.Errorf("landed %v %v", keys, err)
+	}
+	cat.failed = errors.New("boom: " + lakehouse.ErrSchema.Error())
+	if err := cli.Commit(ctx, "t", files, nil, nil); err == nil || errors.Is(err, lakehouse.ErrSchema) {
+		t.Errorf("a plain error came back as %v", err)
+	}
+	cat.failed = lakehouse.ErrSchema
+	if err := cli.Commit(ctx, "t", files, nil, nil); !errors.Is(err, lakehouse.ErrSchema) {
+		t.Errorf("ErrSchema came back as %v", err)
+	}
+}
