@@ -42,7 +42,6 @@ type committer struct {
 
 	mu      sync.Mutex
 	pending map[string][]*batch.Committing // by dataset, in the order handed
-	n       int
 	// held are the files handed over and not released yet, of every table.
 	held map[any]bool
 	wake chan struct{}
@@ -94,8 +93,7 @@ func (c *committer) add(f *batch.Committing) {
 	c.mu.Lock()
 	c.pending[f.Table] = append(c.pending[f.Table], f)
 	c.held[f] = true
-	c.n++
-	full := c.n >= c.maxFiles
+	full := len(c.held) >= c.maxFiles
 	c.mu.Unlock()
 	if full {
 		select {
@@ -237,7 +235,6 @@ func (c *committer) commit(ctx context.Context, only func(source string, part in
 			errs = append(errs, err)
 			c.mu.Lock()
 			c.pending[table] = append(fs, c.pending[table]...)
-			c.n += len(fs)
 			c.errors++
 			c.mu.Unlock()
 			continue
@@ -272,11 +269,15 @@ func (c *committer) commitTable(ctx context.Context, table string, fs []*batch.C
 	for _, f := range fs {
 		skip[f] = true
 	}
-	raw := map[lakehouse.Partition][2]any{}
+	type source struct {
+		name string
+		part int32
+	}
+	raw := map[lakehouse.Partition]source{}
 	var files []lakehouse.File
 	for _, f := range fs {
 		p := lakehouse.Partition{Source: sinks.Sanitize(f.Source), Partition: f.Partition}
-		raw[p] = [2]any{f.Source, f.Partition}
+		raw[p] = source{f.Source, f.Partition}
 		if rec, ok := view.recorded[p]; ok && f.First < rec {
 			continue // in the table: committed before its offset was recorded
 		}
@@ -285,7 +286,7 @@ func (c *committer) commitTable(ctx context.Context, table string, fs []*batch.C
 	}
 	recorded := map[lakehouse.Partition]int64{}
 	for p, r := range raw {
-		if d, ok := c.batcher.TableDurable(r[0].(string), r[1].(int32), table, skip); ok {
+		if d, ok := c.batcher.TableDurable(r.name, r.part, table, skip); ok {
 			recorded[p] = d
 		}
 	}
@@ -314,7 +315,7 @@ func (c *committer) commitTable(ctx context.Context, table string, fs []*batch.C
 		view.recorded[p] = max(view.recorded[p], off)
 	}
 	for p, r := range raw {
-		view.sources[p] = r[0].(string)
+		view.sources[p] = r.name
 	}
 	c.commits++
 	c.files += int64(len(files))
@@ -390,7 +391,6 @@ func (c *committer) take(match func(*batch.Committing) bool) map[string][]*batch
 		for _, f := range fs {
 			if match(f) {
 				out[table] = append(out[table], f)
-				c.n--
 			} else {
 				keep = append(keep, f)
 			}

@@ -84,6 +84,9 @@ func landIceberg(t *testing.T, broker, topic, dir string, opts ...pipelines.Opti
 func TestIcebergCommitsAfterAFailedRun(t *testing.T) {
 	py := os.Getenv("CDCLAKE_PYTHON")
 	if py == "" {
+		if os.Getenv("CDCLAKE_REQUIRE_DUCKDB") != "" {
+			t.Fatal("CDCLAKE_PYTHON is not set but CDCLAKE_REQUIRE_DUCKDB is: run `make test`")
+		}
 		t.Skip("CDCLAKE_PYTHON not set: run `make test` to read the tables with pyiceberg")
 	}
 	broker := kafkatest.Cluster(t)
