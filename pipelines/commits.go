@@ -40,6 +40,11 @@ type committer struct {
 	maxFiles int
 	retryFor time.Duration
 
+	// round is held by a commit or advance round: the periodic one and a
+	// handover's do not overlap, so that a round's tables, committed
+	// concurrently, are each its own.
+	round sync.Mutex
+
 	mu      sync.Mutex
 	pending map[string][]*batch.Committing // by dataset, in the order handed
 	// held are the files handed over and not released yet, of every table.
@@ -172,6 +177,8 @@ func (c *committer) flush(ctx context.Context) error {
 // of the table below them is in it, and a replay then skips its files by
 // offset rather than look them up.
 func (c *committer) advance(ctx context.Context, only func(source string, part int32) bool) error {
+	c.round.Lock()
+	defer c.round.Unlock()
 	c.mu.Lock()
 	type todo struct {
 		table string
@@ -193,11 +200,11 @@ func (c *committer) advance(ctx context.Context, only func(source string, part i
 		}
 	}
 	c.mu.Unlock()
-	var errs []error
-	for _, w := range work {
-		if err := c.ice.RecordOffsets(ctx, w.table, w.at); err != nil {
-			errs = append(errs, err)
-			continue
+	errs := make([]error, len(work))
+	concurrently(len(work), func(i int) {
+		w := work[i]
+		if errs[i] = c.ice.RecordOffsets(ctx, w.table, w.at); errs[i] != nil {
+			return
 		}
 		c.mu.Lock()
 		if v := c.tables[w.table]; v != nil {
@@ -206,8 +213,28 @@ func (c *committer) advance(ctx context.Context, only func(source string, part i
 			}
 		}
 		c.mu.Unlock()
-	}
+	})
 	return errors.Join(errs...)
+}
+
+// commitConcurrency is how many tables are committed at once: each commit
+// waits on the catalog's database and the lake's store more than it
+// computes.
+const commitConcurrency = 4
+
+// concurrently calls f(0) … f(n-1), commitConcurrency at a time, and
+// returns when all have.
+func concurrently(n int, f func(i int)) {
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, commitConcurrency)
+	for i := range n {
+		sem <- struct{}{}
+		wg.Go(func() {
+			defer func() { <-sem }()
+			f(i)
+		})
+	}
+	wg.Wait()
 }
 
 // schemaAdvice says what to do about a table Iceberg cannot hold.
@@ -217,9 +244,11 @@ func schemaAdvice(err error) error {
 }
 
 // commit commits the waiting files of the partitions only selects (nil:
-// all), one snapshot per table. Files of a table whose commit fails go
-// back to wait; the first error is returned.
+// all), one snapshot per table, several tables at once. Files of a table
+// whose commit fails go back to wait; the errors are returned.
 func (c *committer) commit(ctx context.Context, only func(source string, part int32) bool) error {
+	c.round.Lock()
+	defer c.round.Unlock()
 	c.mu.Lock()
 	take := c.take(func(f *batch.Committing) bool { return only == nil || only(f.Source, f.Partition) })
 	c.mu.Unlock()
@@ -228,16 +257,20 @@ func (c *committer) commit(ctx context.Context, only func(source string, part in
 		tables = append(tables, t)
 	}
 	slices.Sort(tables)
-	var errs []error
-	for _, table := range tables {
+	errs := make([]error, len(tables))
+	concurrently(len(tables), func(i int) {
+		table := tables[i]
 		fs := take[table]
 		if err := c.commitTable(ctx, table, fs); err != nil {
-			errs = append(errs, err)
+			errs[i] = err
 			c.mu.Lock()
 			c.pending[table] = append(fs, c.pending[table]...)
 			c.errors++
+			// What the table holds is read again before its next commit:
+			// a commit whose reply was lost may be in.
+			delete(c.tables, table)
 			c.mu.Unlock()
-			continue
+			return
 		}
 		for _, f := range fs {
 			c.batcher.Release(f.Source, f.Partition, f)
@@ -247,8 +280,8 @@ func (c *committer) commit(ctx context.Context, only func(source string, part in
 			delete(c.held, f)
 		}
 		c.mu.Unlock()
-	}
-	if len(errs) == 0 && len(tables) > 0 {
+	})
+	if errors.Join(errs...) == nil && len(tables) > 0 {
 		c.mu.Lock()
 		c.failing = time.Time{}
 		c.mu.Unlock()

@@ -15,6 +15,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/cdclake/cdclake/internal/pyenv"
 )
 
 // The end-to-end tests build the real binaries, land streams into a file://
@@ -24,14 +26,7 @@ import (
 
 func python(t *testing.T) string {
 	t.Helper()
-	py := os.Getenv("CDCLAKE_PYTHON")
-	if py == "" {
-		if os.Getenv("CDCLAKE_REQUIRE_DUCKDB") != "" {
-			t.Fatal("CDCLAKE_PYTHON is not set but CDCLAKE_REQUIRE_DUCKDB is: run `make test`")
-		}
-		t.Skip("CDCLAKE_PYTHON not set: run `make test` to read the lake back with DuckDB")
-	}
-	return py
+	return pyenv.Python(t, "read the lake back with DuckDB")
 }
 
 func build(t *testing.T, pkg string) string {

@@ -1,7 +1,6 @@
 package lakehouse
 
 import (
-	"bufio"
 	"context"
 	"io"
 	"log/slog"
@@ -19,7 +18,7 @@ func Pipe(t *testing.T, open Opener) Catalog {
 		repW.CloseWithError(err)
 		done <- err
 	}()
-	p := &process{in: reqW, out: bufio.NewReader(repR), wait: func() error { return <-done }}
+	p := newProcess(reqW, repR, func() error { return <-done })
 	if err := p.open(context.Background(), Config{}, slog.LevelInfo, "text"); err != nil {
 		t.Fatal(err)
 	}

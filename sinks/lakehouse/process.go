@@ -27,7 +27,8 @@ const Binary = "cdclake-lakehouse"
 
 // request is one call of a Catalog method.
 type request struct {
-	Op        string      `json:"op"` // offsets, landed, commit, record
+	ID        uint64      `json:"id"`
+	Op        string      `json:"op"` // open, offsets, landed, commit, record
 	Dataset   string      `json:"dataset,omitempty"`
 	Files     []wireFile  `json:"files,omitempty"`
 	Offsets   []wireOff   `json:"offsets,omitempty"`
@@ -38,9 +39,10 @@ type request struct {
 	LogFormat string      `json:"log_format,omitempty"`
 }
 
-// reply is a call's answer: its error (Schema when it is ErrSchema's), or
+// reply is a call's answer, by its request's ID: its error (Schema when it is ErrSchema's), or
 // its results.
 type reply struct {
+	ID      uint64    `json:"id"`
 	Error   string    `json:"error,omitempty"`
 	Schema  bool      `json:"schema,omitempty"`
 	Offsets []wireOff `json:"offsets,omitempty"`
@@ -76,13 +78,60 @@ func fromWire(ws []wireOff) map[Partition]int64 {
 	return out
 }
 
-// process is a Catalog served by a child process.
+// process is a Catalog served by a child process. Calls may overlap: each
+// request carries an ID its reply comes back with, and the server answers
+// them as they finish.
 type process struct {
 	in   io.WriteCloser
-	out  *bufio.Reader
 	wait func() error // waits for the server's end once in is closed
-	mu   sync.Mutex
-	err  error // the first failure of the pipe: every call fails after it
+	wmu  sync.Mutex   // one request written at a time
+
+	mu    sync.Mutex
+	next  uint64
+	calls map[uint64]chan reply // the calls waiting for their reply
+	err   error                 // the first failure of the pipe: every call fails after it
+}
+
+func newProcess(in io.WriteCloser, out io.Reader, wait func() error) *process {
+	p := &process{in: in, wait: wait, calls: map[uint64]chan reply{}}
+	go p.read(bufio.NewReaderSize(out, 1<<16))
+	return p
+}
+
+// read hands each reply to its call until the pipe ends, then fails the
+// calls still waiting.
+func (p *process) read(out *bufio.Reader) {
+	for {
+		b, err := out.ReadBytes('\n')
+		var rep reply
+		if err == nil {
+			err = json.Unmarshal(b, &rep)
+		}
+		if err != nil {
+			p.fail(err)
+			return
+		}
+		p.mu.Lock()
+		ch := p.calls[rep.ID]
+		delete(p.calls, rep.ID)
+		p.mu.Unlock()
+		if ch != nil {
+			ch <- rep
+		}
+	}
+}
+
+// fail records the pipe's failure and fails every waiting call.
+func (p *process) fail(err error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.err == nil {
+		p.err = fmt.Errorf("the %s process: %w", Binary, err)
+	}
+	for id, ch := range p.calls {
+		close(ch)
+		delete(p.calls, id)
+	}
 }
 
 // open opens cfg's catalog in the server at the other end of in and out.
@@ -114,7 +163,7 @@ func Start(ctx context.Context, cfg Config, level slog.Level, format string) (Ca
 	if err := cmd.Start(); err != nil {
 		return nil, fmt.Errorf("starting %s: %w", bin, err)
 	}
-	p := &process{in: in, out: bufio.NewReaderSize(out, 1<<16), wait: cmd.Wait}
+	p := newProcess(in, out, cmd.Wait)
 	if err := p.open(ctx, cfg, level, format); err != nil {
 		p.Close()
 		return nil, err
@@ -140,27 +189,42 @@ func findBinary() (string, error) {
 		"cdclake nor on PATH (make build builds both; the image has both)", Binary)
 }
 
-// call sends r and reads its reply.
+// call sends r and waits for its reply. A call whose ctx ends stops
+// waiting; the server may still carry it out.
 func (p *process) call(ctx context.Context, r request) (reply, error) {
+	ch := make(chan reply, 1)
 	p.mu.Lock()
-	defer p.mu.Unlock()
 	if p.err != nil {
+		p.mu.Unlock()
 		return reply{}, p.err
 	}
+	p.next++
+	r.ID = p.next
+	p.calls[r.ID] = ch
+	p.mu.Unlock()
 	line, err := json.Marshal(r)
 	if err == nil {
+		p.wmu.Lock()
 		_, err = p.in.Write(append(line, '\n'))
-	}
-	var rep reply
-	if err == nil {
-		var b []byte
-		if b, err = p.out.ReadBytes('\n'); err == nil {
-			err = json.Unmarshal(b, &rep)
-		}
+		p.wmu.Unlock()
 	}
 	if err != nil {
-		p.err = fmt.Errorf("the %s process: %w", Binary, err)
-		return reply{}, p.err
+		p.fail(err)
+	}
+	var rep reply
+	select {
+	case got, ok := <-ch:
+		if !ok {
+			p.mu.Lock()
+			defer p.mu.Unlock()
+			return reply{}, p.err
+		}
+		rep = got
+	case <-ctx.Done():
+		p.mu.Lock()
+		delete(p.calls, r.ID)
+		p.mu.Unlock()
+		return reply{}, fmt.Errorf("%s: %w", r.Op, ctx.Err())
 	}
 	switch {
 	case rep.Schema:
@@ -218,56 +282,88 @@ type Opener func(ctx context.Context, cfg Config, log *slog.Logger) (Catalog, er
 
 // Serve answers the requests of r on w, one a line, with the Catalog that
 // open opens for the first request's config, logging to logTo, until r
-// ends; then it closes the catalog.
+// ends; then it waits for the calls under way and closes the catalog.
+// Requests after the first are served concurrently, each reply written
+// whole as its call finishes.
 func Serve(r io.Reader, w io.Writer, logTo io.Writer, open Opener) error {
 	ctx := context.Background()
 	in := bufio.NewScanner(r)
 	in.Buffer(make([]byte, 1<<16), 1<<30)
+	var (
+		cat     Catalog
+		wmu     sync.Mutex
+		werr    error
+		running sync.WaitGroup
+	)
 	enc := json.NewEncoder(w)
-	var cat Catalog
+	answer := func(req request, rep reply, err error) {
+		if err != nil {
+			rep = reply{Error: err.Error(), Schema: errors.Is(err, ErrSchema)}
+		}
+		rep.ID = req.ID
+		wmu.Lock()
+		defer wmu.Unlock()
+		if werr == nil {
+			werr = enc.Encode(rep)
+		}
+	}
 	defer func() {
+		running.Wait()
 		if cat != nil {
 			cat.Close()
 		}
 	}()
 	for in.Scan() {
 		var req request
-		var rep reply
-		err := json.Unmarshal(in.Bytes(), &req)
-		if err == nil {
-			rep, err = serve(ctx, &cat, req, logTo, open)
+		if err := json.Unmarshal(in.Bytes(), &req); err != nil {
+			answer(req, reply{}, err)
+			continue
 		}
-		if err != nil {
-			rep = reply{Error: err.Error(), Schema: errors.Is(err, ErrSchema)}
+		switch {
+		case req.Op == "open" && cat != nil:
+			answer(req, reply{}, errors.New("open: the catalog is open"))
+		case req.Op == "open":
+			var err error
+			cat, err = openCatalog(ctx, req, logTo, open)
+			answer(req, reply{}, err)
+		case cat == nil:
+			answer(req, reply{}, errors.New(req.Op+": the catalog is not open"))
+		default:
+			running.Add(1)
+			go func(c Catalog) {
+				defer running.Done()
+				rep, err := serve(ctx, c, req)
+				answer(req, rep, err)
+			}(cat)
 		}
-		if err := enc.Encode(rep); err != nil {
-			return err
-		}
+	}
+	running.Wait()
+	wmu.Lock()
+	defer wmu.Unlock()
+	if werr != nil {
+		return werr
 	}
 	return in.Err()
 }
 
-// serve answers one request.
-func serve(ctx context.Context, cat *Catalog, req request, logTo io.Writer, open Opener) (reply, error) {
-	if req.Op == "open" {
-		if req.Config == nil {
-			return reply{}, errors.New("open: no config")
-		}
-		var level slog.Level
-		_ = level.UnmarshalText([]byte(req.LogLevel))
-		opts := &slog.HandlerOptions{Level: level}
-		var h slog.Handler = slog.NewTextHandler(logTo, opts)
-		if req.LogFormat == "json" {
-			h = slog.NewJSONHandler(logTo, opts)
-		}
-		c, err := open(ctx, *req.Config, slog.New(h).With("process", Binary))
-		*cat = c
-		return reply{}, err
+// openCatalog answers the open request: it opens the catalog its config
+// names, logging to logTo at the level and in the format asked.
+func openCatalog(ctx context.Context, req request, logTo io.Writer, open Opener) (Catalog, error) {
+	if req.Config == nil {
+		return nil, errors.New("open: no config")
 	}
-	if *cat == nil {
-		return reply{}, errors.New(req.Op + ": the catalog is not open")
+	var level slog.Level
+	_ = level.UnmarshalText([]byte(req.LogLevel))
+	opts := &slog.HandlerOptions{Level: level}
+	var h slog.Handler = slog.NewTextHandler(logTo, opts)
+	if req.LogFormat == "json" {
+		h = slog.NewJSONHandler(logTo, opts)
 	}
-	c := *cat
+	return open(ctx, *req.Config, slog.New(h).With("process", Binary))
+}
+
+// serve answers one request of the open catalog c.
+func serve(ctx context.Context, c Catalog, req request) (reply, error) {
 	switch req.Op {
 	case "offsets":
 		offs, err := c.Offsets(ctx, req.Dataset)

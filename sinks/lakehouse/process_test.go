@@ -4,7 +4,10 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"strconv"
+	"sync"
 	"testing"
+	"time"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/cdclake/cdclake/sinks/lakehouse"
@@ -68,4 +71,45 @@ func TestServe(t *testing.T) {
 	if err := cli.Commit(ctx, "t", files, nil, nil); !errors.Is(err, lakehouse.ErrSchema) {
 		t.Errorf("ErrSchema came back as %v", err)
 	}
+}
+
+// barrier answers Offsets with the dataset's name as its source, once
+// all calls expected have arrived: served one after the other, the first
+// would wait forever.
+type barrier struct {
+	fake
+	arrived sync.WaitGroup
+}
+
+func (b *barrier) Offsets(_ context.Context, dataset string) (map[lakehouse.Partition]int64, error) {
+	b.arrived.Done()
+	all := make(chan struct{})
+	go func() { b.arrived.Wait(); close(all) }()
+	select {
+	case <-all:
+	case <-time.After(10 * time.Second):
+		return nil, errors.New("the other calls never came: calls are served one at a time")
+	}
+	n, _ := strconv.Atoi(dataset)
+	return map[lakehouse.Partition]int64{{Source: dataset}: int64(n)}, nil
+}
+
+// TestServeConcurrentCalls: calls made at once are served at once, and each
+// gets its own reply.
+func TestServeConcurrentCalls(t *testing.T) {
+	const calls = 20
+	b := &barrier{}
+	b.arrived.Add(calls)
+	cli := lakehouse.Pipe(t, func(context.Context, lakehouse.Config, *slog.Logger) (lakehouse.Catalog, error) { return b, nil })
+	var wg sync.WaitGroup
+	for i := range calls {
+		wg.Go(func() {
+			ds := strconv.Itoa(i)
+			offs, err := cli.Offsets(context.Background(), ds)
+			if err != nil || len(offs) != 1 || offs[lakehouse.Partition{Source: ds}] != int64(i) {
+				t.Errorf("call %d got %v %v", i, offs, err)
+			}
+		})
+	}
+	wg.Wait()
 }

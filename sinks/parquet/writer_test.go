@@ -19,6 +19,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/memory"
 	pq "github.com/apache/arrow-go/v18/parquet"
 	"github.com/apache/arrow-go/v18/parquet/file"
+	"github.com/cdclake/cdclake/internal/pyenv"
 	"github.com/cdclake/cdclake/sinks"
 	"github.com/cdclake/cdclake/sinks/parquet"
 	"github.com/cdclake/cdclake/sinks/parquet/parquettest"
@@ -882,13 +883,7 @@ func TestWriterSplitsWithSmallPages(t *testing.T) {
 // schemas of FuzzWriterSchemas' seeds (nested lists, maps and structs,
 // wide decimals, every timestamp unit, each codec).
 func TestReadersSeeWhatPqarrowWrites(t *testing.T) {
-	py := os.Getenv("CDCLAKE_PYTHON")
-	if py == "" {
-		if os.Getenv("CDCLAKE_REQUIRE_DUCKDB") != "" {
-			t.Fatal("CDCLAKE_PYTHON is not set but CDCLAKE_REQUIRE_DUCKDB is: run `make test`")
-		}
-		t.Skip("CDCLAKE_PYTHON not set: run `make test` to read the files with pyarrow and DuckDB")
-	}
+	py := pyenv.Python(t, "read the files with pyarrow and DuckDB")
 	mem := memory.NewGoAllocator()
 	cols := slices.DeleteFunc(allTypes(), func(c column) bool { return c.name == "n" })
 	types := record(t, mem, cols)

@@ -15,6 +15,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/memory"
 	"github.com/cdclake/cdclake/handlers/schema"
+	"github.com/cdclake/cdclake/internal/pyenv"
 	"github.com/cdclake/cdclake/sinks"
 	"github.com/cdclake/cdclake/sinks/lakehouse"
 	"github.com/cdclake/cdclake/sinks/lakehouse/icebergsql"
@@ -168,13 +169,7 @@ func TestIcebergCommits(t *testing.T) {
 // returns its rows and its NULLs in loyalty_tier.
 func scan(t *testing.T, dir string) (rows, nulls int) {
 	t.Helper()
-	py := os.Getenv("CDCLAKE_PYTHON")
-	if py == "" {
-		if os.Getenv("CDCLAKE_REQUIRE_DUCKDB") != "" {
-			t.Fatal("CDCLAKE_PYTHON is not set but CDCLAKE_REQUIRE_DUCKDB is: run `make test`")
-		}
-		t.Skip("CDCLAKE_PYTHON not set: run `make test` to read the table with pyiceberg")
-	}
+	py := pyenv.Python(t, "read the table with pyiceberg")
 	script := `
 import sys
 from pyiceberg.catalog.sql import SqlCatalog
