@@ -14,6 +14,7 @@ import (
 	"github.com/cdclake/cdclake/pipelines/source/kafka"
 	"github.com/cdclake/cdclake/sinks"
 	"github.com/cdclake/cdclake/sinks/lake"
+	"github.com/cdclake/cdclake/sinks/lakehouse"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"gocloud.dev/blob"
@@ -28,8 +29,9 @@ const ProbeDir = "_cdclake/probe"
 // expression matches one), the dead letters' topic, the schema registry,
 // and the bucket, where it creates a probe object twice to see that the
 // store refuses the second create (exactly-once relies on create-once
-// writes), then deletes it. It returns every problem, each naming what it
-// is about.
+// writes), then deletes it; and, for routes with a table format, the
+// lakehouse catalog, which it opens. It returns every problem, each naming
+// what it is about.
 func (s *Setup) CheckConnections(ctx context.Context) []error {
 	var errs []error
 	if k := s.Kafka; k != nil {
@@ -48,7 +50,23 @@ func (s *Setup) CheckConnections(ctx context.Context) []error {
 	if err := probeBucket(ctx, s.Sink); err != nil {
 		errs = append(errs, fmt.Errorf("sink: %w", err))
 	}
+	if ice := s.Plan.iceberg; ice != nil {
+		if err := openCatalog(ctx, *ice); err != nil {
+			errs = append(errs, fmt.Errorf("sink.iceberg.catalog: %w", err))
+		}
+	}
 	return errs
+}
+
+// openCatalog starts the lakehouse committer and opens the catalog, as a
+// run does (creating the catalog's tables in its database if they are
+// missing), then closes it.
+func openCatalog(ctx context.Context, cfg lakehouse.Config) error {
+	cat, err := lakehouse.Start(ctx, cfg, slog.LevelWarn, "text")
+	if err != nil {
+		return err
+	}
+	return cat.Close()
 }
 
 // checkTopics connects to the brokers of cfg and checks that the topics

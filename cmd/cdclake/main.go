@@ -321,7 +321,7 @@ func validateCmd(args []string, stdout, stderr io.Writer) int {
 	fs := flagSet("validate", stdout)
 	var s settings
 	s.register(fs, false)
-	connect := fs.Bool("check-connections", false, "also connect to the brokers (the topics exist), the schema registry and the bucket (it takes create-once writes)")
+	connect := fs.Bool("check-connections", false, "also connect to the brokers (the topics exist), the schema registry, the bucket (it takes create-once writes) and the Iceberg catalog")
 	// The file may come before or after the flags.
 	if len(args) > 0 && !strings.HasPrefix(args[0], "-") {
 		s.config, args = args[0], args[1:]

@@ -308,3 +308,36 @@ func TestProbe(t *testing.T) {
 		t.Errorf("an unknown probe: %d", rc)
 	}
 }
+
+// TestValidateOpensTheCatalog: validate --check-connections starts the
+// lakehouse committer and opens the Iceberg catalog of a config with
+// committed tables; a catalog it cannot open is a problem under its key.
+func TestValidateOpensTheCatalog(t *testing.T) {
+	t.Setenv("CDCLAKE_LAKEHOUSE", build(t, "github.com/cdclake/cdclake/cmd/cdclake-lakehouse"))
+	dir := t.TempDir()
+	config := func(name, catalog string) string {
+		f := filepath.Join(dir, name)
+		yaml := fmt.Sprintf("source:\n  url: %s\nsink:\n  url: file://%s\n  iceberg:\n    catalog: %s\ndefaults:\n  table_format: iceberg\n",
+			filepath.Join(dir, "in.ndjson"), filepath.Join(dir, "lake"), catalog)
+		if err := os.WriteFile(f, []byte(yaml), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return f
+	}
+	catalog := filepath.Join(dir, "catalog.db")
+	good := config("good.yaml", "sqlite://"+catalog)
+	if rc, out, errs := inProcess("validate", good, "--check-connections"); rc != exitOK || !strings.Contains(out, "every connection works") {
+		t.Errorf("validate --check-connections: %d\n%s%s", rc, out, errs)
+	}
+	if _, err := os.Stat(catalog); err != nil {
+		t.Errorf("the catalog's database was not opened: %v", err)
+	}
+	bad := config("bad.yaml", "sqlite://"+filepath.Join(dir, "no-such-dir", "catalog.db"))
+	rc, out, errs := inProcess("validate", bad, "--check-connections")
+	if rc != exitFailed {
+		t.Fatalf("validate --check-connections of a catalog that cannot open: %d\n%s%s", rc, out, errs)
+	}
+	if p := problems(errs); !slices.ContainsFunc(p, func(s string) bool { return strings.HasPrefix(s, "sink.iceberg.catalog: ") }) {
+		t.Errorf("no problem under sink.iceberg.catalog in:\n%s", errs)
+	}
+}

@@ -323,8 +323,10 @@ func Serve(r io.Reader, w io.Writer, logTo io.Writer, open Opener) error {
 		case req.Op == "open" && cat != nil:
 			answer(req, reply{}, errors.New("open: the catalog is open"))
 		case req.Op == "open":
-			var err error
-			cat, err = openCatalog(ctx, req, logTo, open)
+			c, err := openCatalog(ctx, req, logTo, open)
+			if err == nil {
+				cat = c
+			}
 			answer(req, reply{}, err)
 		case cat == nil:
 			answer(req, reply{}, errors.New(req.Op+": the catalog is not open"))

@@ -3,8 +3,10 @@ package lakehouse_test
 import (
 	"context"
 	"errors"
+	"io"
 	"log/slog"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -112,4 +114,22 @@ func TestServeConcurrentCalls(t *testing.T) {
 		})
 	}
 	wg.Wait()
+}
+
+// TestServeFailedOpen: a catalog that fails to open (a typed nil with its
+// error) is reported, not served, and not closed.
+func TestServeFailedOpen(t *testing.T) {
+	var out strings.Builder
+	in := strings.NewReader(`{"id":1,"op":"open","config":{}}` + "\n" + `{"id":2,"op":"offsets","dataset":"t"}` + "\n")
+	open := func(context.Context, lakehouse.Config, *slog.Logger) (lakehouse.Catalog, error) {
+		var none *fake
+		return none, errors.New("no such database")
+	}
+	if err := lakehouse.Serve(in, &out, io.Discard, open); err != nil {
+		t.Fatal(err)
+	}
+	want := `{"id":1,"error":"no such database"}` + "\n" + `{"id":2,"error":"offsets: the catalog is not open"}` + "\n"
+	if out.String() != want {
+		t.Errorf("replies:\n%s\nwant\n%s", out.String(), want)
+	}
 }

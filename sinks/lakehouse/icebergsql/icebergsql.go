@@ -308,7 +308,7 @@ func (c *Iceberg) Commit(ctx context.Context, dataset string, files []lakehouse.
 		return err
 	}
 	if tbl == nil {
-		if tbl, err = c.create(ctx, dataset, files[0].Schema, files[0].Granularity); err != nil {
+		if tbl, err = c.create(ctx, dataset, widest(files), files[0].Granularity); err != nil {
 			return err
 		}
 		l.tbl = tbl
@@ -348,8 +348,39 @@ func (c *Iceberg) Commit(ctx context.Context, dataset string, files []lakehouse.
 	return nil
 }
 
-// create makes a dataset's table from the Arrow schema of its first file,
-// its namespaces first, partitioned by the granularity of _cdc_ts its files
+// widest returns the schema of files that has every column of the others,
+// if one has; the first file's otherwise.
+func widest(files []lakehouse.File) *arrow.Schema {
+	for i := len(files) - 1; i >= 0; i-- {
+		all := true
+		for _, f := range files {
+			if !hasColumns(files[i].Schema, f.Schema) {
+				all = false
+				break
+			}
+		}
+		if all {
+			return files[i].Schema
+		}
+	}
+	return files[0].Schema
+}
+
+// hasColumns reports whether have has every top-level column of sch, of
+// the same type.
+func hasColumns(have, sch *arrow.Schema) bool {
+	for _, f := range sch.Fields() {
+		i := have.FieldIndices(f.Name)
+		if len(i) != 1 || !arrow.TypeEqual(have.Field(i[0]).Type, f.Type) {
+			return false
+		}
+	}
+	return true
+}
+
+// create makes a dataset's table from an Arrow schema (that of its first
+// commit's files with every column of the others: widest), its namespaces
+// first, partitioned by the granularity of _cdc_ts its files
 // share.
 func (c *Iceberg) create(ctx context.Context, dataset string, sch *arrow.Schema, granularity string) (*table.Table, error) {
 	id := c.Identifier(dataset)
@@ -410,8 +441,10 @@ func nameMapping(sch *iceberg.Schema) string {
 }
 
 // evolve adds to the table's schema the columns of files it lacks and
-// refreshes its name mapping, one commit per schema that brings columns;
-// it returns the table as it is after.
+// refreshes its name mapping, one commit per schema that brings columns
+// (iceberg-go v0.7.0 fails a transaction with two schema updates, or one
+// and added files: "current schema id has changed"); it returns the table
+// as it is after.
 func (c *Iceberg) evolve(ctx context.Context, tbl *table.Table, files []lakehouse.File) (*table.Table, error) {
 	seen := map[*arrow.Schema]bool{}
 	for _, f := range files {
