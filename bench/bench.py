@@ -201,26 +201,80 @@ def metrics_overhead(args, streams, runs=7):
              "|---|---|---|---|---|"]
     worst = 0.0
     for label, stream, messages in streams:
-        best = {}
-        ratios = []
-        for _ in range(runs):
-            cpu = {}
-            for on in (False, True):
-                lake = fresh(args, "metrics")
-                cmd = [args.cdclake, "run", "--source", str(stream), "--sink", str(lake)]
-                if on:
-                    cmd += ["--metrics-addr", f"127.0.0.1:{free_port()}"]
-                used = []
-                wall, _, _ = measured(cmd, dict(os.environ, GOMAXPROCS="1"), used)
-                shutil.rmtree(lake, ignore_errors=True)
-                best[on] = min(best.get(on, wall), wall)
-                cpu[on] = used[0]
-            ratios.append(cpu[True] / cpu[False])
+        def land(on):
+            lake = fresh(args, "metrics")
+            cmd = [args.cdclake, "run", "--source", str(stream), "--sink", str(lake)]
+            if on:
+                cmd += ["--metrics-addr", f"127.0.0.1:{free_port()}"]
+            return cmd, lambda: shutil.rmtree(lake, ignore_errors=True)
+
+        best, ratios = paired(land, runs)
         off, on = messages / best[False], messages / best[True]
         med = statistics.median(ratios)
         worst = max(worst, off / on)
         lines.append(f"| {label} | {off:,.0f} | {on:,.0f} | {on / off:.3f} | {med:.3f} |")
     return "\n".join(lines), worst
+
+
+def paired(land, runs):
+    """Runs runs pairs of commands on one core, land(False)'s then
+    land(True)'s (land returns the command and what to do after it): the
+    best wall time of each, and each pair's CPU time True/False."""
+    best, ratios = {}, []
+    for _ in range(runs):
+        cpu = {}
+        for on in (False, True):
+            cmd, after = land(on)
+            used = []
+            wall, _, _ = measured(cmd, dict(os.environ, GOMAXPROCS="1"), used)
+            after()
+            best[on] = min(best.get(on, wall), wall)
+            cpu[on] = used[0]
+        ratios.append(cpu[True] / cpu[False])
+    return best, ratios
+
+
+def iceberg_overhead(args, streams, got, runs=7):
+    """Lands each stream on one core into a plain lake and with every table
+    committed to Iceberg (table_format: iceberg, a SQLite catalog beside
+    the lake; the cdclake-lakehouse beside --cdclake commits), in pairs,
+    plain then Iceberg, runs pairs: a table of the best rates of each and of
+    the median over the pairs of Iceberg/plain in CPU time (user and
+    system, the committer's included: wait4 counts the children a process
+    waited for). The largest median goes in got["iceberg"]."""
+    import statistics
+
+    lines = ["| workload | events/s, plain (best) | events/s, Iceberg (best) | Iceberg / plain, best rates | "
+             "CPU Iceberg / plain, median of pairs | snapshots |",
+             "|---|---|---|---|---|---|"]
+    worst = 0.0
+    for label, stream, messages in streams:
+        snapshots = []
+
+        def land(ice):
+            root = fresh(args, "iceberg")
+            lake = root / "lake"
+            cmd = [args.cdclake, "run", "--source", str(stream), "--sink", str(lake)]
+            if ice:
+                cfg = root / "iceberg.yaml"
+                cfg.write_text(f"defaults:\n  table_format: iceberg\nsink:\n  iceberg:\n"
+                               f"    catalog: sqlite://{root / 'catalog.db'}\n")
+                cmd += ["--config", str(cfg)]
+
+            def after():
+                if ice:
+                    snapshots.append(len(list(lake.rglob("snap-*.avro"))))
+                shutil.rmtree(root, ignore_errors=True)
+            return cmd, after
+
+        best, ratios = paired(land, runs)
+        snapshots = max(snapshots)
+        plain, ice = messages / best[False], messages / best[True]
+        med = statistics.median(ratios)
+        worst = max(worst, med)
+        lines.append(f"| {label} | {plain:,.0f} | {ice:,.0f} | {ice / plain:.3f} | {med:.3f} | {snapshots} |")
+    got["iceberg"] = worst
+    return "\n".join(lines)
 
 
 def scrape_cost():
@@ -275,6 +329,9 @@ def targets(rows, got):
     if scales:
         add("GOMAXPROCS=2 vs 1", "≥ 1.7× on every stream", ", ".join(f"{s:.2f}" for _, s in scales),
             min(s for _, s in scales) >= 1.7)
+    if "iceberg" in got:
+        add("Iceberg commits vs plain Parquet", "≤ 1.10× the CPU, on one core", f"{got['iceberg']:.2f}×",
+            got["iceberg"] <= 1.10)
     if "kafka" in got:
         add("Kafka → lake vs bare consume", "≥ 0.8×", f"{got['kafka']:.2f}×", got["kafka"] >= 0.8)
     if "t1000" in got:
@@ -382,6 +439,20 @@ best rate off over best rate on: {worst:.3f}.{per}
 """
 
     got = {}
+    iceberg = ""
+    if streams:
+        it = iceberg_overhead(args, streams, got)
+        print(it)
+        iceberg = f"""
+Iceberg commits' cost: each stream landed on one core into a plain lake and with every table
+committed to an Iceberg table (`table_format: iceberg`, a SQLite catalog beside the lake), 7 pairs
+of runs, plain then Iceberg: the best rate of each, and the median over the pairs of the CPU time
+Iceberg/plain, the `cdclake-lakehouse` process's included. Its cost is mostly fixed per run and
+table (starting the committer, making each table at its first commit), so it weighs less the
+longer a run: see docs/lakehouse.md.
+
+{it}
+"""
     many = ""
     if not args.only or "tables" in args.only.split(","):
         single = next((r["rate"] for r in rows if r["workload"] == "GoldenGate Data Streams" and r["who"].endswith("=1")), None)
@@ -459,7 +530,7 @@ The lakes and DuckDB's file are written to {args.lakes}{tmpfs}.
 How this machine scales from one busy core to two, by kind of work (`go run ./bench/scaling`: two
 goroutines' throughput over one's, 2.00 is linear; compute in the first-level cache, reads and
 writes within the second-level cache, and beyond every cache): {machine}.
-{metrics}{bound}{many}{kafka}{goals}""", encoding="utf-8")
+{metrics}{iceberg}{bound}{many}{kafka}{goals}""", encoding="utf-8")
     print(f"written {args.results}", file=sys.stderr)
 
 
