@@ -61,8 +61,8 @@ type committer struct {
 	// schemaOf reads a landed file's schema, for files handed over again
 	// after a claim (recommit) without one.
 	schemaOf func(ctx context.Context, key string) (*arrow.Schema, error)
-	// failing is when commits started failing; zero while they succeed.
-	failing time.Time
+	// failing is, per table whose commits fail, when they started to.
+	failing map[string]time.Time
 	commits int64 // snapshots committed
 	files   int64 // files added
 	errors  int64 // table commits that failed
@@ -89,7 +89,7 @@ type tableView struct {
 
 func newCommitter(ice lakehouse.Catalog, b *batch.Batcher, log *slog.Logger, interval, retryFor time.Duration) *committer {
 	return &committer{ice: ice, batcher: b, log: log.With("component", "commits"), interval: interval, maxFiles: 1000,
-		retryFor: retryFor, pending: map[string][]*batch.Committing{}, held: map[any]bool{}, wake: make(chan struct{}, 1), tables: map[string]*tableView{}}
+		retryFor: retryFor, pending: map[string][]*batch.Committing{}, held: map[any]bool{}, failing: map[string]time.Time{}, wake: make(chan struct{}, 1), tables: map[string]*tableView{}}
 }
 
 // add takes a written file over (batch.Config.Commit); it runs under the
@@ -109,7 +109,8 @@ func (c *committer) add(f *batch.Committing) {
 }
 
 // run commits every interval, or sooner when many files wait, until ctx
-// ends. A commit that keeps failing for retryFor fails the run (fail).
+// ends. A table whose commits keep failing for retryFor fails the run
+// (fail); other tables' failures in between do not add up.
 func (c *committer) run(ctx context.Context, fail func(error) error) {
 	t := time.NewTicker(c.interval)
 	defer t.Stop()
@@ -129,10 +130,14 @@ func (c *committer) run(ctx context.Context, fail func(error) error) {
 			return
 		}
 		c.mu.Lock()
-		if c.failing.IsZero() {
-			c.failing = time.Now()
+		long := false
+		for table, since := range c.failing {
+			if len(c.pending[table]) == 0 { // its files went to another owner
+				delete(c.failing, table)
+				continue
+			}
+			long = long || time.Since(since) > c.retryFor
 		}
-		long := time.Since(c.failing) > c.retryFor
 		c.mu.Unlock()
 		if long {
 			_ = fail(fmt.Errorf("committing to the lakehouse tables failed for %s: %w", c.retryFor, err))
@@ -266,6 +271,9 @@ func (c *committer) commit(ctx context.Context, only func(source string, part in
 			c.mu.Lock()
 			c.pending[table] = append(fs, c.pending[table]...)
 			c.errors++
+			if _, ok := c.failing[table]; !ok {
+				c.failing[table] = time.Now()
+			}
 			// What the table holds is read again before its next commit:
 			// a commit whose reply was lost may be in.
 			delete(c.tables, table)
@@ -279,13 +287,9 @@ func (c *committer) commit(ctx context.Context, only func(source string, part in
 		for _, f := range fs {
 			delete(c.held, f)
 		}
+		delete(c.failing, table)
 		c.mu.Unlock()
 	})
-	if errors.Join(errs...) == nil && len(tables) > 0 {
-		c.mu.Lock()
-		c.failing = time.Time{}
-		c.mu.Unlock()
-	}
 	return errors.Join(errs...)
 }
 

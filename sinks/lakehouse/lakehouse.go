@@ -10,8 +10,7 @@
 // name, its dots making namespaces (db.public.orders is the table orders
 // in the namespace db.public, under Config.Namespace). A table is made at
 // its first commit, in format version 3 (nanosecond timestamps, columns of
-// NULLs only), from the Arrow schema of that commit's files (the one with
-// every column of the others, if one has), partitioned by the
+// NULLs only), from the Arrow schema of its first file, partitioned by the
 // time unit of _cdc_ts its files share (days(_cdc_ts) for the default
 // {table}/date={date}). Files carry no Iceberg field
 // ids: the table's name mapping (schema.name-mapping.default) gives them,

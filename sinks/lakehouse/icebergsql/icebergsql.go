@@ -308,7 +308,7 @@ func (c *Iceberg) Commit(ctx context.Context, dataset string, files []lakehouse.
 		return err
 	}
 	if tbl == nil {
-		if tbl, err = c.create(ctx, dataset, widest(files), files[0].Granularity); err != nil {
+		if tbl, err = c.create(ctx, dataset, files[0].Schema, files[0].Granularity); err != nil {
 			return err
 		}
 		l.tbl = tbl
@@ -348,39 +348,8 @@ func (c *Iceberg) Commit(ctx context.Context, dataset string, files []lakehouse.
 	return nil
 }
 
-// widest returns the schema of files that has every column of the others,
-// if one has; the first file's otherwise.
-func widest(files []lakehouse.File) *arrow.Schema {
-	for i := len(files) - 1; i >= 0; i-- {
-		all := true
-		for _, f := range files {
-			if !hasColumns(files[i].Schema, f.Schema) {
-				all = false
-				break
-			}
-		}
-		if all {
-			return files[i].Schema
-		}
-	}
-	return files[0].Schema
-}
-
-// hasColumns reports whether have has every top-level column of sch, of
-// the same type.
-func hasColumns(have, sch *arrow.Schema) bool {
-	for _, f := range sch.Fields() {
-		i := have.FieldIndices(f.Name)
-		if len(i) != 1 || !arrow.TypeEqual(have.Field(i[0]).Type, f.Type) {
-			return false
-		}
-	}
-	return true
-}
-
-// create makes a dataset's table from an Arrow schema (that of its first
-// commit's files with every column of the others: widest), its namespaces
-// first, partitioned by the granularity of _cdc_ts its files
+// create makes a dataset's table from the Arrow schema of its first file,
+// its namespaces first, partitioned by the granularity of _cdc_ts its files
 // share.
 func (c *Iceberg) create(ctx context.Context, dataset string, sch *arrow.Schema, granularity string) (*table.Table, error) {
 	id := c.Identifier(dataset)
