@@ -279,7 +279,9 @@ step "land shopavro from Kafka (Avro, registry)" land_avro_from_kafka
 # SQLite catalog): an instance is killed with SIGKILL after its first file,
 # a restarted one lands the rest to the end offsets; pyiceberg then reads
 # every table as exactly the rows of its files, each snapshot as its files,
-# with the offsets recorded (testdata/e2e/iceberg.py).
+# with the offsets recorded (testdata/e2e/iceberg.py), and Spark reads them
+# too, each snapshot holding every row below its offsets
+# (testdata/e2e/iceberg_spark.py).
 ICEBERG_LAKE=$DATA_DIR/s3/scratch/kafka-iceberg
 land_iceberg_from_kafka() {
   local catalog=$E2E_DIR/iceberg-catalog.db pid
@@ -306,6 +308,16 @@ land_iceberg_from_kafka() {
     "$REPO_DIR/.venv/bin/python" "$REPO_DIR/testdata/e2e/iceberg.py" "$catalog" "$ICEBERG_LAKE" \
     --warehouse s3://scratch/kafka-iceberg --s3-endpoint "http://$HOST:$S3_PORT" >&2 ||
     die "the Iceberg tables landed from Kafka do not read as their files"
+  [[ $E2E_SPARK == 1 ]] || return 0
+  # Spark (Iceberg's runtime) reads the same tables, each snapshot as of the
+  # offsets it records; it refuses the two tables with a time column.
+  AWS_ACCESS_KEY_ID="$S3_ACCESS_KEY" AWS_SECRET_ACCESS_KEY="$S3_SECRET_KEY" AWS_REGION=us-east-1 \
+    JAVA_HOME=$(java_home) TZ=UTC SPARK_LOCAL_IP=$HOST \
+    "$ICEBERG_SPARK_VENV/bin/python" "$REPO_DIR/testdata/e2e/iceberg_spark.py" "$catalog" "$ICEBERG_LAKE" \
+    --jars "$ICEBERG_SPARK_JARS" --time-tables 2 --warehouse s3://scratch/kafka-iceberg \
+    --s3-endpoint "http://$HOST:$S3_PORT" \
+    2> >(grep -v -E '^(WARNING|Using Spark|Setting default log level|To adjust logging|.*WARN NativeCodeLoader)' >&2) ||
+    die "Spark does not read the Iceberg tables landed from Kafka as their files"
 }
 step "land shop from Kafka into Iceberg on S3 (kill -9, restart)" land_iceberg_from_kafka
 step "land shop (schemas)" land shop 'shop.*.ndjson' lake

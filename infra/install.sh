@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Installs the pinned services into $CDCLAKE_CACHE (idempotent: what is there
-# is reused). Usage: infra/install.sh [kafka|debezium|registry|versitygw|postgres|mariadb|python ...]
+# is reused). Usage: infra/install.sh [kafka|debezium|registry|versitygw|postgres|mariadb|python|iceberg-spark ...]
 # (default: all). The independent downloads run in parallel.
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
@@ -246,8 +246,34 @@ install_python() {
   log "python: ready in $((SECONDS - t))s"
 }
 
+# Spark with Iceberg's runtime (reading cdclake's Iceberg tables): the
+# runtime, the AWS bundle (S3FileIO) and sqlite-jdbc, without their
+# dependencies (the first two are shaded), and a venv with the pyspark they
+# are built for.
+install_iceberg-spark() {
+  local deps
+  deps=$(
+    dep org.apache.iceberg "iceberg-spark-runtime-4.1_$SCALA_BINARY" "$ICEBERG_VERSION"
+    dep org.apache.iceberg iceberg-aws-bundle "$ICEBERG_VERSION"
+    dep org.xerial sqlite-jdbc "$SQLITE_JDBC_VERSION"
+  )
+  mvn_copy iceberg-spark "$ICEBERG_SPARK_JARS" "$deps" -DexcludeTransitive=true
+  local stamp_file=$ICEBERG_SPARK_VENV/.infra-complete reqs="pyspark==$ICEBERG_PYSPARK_VERSION"
+  if [[ -f $stamp_file && "$(cat "$stamp_file")" == "$reqs" ]]; then
+    log "iceberg-spark: venv cached at $ICEBERG_SPARK_VENV"
+    return 0
+  fi
+  need_cmd python3
+  local t=$SECONDS
+  [[ -x $ICEBERG_SPARK_VENV/bin/python ]] || python3 -m venv "$ICEBERG_SPARK_VENV"
+  PIP_CACHE_DIR=$CDCLAKE_CACHE/pip "$ICEBERG_SPARK_VENV/bin/python" -m pip install -q --disable-pip-version-check $reqs ||
+    die "iceberg-spark: pip install failed"
+  printf '%s' "$reqs" >"$stamp_file"
+  log "iceberg-spark: $reqs ready in $((SECONDS - t))s"
+}
+
 components=("$@")
-[[ ${#components[@]} -gt 0 ]] || components=(postgres mariadb kafka debezium registry versitygw python)
+[[ ${#components[@]} -gt 0 ]] || components=(postgres mariadb kafka debezium registry versitygw python iceberg-spark)
 
 # Maven installs share the local repository and run one after the other
 # (Kafka, Debezium, then the registry build and its converter); the other
@@ -256,9 +282,9 @@ declare -A lanes=()
 maven_lane=()
 for c in "${components[@]}"; do
   case $c in
-  kafka | debezium | registry) maven_lane+=("$c") ;;
+  kafka | debezium | registry | iceberg-spark) maven_lane+=("$c") ;;
   versitygw | python | postgres | mariadb) lanes[$c]=1 ;;
-  *) die "unknown component $c (kafka debezium registry versitygw postgres mariadb python)" ;;
+  *) die "unknown component $c (kafka debezium registry versitygw postgres mariadb python iceberg-spark)" ;;
   esac
 done
 

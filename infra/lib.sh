@@ -65,6 +65,9 @@ REGISTRY_HOME=$CDCLAKE_CACHE/apicurio-registry-$APICURIO_REGISTRY_VERSION
 VERSITYGW_BIN=$CDCLAKE_CACHE/versitygw-$VERSITYGW_VERSION/versitygw
 VENV=${CDCLAKE_INFRA_VENV:-$INFRA_DIR/.venv}
 VPY=$VENV/bin/python
+# pyspark for Iceberg's Spark runtime, and its jars (install.sh iceberg-spark).
+ICEBERG_SPARK_VENV=$INFRA_DIR/.venv-iceberg-spark
+ICEBERG_SPARK_JARS=$CDCLAKE_CACHE/iceberg-spark-$ICEBERG_VERSION
 PG_BIN=${PG_BIN:-/usr/lib/postgresql/$PG_MAJOR/bin}
 PG_DATA=$DATA_DIR/postgres
 PG_SOCKET_DIR=$CDCLAKE_RUN/pgsock
