@@ -15,6 +15,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"sync"
 
 	"github.com/apache/arrow-go/v18/arrow"
@@ -150,6 +151,7 @@ func Start(ctx context.Context, cfg Config, level slog.Level, format string) (Ca
 		return nil, err
 	}
 	cmd := exec.Command(bin)
+	cmd.Env = childEnv(os.Environ())
 	cmd.Stderr = os.Stderr
 	dieWithParent(cmd)
 	in, err := cmd.StdinPipe()
@@ -169,6 +171,25 @@ func Start(ctx context.Context, cfg Config, level slog.Level, format string) (Ca
 		return nil, err
 	}
 	return p, nil
+}
+
+// childGOGC is the committer's garbage collection target unless GOGC is
+// set: its live heap is small (table metadata, a few MiB) and its garbage
+// is most of its work (JSON and Avro metadata, iceberg-go's start-up), so
+// collecting at 400 % instead of 100 % saves about a quarter of its CPU
+// (0.45 to 0.34 s landing the 100,000-event bench stream) for about 28 MiB
+// more at its peak (66 to 94 MiB).
+const childGOGC = "400"
+
+// childEnv returns the committer's environment: env, with GOGC at
+// childGOGC unless env sets it.
+func childEnv(env []string) []string {
+	for _, kv := range env {
+		if strings.HasPrefix(kv, "GOGC=") {
+			return env
+		}
+	}
+	return append(env, "GOGC="+childGOGC)
 }
 
 // findBinary returns the path of the cdclake-lakehouse binary.

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"io"
 	"log/slog"
+	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -131,5 +133,31 @@ func TestServeFailedOpen(t *testing.T) {
 	want := `{"id":1,"error":"no such database"}` + "\n" + `{"id":2,"error":"offsets: the catalog is not open"}` + "\n"
 	if out.String() != want {
 		t.Errorf("replies:\n%s\nwant\n%s", out.String(), want)
+	}
+}
+
+// TestStartSetsGOGC: the committer runs with GOGC at 400 unless cdclake's
+// environment sets GOGC, which it then inherits.
+func TestStartSetsGOGC(t *testing.T) {
+	dir := t.TempDir()
+	seen := filepath.Join(dir, "gogc")
+	bin := filepath.Join(dir, "lakehouse")
+	// A committer that records its GOGC and exits at once.
+	script := "#!/bin/sh\nprintf %s \"$GOGC\" > " + seen + "\n"
+	if err := os.WriteFile(bin, []byte(script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("CDCLAKE_LAKEHOUSE", bin)
+	for _, tc := range []struct{ set, want string }{{"", "400"}, {"50", "50"}} {
+		t.Setenv("GOGC", tc.set) // restored after the test
+		if tc.set == "" {
+			os.Unsetenv("GOGC")
+		}
+		if _, err := lakehouse.Start(context.Background(), lakehouse.Config{}, slog.LevelInfo, "text"); err == nil {
+			t.Fatal("a committer that exits at once started")
+		}
+		if got, err := os.ReadFile(seen); err != nil || string(got) != tc.want {
+			t.Errorf("GOGC %q: the committer ran with GOGC %q (%v), want %q", tc.set, got, err, tc.want)
+		}
 	}
 }
