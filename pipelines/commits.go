@@ -17,6 +17,7 @@ import (
 	"github.com/cdclake/cdclake/handlers/batch"
 	"github.com/cdclake/cdclake/sinks"
 	"github.com/cdclake/cdclake/sinks/lakehouse"
+	"golang.org/x/sync/errgroup"
 )
 
 // committer commits the files the batcher hands over (batch.Config.Commit)
@@ -230,16 +231,12 @@ const commitConcurrency = 4
 // concurrently calls f(0) … f(n-1), commitConcurrency at a time, and
 // returns when all have.
 func concurrently(n int, f func(i int)) {
-	var wg sync.WaitGroup
-	sem := make(chan struct{}, commitConcurrency)
+	var g errgroup.Group
+	g.SetLimit(commitConcurrency)
 	for i := range n {
-		sem <- struct{}{}
-		wg.Go(func() {
-			defer func() { <-sem }()
-			f(i)
-		})
+		g.Go(func() error { f(i); return nil })
 	}
-	wg.Wait()
+	_ = g.Wait() // f returns no error: each call keeps its own
 }
 
 // schemaAdvice says what to do about a table Iceberg cannot hold.
