@@ -62,7 +62,7 @@ func (s *Setup) CheckConnections(ctx context.Context) []error {
 // run does (creating the catalog's tables in its database if they are
 // missing), then closes it.
 func openCatalog(ctx context.Context, cfg lakehouse.Config) error {
-	cat, err := lakehouse.Start(ctx, cfg, slog.LevelWarn, "text")
+	cat, err := lakehouse.Start(ctx, cfg, slog.Default(), slog.LevelWarn, "text")
 	if err != nil {
 		return err
 	}

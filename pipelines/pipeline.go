@@ -286,8 +286,8 @@ func New(plan *Plan, src source.Source, bucket *blob.Bucket, log *slog.Logger, o
 		if open == nil {
 			level := slog.LevelInfo
 			_ = level.UnmarshalText([]byte(cfg.Log.Level))
-			open = func(ctx context.Context, c lakehouse.Config, _ *slog.Logger) (lakehouse.Catalog, error) {
-				return lakehouse.Start(ctx, c, level, cfg.Log.Format)
+			open = func(ctx context.Context, c lakehouse.Config, log *slog.Logger) (lakehouse.Catalog, error) {
+				return lakehouse.Start(ctx, c, log, level, cfg.Log.Format)
 			}
 		}
 		ice, err := open(context.Background(), *plan.iceberg, log)

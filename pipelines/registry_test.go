@@ -24,6 +24,7 @@ import (
 
 	"github.com/cdclake/cdclake/config"
 	"github.com/cdclake/cdclake/handlers/avro"
+	"github.com/cdclake/cdclake/internal/syncbuf"
 	"github.com/cdclake/cdclake/pipelines"
 	"github.com/cdclake/cdclake/pipelines/source"
 	hamba "github.com/hamba/avro/v2"
@@ -113,24 +114,6 @@ func newOutage(t *testing.T, target string) *outage {
 	return o
 }
 
-// syncBuffer is a log destination for concurrent writers.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 // TestRegistryOutage lands Avro records through a real schema registry
 // that is unreachable at first: the partition waits, nothing is
 // dead-lettered for it, and everything lands once the registry answers.
@@ -166,7 +149,7 @@ func TestRegistryOutage(t *testing.T) {
 		cfg.ShutdownTimeout = config.Duration(time.Second)
 		cfg.Source.SchemaRegistry.URL = "http://" + proxy.ln.Addr().String() + u.Path
 		cfg.Source.SchemaRegistry.Timeout = config.Duration(2 * time.Second)
-		var logs syncBuffer
+		var logs syncbuf.Buffer
 		p, bucket := newPipeline(t, cfg, source.NewMemory(&source.Block{Source: "shop.public.orders", Topic: "shop.public.orders", Records: recs}),
 			slog.New(slog.NewTextHandler(&logs, nil)))
 		ctx, cancel := context.WithCancel(context.Background())
@@ -260,7 +243,7 @@ func TestRegistryTLSAndAuth(t *testing.T) {
 		cfg.Source.SchemaRegistry = config.SchemaRegistry{URL: gw.URL + target.Path, Username: "cdclake",
 			PasswordEnv: "CDCLAKE_TEST_REGISTRY_PASSWORD", CAFile: ca,
 			Timeout: config.Duration(5 * time.Second), CacheSize: 16}
-		var logs syncBuffer
+		var logs syncbuf.Buffer
 		p, _ := newPipeline(t, cfg, source.NewMemory(&source.Block{Source: "shop.public.orders", Topic: "shop.public.orders", Records: recs}),
 			slog.New(slog.NewTextHandler(&logs, nil)))
 		ctx, cancel := context.WithTimeout(context.Background(), wait)

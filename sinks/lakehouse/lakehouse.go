@@ -76,6 +76,12 @@ type Catalog interface {
 // change.
 var ErrSchema = errors.New("iceberg cannot hold the file's schema")
 
+// ErrOtherLake is returned for a table the catalog holds at another
+// location than the lake's: another lake (another sink prefix or bucket)
+// commits to the catalog under the same names. Its files are not added:
+// each lake needs a catalog, or a namespace (Config.Namespace), of its own.
+var ErrOtherLake = errors.New("the iceberg table is another lake's")
+
 // OffsetPrefix starts the snapshot summary keys that hold the source
 // partitions' offsets: cdclake.offset.<source>.<partition>.
 const OffsetPrefix = "cdclake.offset."

@@ -40,14 +40,27 @@ type request struct {
 	LogFormat string      `json:"log_format,omitempty"`
 }
 
-// reply is a call's answer, by its request's ID: its error (Schema when it is ErrSchema's), or
-// its results.
+// reply is a call's answer, by its request's ID: its error (Kind names the
+// package's error it wraps, if any), or its results.
 type reply struct {
 	ID      uint64    `json:"id"`
 	Error   string    `json:"error,omitempty"`
-	Schema  bool      `json:"schema,omitempty"`
+	Kind    string    `json:"kind,omitempty"` // schema (ErrSchema), other-lake (ErrOtherLake)
 	Offsets []wireOff `json:"offsets,omitempty"`
 	Keys    []string  `json:"keys,omitempty"`
+}
+
+// kinds are the errors a reply names by Kind, which fail a run at once.
+var kinds = map[string]error{"schema": ErrSchema, "other-lake": ErrOtherLake}
+
+// kindOf returns the Kind of a reply failing with err.
+func kindOf(err error) string {
+	for k, e := range kinds {
+		if errors.Is(err, e) {
+			return k
+		}
+	}
+	return ""
 }
 
 type wireOff struct {
@@ -91,6 +104,13 @@ type process struct {
 	next  uint64
 	calls map[uint64]chan reply // the calls waiting for their reply
 	err   error                 // the first failure of the pipe: every call fails after it
+}
+
+// failure returns the pipe's failure, nil while it works.
+func (p *process) failure() error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.err
 }
 
 func newProcess(in io.WriteCloser, out io.Reader, wait func() error) *process {
@@ -144,33 +164,133 @@ func (p *process) open(ctx context.Context, cfg Config, level slog.Level, format
 // Start starts the cdclake-lakehouse binary found beside the running
 // executable (or on PATH, or at $CDCLAKE_LAKEHOUSE) and opens cfg's
 // catalog in it. The child logs to stderr at level, in format (text or
-// json); it ends with Close, and with its parent.
-func Start(ctx context.Context, cfg Config, level slog.Level, format string) (Catalog, error) {
+// json); it ends with Close, and with its parent. A child that ends on its
+// own (killed, out of memory) is started again at the next call, logged
+// to log at ERROR.
+func Start(ctx context.Context, cfg Config, log *slog.Logger, level slog.Level, format string) (Catalog, error) {
 	bin, err := findBinary()
 	if err != nil {
 		return nil, err
 	}
-	cmd := exec.Command(bin)
-	cmd.Env = childEnv(os.Environ())
-	cmd.Stderr = os.Stderr
-	dieWithParent(cmd)
-	in, err := cmd.StdinPipe()
+	start := func(ctx context.Context) (*process, error) {
+		cmd := exec.Command(bin)
+		cmd.Env = childEnv(os.Environ())
+		cmd.Stderr = os.Stderr
+		dieWithParent(cmd)
+		in, err := cmd.StdinPipe()
+		if err != nil {
+			return nil, err
+		}
+		out, err := cmd.StdoutPipe()
+		if err != nil {
+			return nil, err
+		}
+		if err := cmd.Start(); err != nil {
+			return nil, fmt.Errorf("starting %s: %w", bin, err)
+		}
+		p := newProcess(in, out, cmd.Wait)
+		if err := p.open(ctx, cfg, level, format); err != nil {
+			p.Close()
+			return nil, err
+		}
+		return p, nil
+	}
+	return newRestarting(ctx, start, log)
+}
+
+// restarting is the Catalog of a process that is started again when it
+// ends on its own. The calls under way then fail (a commit among them may
+// be in or not: the caller reads the table again before it tries again,
+// as after any failed commit), and the next call starts a new process.
+type restarting struct {
+	start func(context.Context) (*process, error)
+	log   *slog.Logger
+
+	mu       sync.Mutex
+	cur      *process // nil while none runs
+	restarts int
+	closed   bool
+}
+
+// newRestarting returns the Catalog of the process start starts, started
+// again whenever it ended before a call.
+func newRestarting(ctx context.Context, start func(context.Context) (*process, error), log *slog.Logger) (Catalog, error) {
+	p, err := start(ctx)
 	if err != nil {
 		return nil, err
 	}
-	out, err := cmd.StdoutPipe()
+	return &restarting{start: start, log: log, cur: p}, nil
+}
+
+// process returns the running process, starting one if the last ended.
+func (r *restarting) process(ctx context.Context) (*process, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.closed {
+		return nil, fmt.Errorf("the %s process is closed", Binary)
+	}
+	if r.cur != nil {
+		failed := r.cur.failure()
+		if failed == nil {
+			return r.cur, nil
+		}
+		status := r.cur.Close()
+		r.cur = nil
+		r.restarts++
+		r.log.Error("the lakehouse committer process ended; starting it again", "err", failed, "exit", fmt.Sprint(status),
+			"restarts", r.restarts)
+	}
+	p, err := r.start(ctx)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("starting the %s process again: %w", Binary, err)
 	}
-	if err := cmd.Start(); err != nil {
-		return nil, fmt.Errorf("starting %s: %w", bin, err)
-	}
-	p := newProcess(in, out, cmd.Wait)
-	if err := p.open(ctx, cfg, level, format); err != nil {
-		p.Close()
-		return nil, err
-	}
+	r.cur = p
 	return p, nil
+}
+
+func (r *restarting) Offsets(ctx context.Context, dataset string) (map[Partition]int64, error) {
+	p, err := r.process(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return p.Offsets(ctx, dataset)
+}
+
+func (r *restarting) Landed(ctx context.Context, dataset string, parts map[Partition]bool) (map[string]bool, error) {
+	p, err := r.process(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return p.Landed(ctx, dataset, parts)
+}
+
+func (r *restarting) Commit(ctx context.Context, dataset string, files []File, recorded map[Partition]int64, skip map[string]bool) error {
+	p, err := r.process(ctx)
+	if err != nil {
+		return err
+	}
+	return p.Commit(ctx, dataset, files, recorded, skip)
+}
+
+func (r *restarting) RecordOffsets(ctx context.Context, dataset string, recorded map[Partition]int64) error {
+	p, err := r.process(ctx)
+	if err != nil {
+		return err
+	}
+	return p.RecordOffsets(ctx, dataset, recorded)
+}
+
+// Close ends the running process; the Catalog is not used after.
+func (r *restarting) Close() error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.closed = true
+	if r.cur == nil {
+		return nil
+	}
+	err := r.cur.Close()
+	r.cur = nil
+	return err
 }
 
 // childGOGC is the committer's garbage collection target unless GOGC is
@@ -248,8 +368,8 @@ func (p *process) call(ctx context.Context, r request) (reply, error) {
 		return reply{}, fmt.Errorf("%s: %w", r.Op, ctx.Err())
 	}
 	switch {
-	case rep.Schema:
-		return rep, fmt.Errorf("%w: %s", ErrSchema, rep.Error)
+	case kinds[rep.Kind] != nil:
+		return rep, fmt.Errorf("%w: %s", kinds[rep.Kind], rep.Error)
 	case rep.Error != "":
 		return rep, errors.New(rep.Error)
 	}
@@ -319,7 +439,7 @@ func Serve(r io.Reader, w io.Writer, logTo io.Writer, open Opener) error {
 	enc := json.NewEncoder(w)
 	answer := func(req request, rep reply, err error) {
 		if err != nil {
-			rep = reply{Error: err.Error(), Schema: errors.Is(err, ErrSchema)}
+			rep = reply{Error: err.Error(), Kind: kindOf(err)}
 		}
 		rep.ID = req.ID
 		wmu.Lock()

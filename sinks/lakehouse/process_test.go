@@ -3,6 +3,7 @@ package lakehouse_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"os"
@@ -10,10 +11,12 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
 	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/cdclake/cdclake/internal/syncbuf"
 	"github.com/cdclake/cdclake/sinks/lakehouse"
 )
 
@@ -74,6 +77,10 @@ func TestServe(t *testing.T) {
 	cat.failed = lakehouse.ErrSchema
 	if err := cli.Commit(ctx, "t", files, nil, nil); !errors.Is(err, lakehouse.ErrSchema) {
 		t.Errorf("ErrSchema came back as %v", err)
+	}
+	cat.failed = fmt.Errorf("loading t: %w", lakehouse.ErrOtherLake)
+	if err := cli.Commit(ctx, "t", files, nil, nil); !errors.Is(err, lakehouse.ErrOtherLake) || errors.Is(err, lakehouse.ErrSchema) {
+		t.Errorf("ErrOtherLake came back as %v", err)
 	}
 }
 
@@ -153,11 +160,97 @@ func TestStartSetsGOGC(t *testing.T) {
 		if tc.set == "" {
 			os.Unsetenv("GOGC")
 		}
-		if _, err := lakehouse.Start(context.Background(), lakehouse.Config{}, slog.LevelInfo, "text"); err == nil {
+		if _, err := lakehouse.Start(context.Background(), lakehouse.Config{}, slog.Default(), slog.LevelInfo, "text"); err == nil {
 			t.Fatal("a committer that exits at once started")
 		}
 		if got, err := os.ReadFile(seen); err != nil || string(got) != tc.want {
 			t.Errorf("GOGC %q: the committer ran with GOGC %q (%v), want %q", tc.set, got, err, tc.want)
 		}
+	}
+}
+
+// TestMain makes this test binary a committer process when
+// CDCLAKE_TEST_SERVE is set (TestStartAgain): it serves a catalog whose
+// Offsets answers with its process id and whose Commit never returns.
+func TestMain(m *testing.M) {
+	if os.Getenv("CDCLAKE_TEST_SERVE") != "" {
+		open := func(context.Context, lakehouse.Config, *slog.Logger) (lakehouse.Catalog, error) {
+			return &pidCatalog{}, nil
+		}
+		if err := lakehouse.Serve(os.Stdin, os.Stdout, os.Stderr, open); err != nil {
+			os.Exit(1)
+		}
+		os.Exit(0)
+	}
+	os.Exit(m.Run())
+}
+
+type pidCatalog struct{ fake }
+
+func (*pidCatalog) Offsets(context.Context, string) (map[lakehouse.Partition]int64, error) {
+	return map[lakehouse.Partition]int64{{Source: "pid"}: int64(os.Getpid())}, nil
+}
+
+func (*pidCatalog) Commit(ctx context.Context, _ string, _ []lakehouse.File, _ map[lakehouse.Partition]int64, _ map[string]bool) error {
+	<-ctx.Done() // the server's context never ends: the commit hangs until the process dies
+	return ctx.Err()
+}
+
+// TestStartAgain: a committer process killed under a commit fails that
+// commit (its reply is lost), and the next call runs in a new process,
+// with the end of the old one logged at ERROR.
+func TestStartAgain(t *testing.T) {
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("CDCLAKE_LAKEHOUSE", exe)
+	t.Setenv("CDCLAKE_TEST_SERVE", "1")
+	var logged syncbuf.Buffer
+	ctx := context.Background()
+	cat, err := lakehouse.Start(ctx, lakehouse.Config{}, slog.New(slog.NewTextHandler(&logged, nil)), slog.LevelInfo, "text")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cat.Close()
+	pid := func() int {
+		t.Helper()
+		offs, err := cat.Offsets(ctx, "t")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return int(offs[lakehouse.Partition{Source: "pid"}])
+	}
+	first := pid()
+	if first == os.Getpid() || first == 0 {
+		t.Fatalf("the catalog runs in process %d", first)
+	}
+	committed := make(chan error, 1)
+	go func() { committed <- cat.Commit(ctx, "t", nil, nil, nil) }()
+	time.Sleep(200 * time.Millisecond) // the commit is under way
+	if err := syscall.Kill(first, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-committed:
+		if err == nil {
+			t.Fatal("a commit whose process was killed succeeded")
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("a commit whose process was killed still waits")
+	}
+	second := pid()
+	if second == first || second == 0 {
+		t.Errorf("after the kill the catalog runs in process %d, before %d", second, first)
+	}
+	if pid() != second {
+		t.Error("the new process was started again with no reason")
+	}
+	if log := logged.String(); !strings.Contains(log, "level=ERROR") || !strings.Contains(log, "signal: killed") ||
+		strings.Count(log, "starting it again") != 1 {
+		t.Errorf("the restart was logged as:\n%s", log)
+	}
+	if err := cat.Close(); err != nil {
+		t.Errorf("closing: %v", err)
 	}
 }
