@@ -130,6 +130,10 @@ func (c *committer) run(ctx context.Context, fail func(error) error) {
 			_ = fail(schemaAdvice(err))
 			return
 		}
+		if errors.Is(err, lakehouse.ErrOtherLake) {
+			_ = fail(err)
+			return
+		}
 		c.mu.Lock()
 		long := false
 		for table, since := range c.failing {
@@ -163,6 +167,9 @@ func (c *committer) flush(ctx context.Context) error {
 		}
 		if errors.Is(err, lakehouse.ErrSchema) {
 			return schemaAdvice(err)
+		}
+		if errors.Is(err, lakehouse.ErrOtherLake) {
+			return err
 		}
 		if time.Now().After(deadline) {
 			return fmt.Errorf("committing to the lakehouse tables: %w", err)

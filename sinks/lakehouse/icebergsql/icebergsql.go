@@ -132,6 +132,10 @@ func (c *Iceberg) load(ctx context.Context, dataset string) (*table.Table, error
 	if err != nil {
 		return nil, fmt.Errorf("loading the iceberg table of %s: %w", dataset, err)
 	}
+	if at, want := strings.TrimSuffix(tbl.Location(), "/"), c.location(dataset); at != want {
+		return nil, fmt.Errorf("%w: %s is at %s, not at %s where this lake's files of it are: give each lake a catalog "+
+			"or a sink.iceberg.namespace of its own", lakehouse.ErrOtherLake, strings.Join(tbl.Identifier(), "."), at, want)
+	}
 	return tbl, nil
 }
 
@@ -425,11 +429,17 @@ func (c *Iceberg) evolve(ctx context.Context, tbl *table.Table, files []lakehous
 		if err != nil {
 			return nil, fmt.Errorf("the iceberg schema of %s: %w: %w", f.Key, lakehouse.ErrSchema, err)
 		}
-		if covers(tbl.Schema(), isch) {
+		var promote []promotion
+		isch = iceberg.NewSchema(0, reconcile(tbl.Schema().Fields(), isch.Fields(), nil, &promote)...)
+		if len(promote) == 0 && covers(tbl.Schema(), isch) {
 			continue
 		}
 		tx := tbl.NewTransaction()
-		if err := tx.UpdateSchema(true, false).UnionByNameWith(isch).Commit(); err != nil {
+		up := tx.UpdateSchema(true, false)
+		for _, p := range promote {
+			up = up.UpdateColumn(p.path, table.ColumnUpdate{FieldType: iceberg.Optional[iceberg.Type]{Valid: true, Val: p.to}})
+		}
+		if err := up.UnionByNameWith(isch).Commit(); err != nil {
 			return nil, fmt.Errorf("evolving the schema of %s for %s: %w: %w", tbl.Identifier(), f.Key, lakehouse.ErrSchema, err)
 		}
 		staged, err := tx.StagedTable()
@@ -446,6 +456,72 @@ func (c *Iceberg) evolve(ctx context.Context, tbl *table.Table, files []lakehous
 			"columns", len(tbl.Schema().Fields()))
 	}
 	return tbl, nil
+}
+
+// promotion is a column of NULLs only (Iceberg's unknown type) that a
+// file brings values of.
+type promotion struct {
+	path []string
+	to   iceberg.Type
+}
+
+// reconcile returns the fields of a file's schema (file) as its table's
+// (have) takes them, at path: a column of NULLs only in the file (Iceberg's
+// unknown type) where the table has the column is left out (it reads as
+// NULLs of the table's type); a column of NULLs only in the table that the
+// file brings values of, of a primitive type, is added to promote and stays
+// unknown here. iceberg-go's union refuses both changes; a column update
+// makes the second. Struct fields are reconciled at every depth, within
+// lists and maps too.
+func reconcile(have, file []iceberg.NestedField, path []string, promote *[]promotion) []iceberg.NestedField {
+	out := make([]iceberg.NestedField, 0, len(file))
+	for _, ff := range file {
+		at := append(slices.Clone(path), ff.Name)
+		i := slices.IndexFunc(have, func(h iceberg.NestedField) bool { return h.Name == ff.Name })
+		if i < 0 {
+			out = append(out, ff)
+			continue
+		}
+		_, fileUnknown := ff.Type.(iceberg.UnknownType)
+		_, haveUnknown := have[i].Type.(iceberg.UnknownType)
+		_, primitive := ff.Type.(iceberg.PrimitiveType)
+		switch {
+		case fileUnknown && !haveUnknown:
+			continue
+		case haveUnknown && !fileUnknown && primitive:
+			*promote = append(*promote, promotion{path: at, to: ff.Type})
+			ff.Type = iceberg.UnknownType{}
+		default:
+			ff.Type = reconcileType(have[i].Type, ff.Type, at, promote)
+		}
+		out = append(out, ff)
+	}
+	return out
+}
+
+// reconcileType reconciles the struct fields within a file's type (see
+// reconcile); other types are file's.
+func reconcileType(have, file iceberg.Type, path []string, promote *[]promotion) iceberg.Type {
+	at := func(name string) []string { return append(slices.Clone(path), name) }
+	switch f := file.(type) {
+	case *iceberg.StructType:
+		if h, ok := have.(*iceberg.StructType); ok {
+			return &iceberg.StructType{FieldList: reconcile(h.FieldList, f.FieldList, path, promote)}
+		}
+	case *iceberg.ListType:
+		if h, ok := have.(*iceberg.ListType); ok {
+			out := *f
+			out.Element = reconcileType(h.Element, f.Element, at("element"), promote)
+			return &out
+		}
+	case *iceberg.MapType:
+		if h, ok := have.(*iceberg.MapType); ok {
+			out := *f
+			out.ValueType = reconcileType(h.ValueType, f.ValueType, at("value"), promote)
+			return &out
+		}
+	}
+	return file
 }
 
 // covers reports whether every field of sch, nested ones included, is in

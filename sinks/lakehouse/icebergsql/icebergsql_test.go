@@ -3,6 +3,7 @@ package icebergsql_test
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"os"
@@ -191,5 +192,104 @@ func must(t *testing.T, err error) {
 	t.Helper()
 	if err != nil {
 		t.Fatal(err)
+	}
+}
+
+// noteRecord returns rows [lo, hi) of a change table whose note column is
+// of NULLs only (arrow's null type, as a schemaless source lands a column it
+// has seen no value of) or text, top-level and in the after image.
+func noteRecord(mem memory.Allocator, lo, hi int, text bool) arrow.RecordBatch {
+	noteType := arrow.DataType(arrow.Null)
+	if text {
+		noteType = arrow.BinaryTypes.String
+	}
+	after := arrow.StructOf(arrow.Field{Name: "id", Type: arrow.PrimitiveTypes.Int64, Nullable: true},
+		arrow.Field{Name: "note", Type: noteType, Nullable: true})
+	sch := arrow.NewSchema([]arrow.Field{
+		{Name: "_cdc_source", Type: arrow.BinaryTypes.String},
+		{Name: "_cdc_partition", Type: arrow.PrimitiveTypes.Int32},
+		{Name: "_cdc_offset", Type: arrow.PrimitiveTypes.Int64},
+		{Name: "note", Type: noteType, Nullable: true},
+		{Name: "after", Type: after, Nullable: true},
+	}, nil)
+	b := array.NewRecordBuilder(mem, sch)
+	defer b.Release()
+	for i := lo; i < hi; i++ {
+		b.Field(0).(*array.StringBuilder).Append("topic")
+		b.Field(1).(*array.Int32Builder).Append(0)
+		b.Field(2).(*array.Int64Builder).Append(int64(i))
+		sb := b.Field(4).(*array.StructBuilder)
+		sb.Append(true)
+		sb.FieldBuilder(0).(*array.Int64Builder).Append(int64(i))
+		for _, nb := range []array.Builder{b.Field(3), sb.FieldBuilder(1)} {
+			if text {
+				nb.(*array.StringBuilder).Append(fmt.Sprintf("n%d", i))
+			} else {
+				nb.AppendNull()
+			}
+		}
+	}
+	return b.NewRecordBatch()
+}
+
+// TestIcebergNullColumns: a column of NULLs only (Iceberg's unknown type)
+// takes the type of the values a later file brings, top-level and nested,
+// and a later file of NULLs only in a typed column is added as it is; the
+// table reads every row, with the values where they are.
+func TestIcebergNullColumns(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	mem := memory.NewGoAllocator()
+	l := lake{t, dir, mem}
+	part := lakehouse.Partition{Source: "topic"}
+	c := open(t, dir)
+	for i, text := range []bool{false, true, false, true} {
+		rec := noteRecord(mem, 0, i*10+10, text)
+		f := l.write(rec, i*10, i*10+10)
+		rec.Release()
+		must(t, c.Commit(ctx, dataset, []lakehouse.File{f}, map[lakehouse.Partition]int64{part: int64(i*10 + 10)}, nil))
+	}
+	py := pyenv.Python(t, "read the table with pyiceberg")
+	script := `
+import sys
+from pyiceberg.catalog.sql import SqlCatalog
+cat = SqlCatalog("cdclake", uri="sqlite:///" + sys.argv[1] + "/catalog.db", warehouse="file://" + sys.argv[1])
+tbl = cat.load_table(("inventory", "public", "customers"))
+t = tbl.scan().to_arrow().sort_by("_cdc_offset")
+after = t.column("after").combine_chunks()
+print(t.num_rows, t.column("note").type, t.column("note").null_count, after.field("note").null_count,
+      sum(1 for v in t.column("note").to_pylist() if v is not None and v.startswith("n")))
+`
+	out, err := exec.Command(py, "-c", script, dir).CombinedOutput()
+	if err != nil {
+		t.Fatalf("pyiceberg: %v\n%s", err, out)
+	}
+	if got, want := strings.TrimSpace(string(out)), "40 large_string 20 20 20"; got != want && got != "40 string 20 20 20" {
+		t.Errorf("pyiceberg reads %q, want %q", got, want)
+	}
+}
+
+// TestIcebergOtherLake: a lake whose catalog holds a table of its name at
+// another lake's location adds no file to it, and says why.
+func TestIcebergOtherLake(t *testing.T) {
+	ctx := context.Background()
+	dir, other := t.TempDir(), t.TempDir()
+	mem := memory.NewGoAllocator()
+	rec := noteRecord(mem, 0, 20, true)
+	defer rec.Release()
+	part := lakehouse.Partition{Source: "topic"}
+	c := open(t, dir)
+	must(t, c.Commit(ctx, dataset, []lakehouse.File{lake{t, dir, mem}.write(rec, 0, 10)}, map[lakehouse.Partition]int64{part: 10}, nil))
+	// The other lake shares the first one's catalog.
+	o, err := icebergsql.Open(ctx, lakehouse.Config{Catalog: "sqlite://" + filepath.Join(dir, "catalog.db"),
+		Warehouse: "file://" + other}, slog.New(slog.DiscardHandler))
+	must(t, err)
+	defer o.Close()
+	err = o.Commit(ctx, dataset, []lakehouse.File{lake{t, other, mem}.write(rec, 10, 20)}, map[lakehouse.Partition]int64{part: 20}, nil)
+	if !errors.Is(err, lakehouse.ErrOtherLake) || !strings.Contains(err.Error(), "file://"+dir) {
+		t.Errorf("committing another lake's file: %v, want ErrOtherLake naming the table's location", err)
+	}
+	if _, err := o.Offsets(ctx, dataset); !errors.Is(err, lakehouse.ErrOtherLake) {
+		t.Errorf("the other lake's offsets: %v, want ErrOtherLake", err)
 	}
 }
