@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/apache/arrow-go/v18/arrow/memory"
 	"github.com/cdclake/cdclake/config"
 	"github.com/cdclake/cdclake/internal/pyenv"
 	"github.com/cdclake/cdclake/pipelines"
@@ -23,12 +24,19 @@ import (
 	"github.com/cdclake/cdclake/sinks/lake"
 	"github.com/cdclake/cdclake/sinks/lakehouse"
 	"github.com/cdclake/cdclake/sinks/lakehouse/icebergsql"
+	"github.com/cdclake/cdclake/sinks/state"
 )
 
 // landIceberg lands topic to its end offsets with the group g, its tables
 // committed to Iceberg in a SQLite catalog in dir, beside the lake in
 // dir/lake, and returns the run's error.
 func landIceberg(t *testing.T, broker, topic, dir string, opts ...pipelines.Option) error {
+	t.Helper()
+	return landIcebergWith(t, broker, topic, dir, nil, opts...)
+}
+
+// landIcebergWith is landIceberg with the config changed by tweak.
+func landIcebergWith(t *testing.T, broker, topic, dir string, tweak func(*config.Config), opts ...pipelines.Option) error {
 	t.Helper()
 	cfg, err := config.Load("")
 	if err != nil {
@@ -42,6 +50,9 @@ func landIceberg(t *testing.T, broker, topic, dir string, opts ...pipelines.Opti
 	cfg.Sink.Iceberg.Warehouse = "file://" + filepath.Join(dir, "lake")
 	cfg.Sink.Iceberg.CommitInterval = config.Duration(200 * time.Millisecond)
 	cfg.Sink.RetryFor = config.Duration(time.Second)
+	if tweak != nil {
+		tweak(cfg)
+	}
 	plan, err := pipelines.Compile(cfg)
 	if err != nil {
 		t.Fatal(err)
@@ -161,4 +172,37 @@ func TestIcebergLostCommitReplies(t *testing.T) {
 		t.Fatal("no commit was made")
 	}
 	checkIceberg(t, py, dir)
+}
+
+// TestIcebergRunRecordsItsEnd: a run to the end offsets whose commits all
+// go in leaves the group's offsets and the partitions' states in the lake
+// at the end, though its files' states were created while the files
+// waited for their commits: the next run starts where it ended and reads
+// nothing again (a restart after the topic's retention passed would
+// otherwise ask for deleted messages).
+func TestIcebergRunRecordsItsEnd(t *testing.T) {
+	broker := kafkatest.Cluster(t)
+	topic := kafkatest.TopicFormat(t, broker, 3, 900, 7, gen.Debezium)
+	dir := t.TempDir()
+	// Every file waits for its commit until the end of the run.
+	late := func(cfg *config.Config) { cfg.Sink.Iceberg.CommitInterval = config.Duration(time.Hour) }
+	if err := landIcebergWith(t, broker, topic, dir, late); err != nil {
+		t.Fatal(err)
+	}
+	committed, ends := kafkatest.Offsets(t, broker, "g", topic)
+	bucket, err := lake.OpenBucket(context.Background(), filepath.Join(dir, "lake"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer bucket.Close()
+	store := state.NewStore(bucket, lake.New(bucket, memory.DefaultAllocator))
+	for p, end := range ends {
+		if committed[p] != end {
+			t.Errorf("partition %d: the group's offset is %d after the run, want the end %d", p, committed[p], end)
+		}
+		st, err := store.Latest(context.Background(), topic, p)
+		if err != nil || st.Committed != end || len(st.Written) != 0 || len(st.Pending) != 0 {
+			t.Errorf("partition %d: its state in the lake after the run: %+v (%v), want committed at the end %d and no cut", p, st, err, end)
+		}
+	}
 }

@@ -393,7 +393,11 @@ func (p *Pipeline) bindHandover(h source.Handover, bucket *blob.Bucket) {
 			if err := p.commits.commit(ctx, only); err != nil {
 				return err
 			}
-			return p.commits.advance(ctx, only)
+			if err := p.commits.advance(ctx, only); err != nil {
+				return err
+			}
+			// Its next owner starts where its tables' commits got to.
+			return b.Checkpoint(ctx, only)
 		},
 		Drop: func(src string, part int32) {
 			b.DropPartition(src, part)
@@ -577,7 +581,13 @@ func (p *Pipeline) finish(runErr error) error {
 		// it as landed; a commit that fails leaves it held, and the next
 		// run commits it.
 		if p.fatalErr() == nil {
-			errs = append(errs, p.commits.flush(flushCtx))
+			if err := p.commits.flush(flushCtx); err != nil {
+				errs = append(errs, err)
+			} else {
+				// The next run starts where the commits got to, not
+				// where the states of the files written before them say.
+				errs = append(errs, p.batcher.Checkpoint(flushCtx, nil))
+			}
 		}
 		defer p.commits.ice.Close()
 	}

@@ -985,6 +985,10 @@ func (j *journal) Done(_ context.Context, _ string, _ int32, c state.Cut, durabl
 	j.done = append(j.done, c)
 	return nil
 }
+func (j *journal) Advance(_ context.Context, _ string, _ int32, durable int64) error {
+	j.calls = append(j.calls, fmt.Sprintf("advance %d", durable))
+	return nil
+}
 
 // TestBatcherRecordsOffsetRuns: a file's recorded cut holds the offsets of
 // its rows (a claim then needs not read it), without the rows that did not

@@ -26,6 +26,9 @@ type Journal interface {
 	Owns(source string, part int32) bool
 	Intend(ctx context.Context, source string, part int32, cut state.Cut) error
 	Done(ctx context.Context, source string, part int32, cut state.Cut, durable int64) error
+	// Advance records that every message below durable landed, when
+	// that is past the partition's state (Checkpoint).
+	Advance(ctx context.Context, source string, part int32, durable int64) error
 	// Check returns an error wrapping state.ErrFenced once it knows that
 	// another instance claimed the partition (asked before each retry of
 	// a file's write).
@@ -223,6 +226,37 @@ func (b *Batcher) FlushPartition(ctx context.Context, source string, part int32)
 		return b.writeAll(ctx, p, bufs, CauseHandover)
 	}()
 	return cmp.Or(err, b.waitWrites())
+}
+
+// Checkpoint records, in the state of every journaled partition that only
+// selects (nil: all), its durable offset where that moved past its state:
+// files held until their lakehouse commit count only once committed, so a
+// file's state records less than the partition's offsets landed when its
+// table's commit came later. Called after the commits at a handover and at
+// the end of a run, it lets the next reader start where this one ended.
+// A partition another instance took over meanwhile is left to it.
+func (b *Batcher) Checkpoint(ctx context.Context, only func(source string, part int32) bool) error {
+	if b.journal == nil {
+		return nil
+	}
+	var errs []error
+	for _, p := range b.partitions() {
+		src, part := p.key.source, p.key.part
+		if only != nil && !only(src, part) || !b.journal.Owns(src, part) {
+			continue
+		}
+		p.mu.Lock()
+		durable, ok := p.tracker.durable()
+		var err error
+		if ok {
+			err = b.journal.Advance(ctx, src, part, durable)
+		}
+		p.mu.Unlock()
+		if err != nil && !errors.Is(err, state.ErrFenced) {
+			errs = append(errs, fmt.Errorf("%s partition %d: recording its offset %d in its state: %w", src, part, durable, err))
+		}
+	}
+	return errors.Join(errs...)
 }
 
 // complete reports whether buf may be written before its rows reached a

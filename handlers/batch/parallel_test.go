@@ -54,8 +54,9 @@ type orderJournal struct {
 	dones atomic.Int64
 }
 
-func (j *orderJournal) Owns(_ string, part int32) bool             { return j.owned(part) }
-func (j *orderJournal) Check(context.Context, string, int32) error { return nil }
+func (j *orderJournal) Owns(_ string, part int32) bool                      { return j.owned(part) }
+func (j *orderJournal) Check(context.Context, string, int32) error          { return nil }
+func (j *orderJournal) Advance(context.Context, string, int32, int64) error { return nil }
 
 func (j *orderJournal) enter(source string, part int32) func() {
 	v, _ := j.busy.LoadOrStore(partKey{source, part}, new(atomic.Bool))

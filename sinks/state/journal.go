@@ -203,6 +203,20 @@ func (j *Journal) Done(ctx context.Context, source string, part int32, cut Cut, 
 	return j.next(ctx, source, part, &Op{Kind: "done", Cut: &cut, Durable: durable})
 }
 
+// Advance records that every message of a partition below durable is
+// landed, when that is past what its state says: files that were held from
+// counting (until their lakehouse commit) were committed since their state
+// was created. It does nothing for a partition the journal does not hold.
+func (j *Journal) Advance(ctx context.Context, source string, part int32, durable int64) error {
+	j.mu.Lock()
+	cur := j.parts[partKey{source, part}]
+	j.mu.Unlock()
+	if cur == nil || durable <= cur.Committed {
+		return nil
+	}
+	return j.next(ctx, source, part, &Op{Kind: "advance", Durable: durable})
+}
+
 // next creates the partition's next state, changed by op. It is stored as
 // the change alone (a delta), but every MaxChain states, and whenever
 // the deltas since the last snapshot weigh more than it, whole: the bytes

@@ -164,8 +164,10 @@ type Partition struct {
 // Op is the change one state makes to the one before it.
 type Op struct {
 	// Kind is "intend" (Cut is about to be written), "done" (Cut was
-	// written and every message below Durable landed) or "start" (the
-	// partition starts at Offset).
+	// written and every message below Durable landed), "advance" (every
+	// message below Durable landed: files held from counting, until their
+	// lakehouse commit, were committed since) or "start" (the partition
+	// starts at Offset).
 	Kind    string `json:"kind"`
 	Cut     *Cut   `json:"cut,omitempty"`
 	Durable int64  `json:"durable,omitempty"`
@@ -177,17 +179,25 @@ func (op *Op) apply(st *Partition) {
 	switch op.Kind {
 	case "intend":
 		st.Pending = append(withoutKey(st.Pending, op.Cut.Key), *op.Cut)
-	case "done":
+	case "done", "advance":
+		key := ""
+		if op.Cut != nil {
+			key = op.Cut.Key
+		}
 		// Only cuts a replay from durable could meet are kept.
 		var pending []Cut
-		for _, c := range withoutKey(st.Pending, op.Cut.Key) {
+		for _, c := range withoutKey(st.Pending, key) {
 			if c.Last >= op.Durable {
 				pending = append(pending, c)
 			}
 		}
 		st.Pending = pending
 		written := make([]Cut, 0, len(st.Written)+1)
-		for _, c := range append(withoutKey(st.Written, op.Cut.Key), *op.Cut) {
+		cuts := withoutKey(st.Written, key)
+		if op.Cut != nil {
+			cuts = append(cuts, *op.Cut)
+		}
+		for _, c := range cuts {
 			if c.Last >= op.Durable {
 				written = append(written, c)
 			}

@@ -149,6 +149,54 @@ func TestJournal(t *testing.T) {
 	}
 }
 
+// TestAdvance: a partition whose files were held (until their lakehouse
+// commit) when their states were created records, once they are committed,
+// the offset its messages landed up to; the written cuts below it go, and
+// an advance that moves nothing writes no state.
+func TestAdvance(t *testing.T) {
+	ctx := context.Background()
+	b := memblob.OpenBucket(nil)
+	defer b.Close()
+	store := state.NewStore(b, lake.New(b, memory.NewGoAllocator()))
+	j := state.NewJournal(store, "a")
+	if _, err := j.Claim(ctx, "t", 0, ""); err != nil {
+		t.Fatal(err)
+	}
+	c1 := state.Cut{Key: "x/t-p0-o00000000000000000010.parquet", Table: "x", First: 10, Last: 40, Rows: 5}
+	c2 := state.Cut{Key: "x/t-p0-o00000000000000000041.parquet", Table: "x", First: 41, Last: 60, Rows: 5}
+	for _, c := range []state.Cut{c1, c2} {
+		if err := j.Intend(ctx, "t", 0, c); err != nil {
+			t.Fatal(err)
+		}
+		if err := j.Done(ctx, "t", 0, c, 10); err != nil { // held from 10 on
+			t.Fatal(err)
+		}
+	}
+	before, _ := store.Latest(ctx, "t", 0)
+	if before.Committed != 10 || len(before.Written) != 2 {
+		t.Fatalf("before the advance: %+v", before)
+	}
+	// c1 was committed, c2 not yet: durable 41.
+	if err := j.Advance(ctx, "t", 0, 41); err != nil {
+		t.Fatal(err)
+	}
+	got, _ := store.Latest(ctx, "t", 0)
+	if got.Seq != before.Seq+1 || got.Committed != 41 || len(got.Written) != 1 || !reflect.DeepEqual(got.Written[0], c2) {
+		t.Fatalf("after the advance to 41: %+v", got)
+	}
+	for _, at := range []int64{41, 30} {
+		if err := j.Advance(ctx, "t", 0, at); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if again, _ := store.Latest(ctx, "t", 0); again.Seq != got.Seq {
+		t.Errorf("an advance that moves nothing wrote state %d", again.Seq)
+	}
+	if err := j.Advance(ctx, "t", 1, 100); err != nil {
+		t.Errorf("an advance of a partition not held: %v", err)
+	}
+}
+
 // TestFencedAfterPruning: an instance that lost its partition stays fenced
 // however far the new owner went on and pruned: the new owner's claim, the
 // number the old owner writes next, is never pruned.
