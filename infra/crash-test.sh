@@ -9,6 +9,9 @@
 #                     one topic of CRASH_EVENTS mixed changes over 24
 #                     tables; then an out-of-range restart on a small topic
 # Its summary line is printed and kept in $CDCLAKE_RUN/crash/summary.txt.
+# With CRASH_TABLE_FORMAT=iceberg every table is committed to Iceberg, the
+# committer is killed under a running instance, and pyiceberg reads the
+# tables back (make test's Python, .venv, must be set up).
 #
 # usage: infra/crash-test.sh [short]   ("short" runs the CI sizes)
 set -euo pipefail
@@ -37,7 +40,8 @@ CDCLAKE_TEST_KAFKA_BROKERS=$KAFKA_BOOTSTRAP \
   AWS_ACCESS_KEY_ID=$S3_ACCESS_KEY AWS_SECRET_ACCESS_KEY=$S3_SECRET_KEY AWS_REGION=us-east-1 \
   CDCLAKE_CRASH_EVENTS=$CRASH_EVENTS CDCLAKE_CRASH_KILLS=$CRASH_KILLS CDCLAKE_CRASH_OUTAGE=$CRASH_OUTAGE \
   CDCLAKE_CRASH_BROKER_DOWN=$CRASH_BROKER_DOWN CDCLAKE_TEST_KEEP=$keep \
+  CDCLAKE_CRASH_TABLE_FORMAT=${CRASH_TABLE_FORMAT:-} CDCLAKE_PYTHON="$REPO_DIR/.venv/bin/python" \
   go test -count=1 -timeout 80m -v -run 'TestCrashHarness' ./cmd/cdclake/ 2>&1 | grep -E 'crash_test|^(---|ok|FAIL)' || rc=1
 # The harness's lake is large; its summary stays.
-rm -rf "$DATA_DIR"/s3/scratch/crash-*
+rm -rf "$DATA_DIR"/s3/scratch/crash-* "$DATA_DIR"/s3/scratch/gap-*
 exit $rc

@@ -195,21 +195,25 @@ kafka_kill9() {
 step "kill -9" kafka_kill9
 # The crash harness in its short form (make crash-test runs it with
 # 1,000,000 changes): kills, scaling 1 -> 3 -> 1, a 10 s S3 outage, DuckDB
-# samples, and the lake checked against the generated stream.
+# samples, and the lake checked against the generated stream; then again
+# with every table committed to Iceberg, its committer killed under a
+# running instance, and the tables read back with pyiceberg.
 crash_harness() {
-  local out
+  local format=${1:-} out
   out=$(cd "$REPO_DIR" && CDCLAKE_TEST_KAFKA_BROKERS=$KAFKA_BOOTSTRAP \
     CDCLAKE_TEST_S3_URL="$(s3_sink scratch)" CDCLAKE_TEST_S3_DIR="$DATA_DIR/s3/scratch" CDCLAKE_TEST_INFRA="$INFRA_DIR" \
-    CDCLAKE_TEST_PYTHON="$VPY" AWS_ACCESS_KEY_ID=$S3_ACCESS_KEY AWS_SECRET_ACCESS_KEY=$S3_SECRET_KEY AWS_REGION=us-east-1 \
+    CDCLAKE_TEST_PYTHON="$VPY" CDCLAKE_PYTHON="$REPO_DIR/.venv/bin/python" CDCLAKE_CRASH_TABLE_FORMAT=$format \
+    AWS_ACCESS_KEY_ID=$S3_ACCESS_KEY AWS_SECRET_ACCESS_KEY=$S3_SECRET_KEY AWS_REGION=us-east-1 \
     go test -count=1 -timeout 20m -v -run 'TestCrashHarness' ./cmd/cdclake/ 2>&1) || {
     echo "$out" | grep -v '^time=' | tail -n 30 >&2
-    die "the crash harness failed"
+    die "the crash harness${format:+ with $format} failed"
   }
   grep -q -- '--- PASS: TestCrashHarness ' <<<"$out" || die "the crash harness did not run"
-  log "crash harness: $(grep -o 'produced .*' <<<"$out" | head -1)"
-  rm -rf "$DATA_DIR"/s3/scratch/crash-*
+  log "crash harness${format:+ with $format}: $(grep -o 'produced .*' <<<"$out" | head -1)"
+  rm -rf "$DATA_DIR"/s3/scratch/crash-* "$DATA_DIR"/s3/scratch/gap-*
 }
 step "crash harness (short)" crash_harness
+step "crash harness with Iceberg tables (short)" crash_harness iceberg
 if [[ -z $E2E_CDCLAKE ]]; then
   step "build cdclake" bash -c "cd '$REPO_DIR' && go build -o bin/cdclake ./cmd/cdclake && go build -o bin/cdclake-lakehouse ./cmd/cdclake-lakehouse"
 fi
@@ -275,7 +279,7 @@ land_avro_from_kafka() {
   sed -n '/== cdclake summary ==/,$p' "$E2E_DIR/cdclake-kafka-avro.log" >&2
 }
 step "land shopavro from Kafka (Avro, registry)" land_avro_from_kafka
-# PostgreSQL's topics from Kafka into Iceberg tables on the S3 server (a
+# PostgreSQL's and MariaDB's topics from Kafka into Iceberg tables on the S3 server (a
 # SQLite catalog): an instance is killed with SIGKILL after its first file,
 # a restarted one lands the rest to the end offsets; pyiceberg then reads
 # every table as exactly the rows of its files, each snapshot as its files,
@@ -290,7 +294,7 @@ land_iceberg_from_kafka() {
     "$catalog" >"$E2E_DIR/iceberg.yaml"
   local run=(env AWS_ACCESS_KEY_ID="$S3_ACCESS_KEY" AWS_SECRET_ACCESS_KEY="$S3_SECRET_KEY" AWS_REGION=us-east-1
     "$CDCLAKE_BIN" run --metrics-addr 127.0.0.1:0 --until-caught-up
-    --source "kafka://$KAFKA_BOOTSTRAP/shop\..*?regex=true&group=e2e-iceberg&commit_interval=1s"
+    --source "kafka://$KAFKA_BOOTSTRAP/(shop|maria)\..*?regex=true&group=e2e-iceberg&commit_interval=1s"
     --sink "$(s3_sink scratch)&prefix=kafka-iceberg/" --config "$E2E_DIR/iceberg.yaml")
   "${run[@]}" >"$E2E_DIR/cdclake-iceberg-0.log" 2>&1 &
   pid=$!
@@ -310,16 +314,17 @@ land_iceberg_from_kafka() {
     die "the Iceberg tables landed from Kafka do not read as their files"
   [[ $E2E_SPARK == 1 ]] || return 0
   # Spark (Iceberg's runtime) reads the same tables, each snapshot as of the
-  # offsets it records; it refuses the two tables with a time column.
+  # offsets it records; it refuses the four tables with a time column (two
+  # of PostgreSQL's, two of MariaDB's).
   AWS_ACCESS_KEY_ID="$S3_ACCESS_KEY" AWS_SECRET_ACCESS_KEY="$S3_SECRET_KEY" AWS_REGION=us-east-1 \
     JAVA_HOME=$(java_home) TZ=UTC SPARK_LOCAL_IP=$HOST \
     "$ICEBERG_SPARK_VENV/bin/python" "$REPO_DIR/testdata/e2e/iceberg_spark.py" "$catalog" "$ICEBERG_LAKE" \
-    --jars "$ICEBERG_SPARK_JARS" --time-tables 2 --warehouse s3://scratch/kafka-iceberg \
+    --jars "$ICEBERG_SPARK_JARS" --time-tables 4 --warehouse s3://scratch/kafka-iceberg \
     --s3-endpoint "http://$HOST:$S3_PORT" \
     2> >(grep -v -E '^(WARNING|Using Spark|Setting default log level|To adjust logging|.*WARN NativeCodeLoader)' >&2) ||
     die "Spark does not read the Iceberg tables landed from Kafka as their files"
 }
-step "land shop from Kafka into Iceberg on S3 (kill -9, restart)" land_iceberg_from_kafka
+step "land shop and maria from Kafka into Iceberg on S3 (kill -9, restart)" land_iceberg_from_kafka
 step "land shop (schemas)" land shop 'shop.*.ndjson' lake
 step "land shopraw (no schemas)" land shopraw '*shopraw*.ndjson' lake-raw
 # The same schemaless topics typed by a catalog of route types.

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"math/rand/v2"
+	neturl "net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -15,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cdclake/cdclake/internal/pyenv"
 	"github.com/cdclake/cdclake/pipelines/source/gen"
 	"github.com/cdclake/cdclake/pipelines/source/kafka/kafkatest"
 	"github.com/twmb/franz-go/pkg/kadm"
@@ -46,6 +48,14 @@ import (
 //     before they landed stop the restart with an error and a non-zero
 //     status, and on_gap=skip then lands on and records the gap.
 //
+// With CDCLAKE_CRASH_TABLE_FORMAT=iceberg every table is committed to
+// Iceberg (a SQLite catalog, the tables' files on the S3 server), and a
+// round after the kills kills the committer process (cdclake-lakehouse)
+// again and again under a running instance, cutting commits whose reply
+// is then lost; at the end pyiceberg must read each table as exactly the
+// lake's rows, every snapshot as its files, none referenced twice or
+// missing (testdata/e2e/iceberg.py).
+//
 // While it runs, DuckDB samples the lake every few seconds: no sample may
 // hold a message's row twice. At the end the lake must hold exactly the
 // stream's change rows, each once, every value and each table's current
@@ -53,7 +63,8 @@ import (
 //
 // It needs the services of make e2e (CDCLAKE_TEST_KAFKA_BROKERS,
 // CDCLAKE_TEST_S3_URL, CDCLAKE_TEST_S3_DIR, CDCLAKE_TEST_INFRA) and
-// CDCLAKE_TEST_PYTHON, a Python with DuckDB. Sizes: CDCLAKE_CRASH_EVENTS
+// CDCLAKE_TEST_PYTHON, a Python with DuckDB (with Iceberg, CDCLAKE_PYTHON
+// too, make test's, with pyiceberg). Sizes: CDCLAKE_CRASH_EVENTS
 // (default 30000), CDCLAKE_CRASH_KILLS (default 5), CDCLAKE_CRASH_OUTAGE
 // (seconds, default 10); make crash-test runs 1,000,000 events, 20 kills
 // and 30 seconds.
@@ -70,7 +81,17 @@ func TestCrashHarness(t *testing.T) {
 	if os.Getenv("CDCLAKE_CRASH_BROKER_DOWN") != "" {
 		brokerDown = time.Duration(envInt(t, "CDCLAKE_CRASH_BROKER_DOWN", 10)) * time.Second
 	}
+	format := os.Getenv("CDCLAKE_CRASH_TABLE_FORMAT")
+	if format != "" && format != "iceberg" {
+		t.Fatalf("CDCLAKE_CRASH_TABLE_FORMAT %q: want iceberg or nothing", format)
+	}
 	bin := build(t, "github.com/cdclake/cdclake/cmd/cdclake")
+	icePy := ""
+	if format == "iceberg" {
+		icePy = pyenv.Python(t, "read the Iceberg tables with pyiceberg")
+		// The committer's binary, which cdclake starts.
+		t.Setenv("CDCLAKE_LAKEHOUSE", build(t, "github.com/cdclake/cdclake/cmd/cdclake-lakehouse"))
+	}
 	repo, err := filepath.Abs("../..")
 	if err != nil {
 		t.Fatal(err)
@@ -113,8 +134,14 @@ func TestCrashHarness(t *testing.T) {
 	lakeDir := filepath.Join(s3Dir, prefix)
 	sink := s3URL + "&prefix=" + prefix + "/"
 	cfg := filepath.Join(dir, "cdclake.yaml")
+	catalog := filepath.Join(dir, "catalog.db")
+	tables := ""
+	if format == "iceberg" {
+		_ = os.Remove(catalog) // CDCLAKE_TEST_KEEP's, of an earlier run
+		tables = "  table_format: iceberg\nsink:\n  iceberg:\n    catalog: sqlite://" + catalog + "\n    commit_interval: 500ms\n"
+	}
 	if err := os.WriteFile(cfg, []byte("progress_interval: 0s\nshutdown_timeout: 2m\nsource:\n  block_lines: 500\n"+
-		"batch:\n  max_open_files: 24\ndefaults:\n  max_rows: 4000\n  max_age: 2s\n"+
+		"batch:\n  max_open_files: 24\ndefaults:\n  max_rows: 4000\n  max_age: 2s\n"+tables+
 		// The generated GoldenGate tables declare their CREATED text column
 		// a timestamp (testdata/bench/config.yaml).
 		"routes:\n  - match: \"SALES.*\"\n    types:\n      CREATED: timestamp\n"), 0o644); err != nil {
@@ -236,6 +263,28 @@ func TestCrashHarness(t *testing.T) {
 			time.Sleep(time.Second)
 		}
 	}()
+	// With Iceberg, the first instance's committer is killed again and
+	// again meanwhile: the commits it has under way are cut (their replies
+	// lost), and it is started again.
+	var committerKills int
+	killed := make(chan struct{})
+	krng := rand.New(rand.NewPCG(rng.Uint64(), 5))
+	go func() {
+		defer close(killed)
+		if format != "iceberg" {
+			return
+		}
+		seen := map[int]bool{}
+		for range kills {
+			time.Sleep(time.Duration(1000+krng.IntN(2000)) * time.Millisecond)
+			for _, c := range children(t, first.cmd.Process.Pid) {
+				if !seen[c] && syscall.Kill(c, syscall.SIGKILL) == nil {
+					seen[c] = true
+					committerKills++
+				}
+			}
+		}
+	}()
 	time.Sleep(4 * time.Second)
 	second, third := start(""), start("")
 	// The zombie's session (10 s) ends and its partitions move.
@@ -274,6 +323,7 @@ func TestCrashHarness(t *testing.T) {
 		time.Sleep(5 * time.Second)
 	}
 	<-produced
+	<-killed
 	select {
 	case <-first.done:
 		log, _ := os.ReadFile(first.log)
@@ -281,6 +331,19 @@ func TestCrashHarness(t *testing.T) {
 	default:
 	}
 	stop(first)
+	restarts, cut := 0, 0
+	if format == "iceberg" {
+		data, _ := os.ReadFile(first.log)
+		if !first.cmd.ProcessState.Success() {
+			t.Errorf("the run whose committer was killed ended %s:\n%s", first.cmd.ProcessState, tail(data, 20))
+		}
+		restarts = strings.Count(string(data), "the lakehouse committer process ended; starting it again")
+		if committerKills == 0 || restarts == 0 || restarts > committerKills {
+			t.Errorf("the committer was killed %d times and started again %d times (%s)", committerKills, restarts, first.log)
+		}
+		// Calls cut by a kill, commits among them.
+		cut = len(regexp.MustCompile(`level=WARN.*the cdclake-lakehouse process: `).FindAll(data, -1))
+	}
 
 	// 4. A poisoned partition: it waits, the others land on; made whole,
 	// it is claimed again without a restart.
@@ -301,7 +364,21 @@ func TestCrashHarness(t *testing.T) {
 	elapsed := time.Since(began)
 
 	// 6. An out-of-range restart, on a topic and lake prefix of their own.
-	gapStatus := outOfRange(t, broker, bin, cfg, s3URL, s3Dir)
+	gapCfg := cfg
+	if format == "iceberg" {
+		// Its lake's tables go into a catalog of their own.
+		gapCfg = filepath.Join(dir, "gap.yaml")
+		data, err := os.ReadFile(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_ = os.Remove(filepath.Join(dir, "gap-catalog.db"))
+		data = []byte(strings.Replace(string(data), catalog, filepath.Join(dir, "gap-catalog.db"), 1))
+		if err := os.WriteFile(gapCfg, data, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	gapStatus := outOfRange(t, broker, bin, gapCfg, s3URL, s3Dir)
 
 	// What landed, against what was produced.
 	got := kafkatest.Landed(t, lakeDir)
@@ -319,13 +396,26 @@ func TestCrashHarness(t *testing.T) {
 			t.Logf("%s: %s", filepath.Base(l), m)
 		}
 	}
-	out, verr := exec.Command(py, filepath.Join(repo, "testdata", "e2e", "verify.py"), lakeDir, expPath).CombinedOutput()
+	verifyArgs := []string{filepath.Join(repo, "testdata", "e2e", "verify.py"), lakeDir, expPath}
+	if format == "iceberg" {
+		verifyArgs = append(verifyArgs, "--plain-json") // Iceberg has no JSON type
+	}
+	out, verr := exec.Command(py, verifyArgs...).CombinedOutput()
 	lines := strings.Split(strings.TrimSpace(string(out)), "\n")
 	summary := fmt.Sprintf("produced %d messages (%d change rows in %d tables); landed %d message rows; duplicates %d (worst sample %d, %d samples, %d unreadable); "+
 		"kills %d; lost replies %d; zombie resumed: %s; rebalances %d; S3 outage %s; broker down %s; poisoned partition claimed after all; "+
 		"out-of-range restart: %s; %s; verify: %s",
 		len(recs), rows, len(exp.Tables), len(got), dups, worst, samples, unreadable, kills, lostReplies, zombieEnd, rebalances,
 		outageFor.Round(time.Second), brokerDown, gapStatus, elapsed.Round(time.Second), lines[len(lines)-1])
+	if format == "iceberg" {
+		iout, ierr := exec.Command(icePy, filepath.Join(repo, "testdata", "e2e", "iceberg.py"), catalog, lakeDir, "--rows-of", "3",
+			"--warehouse", "s3://"+bucketOf(t, s3URL)+"/"+prefix, "--s3-endpoint", endpointOf(t, s3URL)).CombinedOutput()
+		ilines := strings.Split(strings.TrimSpace(string(iout)), "\n")
+		summary += fmt.Sprintf("; iceberg: committer killed %d times, started again %d, %d calls cut; %s", committerKills, restarts, cut, ilines[len(ilines)-1])
+		if ierr != nil {
+			t.Errorf("the Iceberg tables differ from the lake: %v\n%s", ierr, iout)
+		}
+	}
 	t.Log(summary)
 	_ = os.WriteFile(filepath.Join(dir, "summary.txt"), []byte(summary+"\n"), 0o644)
 	if verr != nil {
@@ -339,6 +429,43 @@ func TestCrashHarness(t *testing.T) {
 	if dups > 0 {
 		t.Errorf("%d rows landed more than once", dups)
 	}
+}
+
+// children returns the process ids of pid's children (the committer).
+func children(t *testing.T, pid int) []int {
+	t.Helper()
+	tasks, _ := filepath.Glob(fmt.Sprintf("/proc/%d/task/*/children", pid))
+	var out []int
+	for _, task := range tasks {
+		data, _ := os.ReadFile(task)
+		for _, f := range strings.Fields(string(data)) {
+			var c int
+			if _, err := fmt.Sscan(f, &c); err == nil {
+				out = append(out, c)
+			}
+		}
+	}
+	return out
+}
+
+// bucketOf and endpointOf return the bucket and the endpoint of an s3://
+// sink URL.
+func bucketOf(t *testing.T, s3URL string) string {
+	t.Helper()
+	u, err := neturl.Parse(s3URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return u.Host
+}
+
+func endpointOf(t *testing.T, s3URL string) string {
+	t.Helper()
+	u, err := neturl.Parse(s3URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return u.Query().Get("endpoint")
 }
 
 // waitLog waits until p's log holds pattern (a regular expression), and

@@ -1,16 +1,19 @@
 """Checks the Iceberg tables of a lake against the lake's Parquet files.
 
 usage: iceberg.py CATALOG_DB LAKE_DIR [--plain DATASET ...] [--snapshots N]
-                  [--warehouse s3://bucket/prefix --s3-endpoint URL]
+                  [--rows-of N] [--warehouse s3://bucket/prefix --s3-endpoint URL]
 
 For every table of the SQL catalog (pyiceberg's SqlCatalog on the SQLite
 file), pyiceberg's scan must return exactly the rows of the dataset's
 Parquet files in the lake (read with pyarrow), value for value, with the
 same column names; the table must record a source offset
 (cdclake.offset.*, in its current snapshot or its properties) for every
-source partition of those rows, past the last offset of each. Time travel: every snapshot's scan must hold the rows
-of the files its manifests name, and each snapshot's rows must include its
-parent's. Every dataset of the lake (but cdclake's own, _*) must be a table,
+source partition of those rows, past the last offset of each. Time
+travel: no snapshot may refer to a data file twice, or to one that is
+missing, and each must keep its parent's files; a snapshot's scan must
+hold the rows of the files its manifests name, each one's rows those of
+the ones before (--rows-of N: of N snapshots per table, evenly spaced,
+the last among them; all by default). Every dataset of the lake (but cdclake's own, _*) must be a table,
 but those --plain names; --snapshots is the most snapshots any table may
 have (commits are batched). With --warehouse, the tables' files are on
 an S3 server (credentials from AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY)
@@ -97,6 +100,7 @@ def main():
     ap.add_argument("lake")
     ap.add_argument("--plain", nargs="*", default=[])
     ap.add_argument("--snapshots", type=int, default=0)
+    ap.add_argument("--rows-of", type=int, default=0)
     ap.add_argument("--warehouse")
     ap.add_argument("--s3-endpoint")
     args = ap.parse_args()
@@ -113,7 +117,7 @@ def main():
         """The lake folder's path of a table's data file."""
         return os.path.join(lake, location.removeprefix(warehouse.rstrip("/") + "/"))
 
-    fails, seen, total = [], set(), 0
+    fails, seen, total, nsnaps = [], set(), 0, 0
     for ident in tables(cat):
         name = ".".join(ident)
         seen.add(name)
@@ -146,18 +150,40 @@ def main():
         snaps = tbl.metadata.snapshots
         if args.snapshots and len(snaps) > args.snapshots:
             fails.append(f"{name}: {len(snaps)} snapshots, want at most {args.snapshots}")
-        prev = None
-        for s in snaps:
-            scan = tbl.scan(snapshot_id=s.snapshot_id)
-            at = scan.to_arrow()
-            files = sorted(local(t.file.file_path) for t in scan.plan_files())
-            if not same(at, lake_table(lake, name, files)):
+        # Every snapshot's files, each manifest read once: none twice, none
+        # missing, its parent's kept; the rows of --rows-of of them (all by
+        # default) read as those files.
+        entries, prev, parent = {}, None, set()
+        check = set(range(len(snaps)))
+        if args.rows_of and len(snaps) > args.rows_of:
+            check = {round(i * (len(snaps) - 1) / (args.rows_of - 1)) for i in range(args.rows_of)} if args.rows_of > 1 else {len(snaps) - 1}
+        for i, s in enumerate(snaps):
+            files = []
+            for m in s.manifests(tbl.io):
+                if m.manifest_path not in entries:
+                    entries[m.manifest_path] = [local(e.data_file.file_path) for e in m.fetch_manifest_entry(tbl.io)]
+                files += entries[m.manifest_path]
+            twice = sorted({f for f in files if files.count(f) > 1})
+            if twice:
+                fails.append(f"{name}: snapshot {s.snapshot_id} refers to {len(twice)} data files twice, {twice[0]} first")
+            missing = [f for f in files if not os.path.exists(f)]
+            if missing:
+                fails.append(f"{name}: snapshot {s.snapshot_id} refers to {len(missing)} missing files, {missing[0]} first")
+                continue
+            if not parent <= set(files):
+                fails.append(f"{name}: snapshot {s.snapshot_id} lost files of its parent")
+            parent = set(files)
+            if i not in check:
+                continue
+            at = tbl.scan(snapshot_id=s.snapshot_id).to_arrow()
+            if not same(at, lake_table(lake, name, sorted(files))):
                 fails.append(f"{name}: snapshot {s.snapshot_id} does not read as its files")
             keys = set(zip(at.column("_cdc_source").to_pylist(), at.column("_cdc_partition").to_pylist(),
                            at.column("_cdc_offset").to_pylist()))
             if prev is not None and not prev <= keys:
-                fails.append(f"{name}: snapshot {s.snapshot_id} lost rows of its parent")
+                fails.append(f"{name}: snapshot {s.snapshot_id} lost rows of an earlier one")
             prev = keys
+        nsnaps += len(snaps)
     for d in sorted(os.listdir(lake)):
         if os.path.isdir(os.path.join(lake, d)) and not d.startswith("_") and d not in seen and d not in args.plain:
             fails.append(f"{d}: the lake's dataset is no iceberg table")
@@ -168,7 +194,7 @@ def main():
         print(f)
     if fails:
         sys.exit(1)
-    print(f"ok {len(seen)} tables, {total} rows")
+    print(f"ok {len(seen)} tables, {total} rows, {nsnaps} snapshots")
 
 
 if __name__ == "__main__":
