@@ -17,6 +17,7 @@ import (
 	"github.com/cdclake/cdclake/handlers/batch"
 	"github.com/cdclake/cdclake/sinks"
 	"github.com/cdclake/cdclake/sinks/lakehouse"
+	"github.com/cdclake/cdclake/sinks/state"
 	"golang.org/x/sync/errgroup"
 )
 
@@ -62,6 +63,11 @@ type committer struct {
 	// schemaOf reads a landed file's schema, for files handed over again
 	// after a claim (recommit) without one.
 	schemaOf func(ctx context.Context, key string) (*arrow.Schema, error)
+	// owns, when set (a source whose partitions move between instances),
+	// returns an error wrapping state.ErrFenced once another instance
+	// claimed a partition (state.Journal.Check); asked for each partition
+	// with files in a commit round, before it.
+	owns func(ctx context.Context, source string, part int32) error
 	// failing is, per table whose commits fail, when they started to.
 	failing map[string]time.Time
 	commits int64 // snapshots committed
@@ -261,6 +267,7 @@ func (c *committer) commit(ctx context.Context, only func(source string, part in
 	c.mu.Lock()
 	take := c.take(func(f *batch.Committing) bool { return only == nil || only(f.Source, f.Partition) })
 	c.mu.Unlock()
+	take = c.owned(ctx, take)
 	tables := make([]string, 0, len(take))
 	for t := range take {
 		tables = append(tables, t)
@@ -295,6 +302,51 @@ func (c *committer) commit(ctx context.Context, only func(source string, part in
 		c.mu.Unlock()
 	})
 	return errors.Join(errs...)
+}
+
+// owned returns the files of take whose partitions this instance still
+// owns. The files of a partition another instance claimed (this one was
+// paused, or cut off, past its session) are left to it: its claim hands
+// them to its own committer, and two committers adding one file at once
+// could both get it in (iceberg-go replays a commit that lost a race onto
+// the new head, unchecked). They are dropped as a partition given up is.
+func (c *committer) owned(ctx context.Context, take map[string][]*batch.Committing) map[string][]*batch.Committing {
+	if c.owns == nil {
+		return take
+	}
+	type part struct {
+		source string
+		part   int32
+	}
+	fenced := map[part]bool{}
+	for _, fs := range take {
+		for _, f := range fs {
+			p := part{f.Source, f.Partition}
+			if _, asked := fenced[p]; !asked {
+				fenced[p] = errors.Is(c.owns(ctx, f.Source, f.Partition), state.ErrFenced)
+			}
+		}
+	}
+	out := map[string][]*batch.Committing{}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for table, fs := range take {
+		for _, f := range fs {
+			if fenced[part{f.Source, f.Partition}] {
+				delete(c.held, f)
+				continue
+			}
+			out[table] = append(out[table], f)
+		}
+	}
+	for p, yes := range fenced {
+		if yes {
+			c.log.Warn("a partition was claimed by another instance: its files waiting for their commit are left to it",
+				"source", p.source, "partition", p.part)
+			c.tables = map[string]*tableView{} // the other owner commits to them
+		}
+	}
+	return out
 }
 
 // commitTable commits files, all of table, in one snapshot.

@@ -382,6 +382,9 @@ func (p *Pipeline) bindHandover(h source.Handover, bucket *blob.Bucket) {
 	p.journal = journal
 	b := p.batcher
 	b.SetJournal(journal)
+	if p.commits != nil {
+		p.commits.owns = journal.Check
+	}
 	h.Bind(source.Hooks{
 		Durable: b.Durable,
 		Flush: func(ctx context.Context, src string, part int32) error {
