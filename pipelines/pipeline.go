@@ -470,6 +470,9 @@ func (p *Pipeline) claim(ctx context.Context, bucket *blob.Bucket, store *state.
 		return 0, false, err
 	}
 	p.batcher.Restore(src, part, landed, cuts)
+	if st.Seq > 0 { // the lake had a state: below its committed offset every message landed
+		p.batcher.Resume(src, part, st.Committed)
+	}
 	if p.commits != nil {
 		p.recommit(src, part, st, cuts)
 	}

@@ -503,6 +503,19 @@ func (b *Batcher) Hold(ctx context.Context, at sinks.Position, holder any) error
 	return b.settle(ctx, p, at)
 }
 
+// Resume records that a claimed partition resumes at committed, where its
+// state says every message below is landed: until a message comes, that
+// is its durable offset (a commit of the files a claim hands over again
+// records it), where otherwise nothing would be known.
+func (b *Batcher) Resume(source string, part int32, committed int64) {
+	p := b.partition(source, part)
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.tracker.next < 0 {
+		p.tracker.next = committed
+	}
+}
+
 // HoldCommitting holds c's first offset from counting as durable until
 // Release(c.Source, c.Partition, c), for a file written before this
 // instance claimed its partition and handed to the committer again.

@@ -1443,3 +1443,22 @@ func TestBatcherFencedDuringRetries(t *testing.T) {
 		t.Error("a fenced partition reports a durable offset")
 	}
 }
+
+// TestResumeIsDurable: a claimed partition whose state says it resumes at
+// an offset counts that offset durable before any message comes, so that
+// the commit of a file handed over again at the claim records it.
+func TestResumeIsDurable(t *testing.T) {
+	h := newHarness(t, Config{}, TableConfig{})
+	if _, ok := h.b.TableDurable("orders", 0, "t", nil); ok {
+		t.Fatal("a partition nothing was seen of is durable")
+	}
+	h.b.Resume("orders", 0, 100)
+	c := &Committing{Key: "t/orders-p0-o00000000000000000120.parquet", Table: "t", Source: "orders", First: 120}
+	h.b.HoldCommitting(c)
+	if d, ok := h.b.TableDurable("orders", 0, "t", map[any]bool{c: true}); !ok || d != 100 {
+		t.Errorf("durable at %d (%v) after resuming at 100, want 100", d, ok)
+	}
+	if d, ok := h.b.Durable("orders", 0); !ok || d != 100 {
+		t.Errorf("the partition is durable at %d (%v), want 100", d, ok)
+	}
+}

@@ -9,8 +9,9 @@ Parquet files in the lake (read with pyarrow), value for value, with the
 same column names; the table must record a source offset
 (cdclake.offset.*, in its current snapshot or its properties) for every
 source partition of those rows, past the last offset of each. Time
-travel: no snapshot may refer to a data file twice, or to one that is
-missing, and each must keep its parent's files; a snapshot's scan must
+travel: every snapshot must record offsets; none may refer to a data
+file twice, or to one that is missing, and each must keep its parent's
+files; a snapshot's scan must
 hold the rows of the files its manifests name, each one's rows those of
 the ones before (--rows-of N: of N snapshots per table, evenly spaced,
 the last among them; all by default). Every dataset of the lake (but cdclake's own, _*) must be a table,
@@ -158,6 +159,8 @@ def main():
         if args.rows_of and len(snaps) > args.rows_of:
             check = {round(i * (len(snaps) - 1) / (args.rows_of - 1)) for i in range(args.rows_of)} if args.rows_of > 1 else {len(snaps) - 1}
         for i, s in enumerate(snaps):
+            if not any(k.startswith("cdclake.offset.") for k in s.summary.additional_properties):
+                fails.append(f"{name}: snapshot {s.snapshot_id} records no offset")
             files = []
             for m in s.manifests(tbl.io):
                 if m.manifest_path not in entries:
