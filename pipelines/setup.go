@@ -45,6 +45,9 @@ type Options struct {
 	// password variable, a certificate file not mounted here) a warning
 	// instead of an error.
 	Validate bool
+	// NoSource prepares the lake's side only (cdclake compact): a missing
+	// source is no problem.
+	NoSource bool
 }
 
 // DefaultListen is the metrics endpoint of a Kafka source when the config
@@ -85,6 +88,7 @@ func Prepare(ctx context.Context, cfg *config.Config, o Options) (*Setup, error)
 		} else {
 			s.Kafka = &kc
 		}
+	case srcURL == "" && o.NoSource:
 	case srcURL == "":
 		errs = append(errs, errors.New("source: required: source.url, source.kafka or --source"))
 	case strings.Contains(srcURL, "://") && !strings.HasPrefix(srcURL, "file://"):

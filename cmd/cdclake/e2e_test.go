@@ -559,6 +559,20 @@ func TestIcebergTables(t *testing.T) {
 			if again := check(); again != first {
 				t.Errorf("landed again: %s, first %s", again, first)
 			}
+			// Compacted, every table reads the same rows, in one more
+			// snapshot at most.
+			out, _ := runBin(t, cdclake, "compact", "--config", cfg, "--sink", lakeDir, "--target-size", "1073741824")
+			t.Log(strings.TrimSpace(out))
+			if !regexp.MustCompile(`: [2-9]\d* files into 1 `).MatchString(out) {
+				t.Errorf("no table was compacted:\n%s", out)
+			}
+			compacted := exec.Command(py, filepath.Join(root, "testdata", "e2e", "iceberg.py"), catalog, lakeDir, "--snapshots", "5")
+			if tc.plain != "" {
+				compacted.Args = append(compacted.Args, "--plain", tc.plain)
+			}
+			if got, err := compacted.CombinedOutput(); err != nil || !strings.HasPrefix(string(got), strings.SplitAfter(first, " rows")[0]) {
+				t.Errorf("after compaction: %v\n%s\nbefore: %s", err, got, first)
+			}
 		})
 	}
 }

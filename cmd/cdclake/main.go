@@ -78,6 +78,9 @@ func init() {
 		{"validate", "check a config as run would, reporting every problem with its key path",
 			"cdclake validate [--config] FILE [--check-connections] [--source URL] [--sink URL]",
 			"cdclake validate cdclake.yaml --check-connections", validateCmd},
+		{"compact", "rewrite the small files of the Iceberg tables into larger ones, in one snapshot per table",
+			"cdclake compact [--config FILE] [--sink URL] [--table NAME]... [--target-size BYTES] [--min-files N]",
+			"cdclake compact --config cdclake.yaml --table inventory.public.orders --target-size 268435456", compactCmd},
 		{"probe", "ask a running cdclake's /healthz or /readyz (an exec probe for images without curl)",
 			"cdclake probe [--config FILE] [--metrics-addr ADDR] healthz|readyz",
 			"cdclake probe --config /etc/cdclake/cdclake.yaml readyz", probeCmd},
@@ -364,6 +367,63 @@ func validateCmd(args []string, stdout, stderr io.Writer) int {
 	return exitOK
 }
 
+// configLogger returns the logger cfg's log section asks for, writing to w.
+func configLogger(cfg *config.Config, w io.Writer) *slog.Logger {
+	var level slog.Level
+	_ = level.UnmarshalText([]byte(cfg.Log.Level)) // checked by prepare
+	return observe.NewLogger(w, level, cfg.Log.Format)
+}
+
+// tableList is a repeatable --table flag.
+type tableList []string
+
+func (l *tableList) String() string     { return strings.Join(*l, ",") }
+func (l *tableList) Set(v string) error { *l = append(*l, v); return nil }
+
+func compactCmd(args []string, stdout, stderr io.Writer) int {
+	fs := flagSet("compact", stdout)
+	var s settings
+	fs.StringVar(&s.config, "config", "", "config file (YAML; docs/configuration.md): its routes with table_format iceberg and sink.iceberg")
+	fs.StringVar(&s.opts.Sink, "sink", "", "lake URL, overriding sink.url (the warehouse comes from it unless sink.iceberg.warehouse is set)")
+	var tables tableList
+	fs.Var(&tables, "table", "a table (dataset name) to compact; repeat for more (default: every table of the catalog)")
+	target := fs.Int64("target-size", 128<<20, "the size compacted files aim at, in bytes; smaller files are rewritten together")
+	minFiles := fs.Int("min-files", 2, "the fewest small files a compacted file replaces")
+	if rc := parseFlags(fs, args, stderr); rc >= 0 {
+		return rc
+	}
+	if fs.NArg() > 0 || *target <= 0 || *minFiles < 2 {
+		fmt.Fprintln(stderr, "cdclake compact: flags only, --target-size > 0 and --min-files >= 2 (cdclake compact --help)")
+		return exitUsage
+	}
+	secrets.FromEnv()
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	s.opts.NoSource = true
+	cfg, setup, problems := s.prepare(ctx, false)
+	if len(problems) > 0 {
+		printProblems(stderr, "cdclake compact: the config", problems)
+		return exitFailed
+	}
+	done, err := setup.Compact(ctx, tables, *target, *minFiles, configLogger(cfg, stderr))
+	for _, d := range done {
+		if d.Written == 0 && d.Skipped == 0 {
+			fmt.Fprintf(stdout, "%s: nothing to compact\n", d.Table)
+			continue
+		}
+		fmt.Fprintf(stdout, "%s: %d files into %d (%d rows, %d bytes)", d.Table, d.Replaced, d.Written, d.Rows, d.Bytes)
+		if d.Skipped > 0 {
+			fmt.Fprintf(stdout, "; %d groups left: their schemas do not merge", d.Skipped)
+		}
+		fmt.Fprintln(stdout)
+	}
+	if err != nil {
+		fmt.Fprintf(stderr, "cdclake compact: %s\n", secrets.Redact(err.Error()))
+		return exitFailed
+	}
+	return exitOK
+}
+
 func runCmd(args []string, stdout, stderr io.Writer) int {
 	fs := flagSet("run", stdout)
 	var s settings
@@ -397,9 +457,7 @@ func runCmd(args []string, stdout, stderr io.Writer) int {
 		printProblems(stderr, "cdclake run: the config", problems)
 		return exitFailed
 	}
-	var level slog.Level
-	_ = level.UnmarshalText([]byte(cfg.Log.Level)) // checked by prepare
-	log := observe.NewLogger(stderr, level, cfg.Log.Format)
+	log := configLogger(cfg, stderr)
 	tune(cfg)
 	return land(ctx, cfg, setup, log, stdout)
 }

@@ -66,7 +66,39 @@ type Catalog interface {
 	// RecordOffsets advances the offsets the table records where recorded
 	// is past them, without a snapshot.
 	RecordOffsets(ctx context.Context, dataset string, recorded map[Partition]int64) error
+	// Compact rewrites the table's small files into files of about
+	// opt.TargetBytes, in one snapshot that replaces them: see Compaction.
+	Compact(ctx context.Context, dataset string, opt Compaction) (Compacted, error)
+	// Datasets returns the datasets whose tables the catalog holds.
+	Datasets(ctx context.Context) ([]string, error)
 	Close() error
+}
+
+// Compaction says how Compact rewrites a table's small files. Of each
+// table partition, the files smaller than TargetBytes that start below
+// their source partition's recorded offset (a replay skips them by offset,
+// never by path) are grouped in path order into groups of about
+// TargetBytes, and each group of MinFiles or more is rewritten as one
+// file: the same rows, in the same order, under the table's schema as of
+// the group (a column a file lacks is NULL). The lake's own files stay
+// where they are, for readers of the plain lake; the compacted files go
+// under _cdclake/iceberg/<dataset>/, named after the files they replace.
+type Compaction struct {
+	TargetBytes int64
+	MinFiles    int
+	// Compression, Level and RowGroupRows are the written files' Parquet
+	// settings (the route's).
+	Compression         string
+	Level, RowGroupRows int
+}
+
+// Compacted is what a Compact did.
+type Compacted struct {
+	Written  int   `json:"written"`  // files written
+	Replaced int   `json:"replaced"` // files they replaced
+	Rows     int64 `json:"rows"`
+	Bytes    int64 `json:"bytes"`   // of the files written
+	Skipped  int   `json:"skipped"` // groups left: their files' schemas do not merge
 }
 
 // ErrSchema is returned for a file whose schema its Iceberg table cannot

@@ -29,13 +29,14 @@ const Binary = "cdclake-lakehouse"
 // request is one call of a Catalog method.
 type request struct {
 	ID        uint64      `json:"id"`
-	Op        string      `json:"op"` // open, offsets, landed, commit, record
+	Op        string      `json:"op"` // open, offsets, landed, commit, record, compact, datasets
 	Dataset   string      `json:"dataset,omitempty"`
 	Files     []wireFile  `json:"files,omitempty"`
 	Offsets   []wireOff   `json:"offsets,omitempty"`
 	Parts     []Partition `json:"parts,omitempty"`
 	Skip      []string    `json:"skip,omitempty"`
 	Config    *Config     `json:"config,omitempty"` // open
+	Compact   *Compaction `json:"compact,omitempty"`
 	LogLevel  string      `json:"log_level,omitempty"`
 	LogFormat string      `json:"log_format,omitempty"`
 }
@@ -43,11 +44,12 @@ type request struct {
 // reply is a call's answer, by its request's ID: its error (Kind names the
 // package's error it wraps, if any), or its results.
 type reply struct {
-	ID      uint64    `json:"id"`
-	Error   string    `json:"error,omitempty"`
-	Kind    string    `json:"kind,omitempty"` // schema (ErrSchema), other-lake (ErrOtherLake)
-	Offsets []wireOff `json:"offsets,omitempty"`
-	Keys    []string  `json:"keys,omitempty"`
+	ID      uint64     `json:"id"`
+	Error   string     `json:"error,omitempty"`
+	Kind    string     `json:"kind,omitempty"` // schema (ErrSchema), other-lake (ErrOtherLake)
+	Offsets []wireOff  `json:"offsets,omitempty"`
+	Keys    []string   `json:"keys,omitempty"` // landed; datasets
+	Done    *Compacted `json:"done,omitempty"`
 }
 
 // kinds are the errors a reply names by Kind, which fail a run at once.
@@ -280,6 +282,22 @@ func (r *restarting) RecordOffsets(ctx context.Context, dataset string, recorded
 	return p.RecordOffsets(ctx, dataset, recorded)
 }
 
+func (r *restarting) Compact(ctx context.Context, dataset string, opt Compaction) (Compacted, error) {
+	p, err := r.process(ctx)
+	if err != nil {
+		return Compacted{}, err
+	}
+	return p.Compact(ctx, dataset, opt)
+}
+
+func (r *restarting) Datasets(ctx context.Context) ([]string, error) {
+	p, err := r.process(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return p.Datasets(ctx)
+}
+
 // Close ends the running process; the Catalog is not used after.
 func (r *restarting) Close() error {
 	r.mu.Lock()
@@ -410,6 +428,19 @@ func (p *process) Commit(ctx context.Context, dataset string, files []File, reco
 func (p *process) RecordOffsets(ctx context.Context, dataset string, recorded map[Partition]int64) error {
 	_, err := p.call(ctx, request{Op: "record", Dataset: dataset, Offsets: toWire(recorded)})
 	return err
+}
+
+func (p *process) Compact(ctx context.Context, dataset string, opt Compaction) (Compacted, error) {
+	rep, err := p.call(ctx, request{Op: "compact", Dataset: dataset, Compact: &opt})
+	if err != nil || rep.Done == nil {
+		return Compacted{}, err
+	}
+	return *rep.Done, nil
+}
+
+func (p *process) Datasets(ctx context.Context) ([]string, error) {
+	rep, err := p.call(ctx, request{Op: "datasets"})
+	return rep.Keys, err
 }
 
 // Close ends the child: its input closes, it closes its catalog and exits.
@@ -544,6 +575,15 @@ func serve(ctx context.Context, c Catalog, req request) (reply, error) {
 		return reply{}, c.Commit(ctx, req.Dataset, files, fromWire(req.Offsets), skip)
 	case "record":
 		return reply{}, c.RecordOffsets(ctx, req.Dataset, fromWire(req.Offsets))
+	case "compact":
+		if req.Compact == nil {
+			return reply{}, errors.New("compact: no options")
+		}
+		done, err := c.Compact(ctx, req.Dataset, *req.Compact)
+		return reply{Done: &done}, err
+	case "datasets":
+		names, err := c.Datasets(ctx)
+		return reply{Keys: names}, err
 	}
 	return reply{}, fmt.Errorf("unknown request %q", req.Op)
 }

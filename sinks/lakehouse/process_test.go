@@ -45,7 +45,11 @@ func (f *fake) Commit(_ context.Context, _ string, files []lakehouse.File, rec m
 func (f *fake) RecordOffsets(context.Context, string, map[lakehouse.Partition]int64) error {
 	return nil
 }
-func (f *fake) Close() error { return nil }
+func (f *fake) Compact(_ context.Context, dataset string, opt lakehouse.Compaction) (lakehouse.Compacted, error) {
+	return lakehouse.Compacted{Written: 1, Replaced: opt.MinFiles, Rows: opt.TargetBytes, Bytes: int64(len(dataset))}, f.failed
+}
+func (f *fake) Datasets(context.Context) ([]string, error) { return []string{"a.b", "c"}, nil }
+func (f *fake) Close() error                               { return nil }
 
 // TestServe: each Catalog call crosses Serve's pipe whole: files with their
 // schemas, offsets, skipped keys, results, and ErrSchema as itself.
@@ -69,6 +73,13 @@ func TestServe(t *testing.T) {
 	}
 	if keys, err := cli.Landed(ctx, "t", map[lakehouse.Partition]bool{p: true}); err != nil || !keys["topic/x.parquet"] {
 		t.Errorf("landed %v %v", keys, err)
+	}
+	if done, err := cli.Compact(ctx, "t", lakehouse.Compaction{TargetBytes: 9, MinFiles: 3}); err != nil ||
+		done != (lakehouse.Compacted{Written: 1, Replaced: 3, Rows: 9, Bytes: 1}) {
+		t.Errorf("compact %+v %v", done, err)
+	}
+	if names, err := cli.Datasets(ctx); err != nil || strings.Join(names, " ") != "a.b c" {
+		t.Errorf("datasets %v %v", names, err)
 	}
 	cat.failed = errors.New("boom: " + lakehouse.ErrSchema.Error())
 	if err := cli.Commit(ctx, "t", files, nil, nil); err == nil || errors.Is(err, lakehouse.ErrSchema) {

@@ -1,0 +1,55 @@
+// Compaction of the lakehouse tables: cdclake compact.
+
+package pipelines
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+
+	"github.com/cdclake/cdclake/sinks/lakehouse"
+)
+
+// TableCompaction is what compacting one table did.
+type TableCompaction struct {
+	Table string
+	lakehouse.Compacted
+}
+
+// Compact rewrites the small files of the lakehouse tables (of tables;
+// empty: every table the catalog holds) into files of about targetBytes,
+// in one snapshot per table, with each table's route's Parquet settings
+// (lakehouse.Compaction). It starts the committer process as a run does;
+// landing may go on meanwhile. It returns what it did, table by table,
+// and the errors of the tables it could not compact.
+func (s *Setup) Compact(ctx context.Context, tables []string, targetBytes int64, minFiles int, log *slog.Logger) ([]TableCompaction, error) {
+	if s.Plan == nil || s.Plan.iceberg == nil {
+		return nil, errors.New("no route has table_format iceberg: there is no table to compact")
+	}
+	level := slog.LevelWarn
+	_ = level.UnmarshalText([]byte(s.Plan.cfg.Log.Level))
+	cat, err := lakehouse.Start(ctx, *s.Plan.iceberg, log, level, s.Plan.cfg.Log.Format)
+	if err != nil {
+		return nil, fmt.Errorf("sink.iceberg: %w", err)
+	}
+	defer cat.Close()
+	if len(tables) == 0 {
+		if tables, err = cat.Datasets(ctx); err != nil {
+			return nil, err
+		}
+	}
+	var out []TableCompaction
+	var errs []error
+	for _, t := range tables {
+		w := s.Plan.BatchConfig(t).Write
+		done, err := cat.Compact(ctx, t, lakehouse.Compaction{TargetBytes: targetBytes, MinFiles: minFiles,
+			Compression: w.Compression, Level: w.CompressionLevel, RowGroupRows: w.RowGroupRows})
+		if err != nil {
+			errs = append(errs, fmt.Errorf("%s: %w", t, err))
+			continue
+		}
+		out = append(out, TableCompaction{t, done})
+	}
+	return out, errors.Join(errs...)
+}

@@ -1,0 +1,510 @@
+package icebergsql
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"path"
+	"slices"
+	"strings"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/arrow-go/v18/arrow/bitutil"
+	"github.com/apache/arrow-go/v18/arrow/memory"
+	"github.com/apache/arrow-go/v18/parquet/file"
+	"github.com/apache/arrow-go/v18/parquet/pqarrow"
+	"github.com/apache/iceberg-go"
+	icebergio "github.com/apache/iceberg-go/io"
+	"github.com/apache/iceberg-go/table"
+	"github.com/cdclake/cdclake/sinks"
+	"github.com/cdclake/cdclake/sinks/lakehouse"
+	"github.com/cdclake/cdclake/sinks/parquet"
+)
+
+// CompactedPrefix is where compacted files go, under the warehouse: out of
+// the datasets' folders, which readers of the plain lake glob.
+const CompactedPrefix = "_cdclake/iceberg/"
+
+// dataFile is a data file of a table's current snapshot.
+type dataFile struct {
+	path string // its location
+	key  string // Warehouse-relative
+	size int64
+	rows int64
+}
+
+// Compact rewrites the dataset table's small files (see
+// lakehouse.Compaction) in one snapshot. It reads the table afresh: other
+// processes may have committed since.
+func (c *Iceberg) Compact(ctx context.Context, dataset string, opt lakehouse.Compaction) (lakehouse.Compacted, error) {
+	var done lakehouse.Compacted
+	if opt.TargetBytes <= 0 {
+		return done, errors.New("compaction: the target size must be positive")
+	}
+	opt.MinFiles = max(opt.MinFiles, 2)
+	l := c.lock(dataset)
+	defer l.Unlock()
+	tbl, err := c.load(ctx, dataset)
+	l.tbl = tbl
+	if err != nil || tbl == nil || tbl.CurrentSnapshot() == nil {
+		return done, err
+	}
+	groups, err := c.smallFiles(ctx, tbl, opt.TargetBytes)
+	if err != nil {
+		return done, err
+	}
+	fs, err := tbl.FS(ctx)
+	if err != nil {
+		return done, err
+	}
+	wfs, ok := fs.(icebergio.WriteFileIO)
+	if !ok {
+		return done, fmt.Errorf("compaction: the file IO of %s cannot write", strings.Join(tbl.Identifier(), "."))
+	}
+	var remove, add []string
+	for _, g := range groups {
+		for _, bin := range bins(g, opt.TargetBytes) {
+			if len(bin) < opt.MinFiles {
+				continue
+			}
+			key := compactedKey(dataset, bin)
+			rows, size, err := rewrite(ctx, fs, wfs, c.location(key), bin, opt)
+			if errors.Is(err, errNoMerge) {
+				c.log.Warn("files not compacted: their schemas do not merge", "table", dataset, "first", bin[0].key, "err", err)
+				done.Skipped++
+				continue
+			}
+			if err != nil {
+				return lakehouse.Compacted{}, err
+			}
+			for _, f := range bin {
+				remove = append(remove, f.path)
+			}
+			add = append(add, c.location(key))
+			done.Written++
+			done.Replaced += len(bin)
+			done.Rows += rows
+			done.Bytes += size
+		}
+	}
+	if len(add) == 0 {
+		return done, nil
+	}
+	props, _ := merged(tbl, nil) // the offsets, carried forward
+	tx := tbl.NewTransaction()
+	if err := tx.ReplaceDataFiles(ctx, remove, add, props); err != nil {
+		return lakehouse.Compacted{}, fmt.Errorf("compacting %s: %w", strings.Join(tbl.Identifier(), "."), err)
+	}
+	next, err := tx.Commit(ctx)
+	if err != nil {
+		l.tbl = nil
+		return lakehouse.Compacted{}, fmt.Errorf("committing the compaction of %s: %w", strings.Join(tbl.Identifier(), "."), err)
+	}
+	l.tbl = next
+	c.log.Info("iceberg table compacted", "table", strings.Join(next.Identifier(), "."), "written", done.Written,
+		"replaced", done.Replaced, "rows", done.Rows)
+	return done, nil
+}
+
+// smallFiles returns the current snapshot's files smaller than target
+// that start below their source partition's recorded offset (or hold
+// only such rows: compacted files), by table partition, each in key order.
+// The groups come in the order of their first file's key.
+func (c *Iceberg) smallFiles(ctx context.Context, tbl *table.Table, target int64) ([][]dataFile, error) {
+	fs, err := tbl.FS(ctx)
+	if err != nil {
+		return nil, err
+	}
+	manifests, err := tbl.CurrentSnapshot().Manifests(fs)
+	if err != nil {
+		return nil, fmt.Errorf("reading the manifests of %s: %w", tbl.Identifier(), err)
+	}
+	recorded := offsets(tbl)
+	byPart := map[string][]dataFile{}
+	for _, m := range manifests {
+		if m.ManifestContent() != iceberg.ManifestContentData {
+			continue
+		}
+		entries, err := m.FetchEntries(fs, true)
+		if err != nil {
+			return nil, fmt.Errorf("reading the manifest %s: %w", m.FilePath(), err)
+		}
+		for _, e := range entries {
+			df := e.DataFile()
+			key, ok := c.key(df.FilePath())
+			if !ok || df.FileSizeBytes() >= target {
+				continue
+			}
+			if src, part, first, ok := lakehouse.Origin(key); ok && first >= recorded[lakehouse.Partition{Source: src, Partition: part}] {
+				continue // may be looked up by its path (Landed)
+			} else if !ok && !strings.HasPrefix(key, CompactedPrefix) {
+				continue // not cdclake's
+			}
+			pk := partitionKey(df)
+			byPart[pk] = append(byPart[pk], dataFile{path: df.FilePath(), key: key, size: df.FileSizeBytes(), rows: df.Count()})
+		}
+	}
+	var out [][]dataFile
+	for _, g := range byPart {
+		slices.SortFunc(g, func(a, b dataFile) int { return strings.Compare(a.key, b.key) })
+		out = append(out, g)
+	}
+	slices.SortFunc(out, func(a, b []dataFile) int { return strings.Compare(a[0].key, b[0].key) })
+	return out, nil
+}
+
+// partitionKey identifies a data file's table partition: its spec and
+// partition values.
+func partitionKey(df iceberg.DataFile) string {
+	vals := df.Partition()
+	ids := make([]int, 0, len(vals))
+	for id := range vals {
+		ids = append(ids, id)
+	}
+	slices.Sort(ids)
+	var b strings.Builder
+	fmt.Fprintf(&b, "spec %d", df.SpecID())
+	for _, id := range ids {
+		fmt.Fprintf(&b, " %d=%v", id, vals[id])
+	}
+	return b.String()
+}
+
+// bins cuts a partition's files, in order, into runs of about target
+// bytes: a run ends with the file that brings it to target.
+func bins(files []dataFile, target int64) [][]dataFile {
+	var out [][]dataFile
+	var cur []dataFile
+	var size int64
+	for _, f := range files {
+		cur = append(cur, f)
+		size += f.size
+		if size >= target {
+			out = append(out, cur)
+			cur, size = nil, 0
+		}
+	}
+	if len(cur) > 0 {
+		out = append(out, cur)
+	}
+	return out
+}
+
+// compactedKey is the key of the file that replaces bin: under
+// CompactedPrefix, in its first file's directory within the dataset, named
+// after the keys it replaces, so that compacting the same files again
+// (after a failed commit) writes the same file.
+func compactedKey(dataset string, bin []dataFile) string {
+	h := sha256.New()
+	for _, f := range bin {
+		h.Write([]byte(f.key))
+		h.Write([]byte{'\n'})
+	}
+	dir := path.Dir(bin[0].key)
+	if rest, ok := strings.CutPrefix(bin[0].key, CompactedPrefix); ok {
+		dir = path.Dir(rest)
+	}
+	dir = strings.TrimPrefix(strings.TrimPrefix(dir, dataset), "/")
+	return path.Join(CompactedPrefix+dataset, dir, "compacted-"+hex.EncodeToString(h.Sum(nil))[:20]+".parquet")
+}
+
+// errNoMerge is returned for files whose schemas do not merge into one.
+var errNoMerge = errors.New("the files' schemas do not merge")
+
+// rewrite writes the rows of bin, in order, to the file at location, under
+// the schema that merges theirs; it returns its rows and size.
+func rewrite(ctx context.Context, fs icebergio.IO, wfs icebergio.WriteFileIO, location string, bin []dataFile, opt lakehouse.Compaction) (int64, int64, error) {
+	mem := memory.DefaultAllocator
+	var tables []arrow.Table
+	defer func() {
+		for _, t := range tables {
+			t.Release()
+		}
+	}()
+	for _, f := range bin {
+		t, err := readTable(ctx, fs, f.path, mem)
+		if err != nil {
+			return 0, 0, err
+		}
+		tables = append(tables, t)
+	}
+	target := tables[0].Schema()
+	for _, t := range tables[1:] {
+		var ok bool
+		if target, ok = mergeSchemas(target, t.Schema()); !ok {
+			return 0, 0, fmt.Errorf("%w: %s and %s", errNoMerge, tables[0].Schema(), t.Schema())
+		}
+	}
+	target = withoutFieldIDs(target)
+	var parts []sinks.Part
+	defer func() {
+		for _, p := range parts {
+			p.Record.Release()
+		}
+	}()
+	var rows int64
+	for _, t := range tables {
+		tr := array.NewTableReader(t, 1<<16)
+		for tr.Next() {
+			rec, err := conformRecord(tr.RecordBatch(), target, mem)
+			if err != nil {
+				tr.Release()
+				return 0, 0, err
+			}
+			parts = append(parts, sinks.Part{Record: rec, Ranges: [][2]int{{0, int(rec.NumRows())}}})
+			rows += rec.NumRows()
+		}
+		err := tr.Err()
+		tr.Release()
+		if err != nil {
+			return 0, 0, err
+		}
+	}
+	w, err := wfs.Create(location)
+	if err != nil {
+		return 0, 0, fmt.Errorf("creating %s: %w", location, err)
+	}
+	cw := &countingWriter{w: w}
+	popt := parquet.Options{Compression: opt.Compression, Level: opt.Level, RowGroupRows: opt.RowGroupRows}
+	if err := parquet.WriteParts(cw, parts, popt, mem); err != nil {
+		w.Close()
+		return 0, 0, fmt.Errorf("writing %s: %w", location, err)
+	}
+	if err := w.Close(); err != nil {
+		return 0, 0, fmt.Errorf("writing %s: %w", location, err)
+	}
+	return rows, cw.n, nil
+}
+
+type countingWriter struct {
+	w interface{ Write([]byte) (int, error) }
+	n int64
+}
+
+func (c *countingWriter) Write(p []byte) (int, error) {
+	n, err := c.w.Write(p)
+	c.n += int64(n)
+	return n, err
+}
+
+// readTable reads a Parquet file whole, with the Arrow schema it stores.
+func readTable(ctx context.Context, fs icebergio.IO, location string, mem memory.Allocator) (arrow.Table, error) {
+	f, err := fs.Open(location)
+	if err != nil {
+		return nil, fmt.Errorf("opening %s: %w", location, err)
+	}
+	defer f.Close()
+	pr, err := file.NewParquetReader(f)
+	if err != nil {
+		return nil, fmt.Errorf("reading %s: %w", location, err)
+	}
+	defer pr.Close()
+	fr, err := pqarrow.NewFileReader(pr, pqarrow.ArrowReadProperties{BatchSize: 1 << 16}, mem)
+	if err != nil {
+		return nil, fmt.Errorf("reading %s: %w", location, err)
+	}
+	t, err := fr.ReadTable(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("reading %s: %w", location, err)
+	}
+	return t, nil
+}
+
+// withoutFieldIDs returns sch without the Parquet field ids a reader gives
+// its fields (-1: the lake's files carry none): an Iceberg reader finds the
+// columns of a file without ids by the table's name mapping, and would
+// take ids, even -1, for the columns' own.
+func withoutFieldIDs(sch *arrow.Schema) *arrow.Schema {
+	md := sch.Metadata()
+	return arrow.NewSchema(stripFields(sch.Fields()), &md)
+}
+
+func stripFields(fields []arrow.Field) []arrow.Field {
+	out := make([]arrow.Field, len(fields))
+	for i, f := range fields {
+		if i := f.Metadata.FindKey("PARQUET:field_id"); i >= 0 {
+			keys, vals := slices.Delete(slices.Clone(f.Metadata.Keys()), i, i+1), slices.Delete(slices.Clone(f.Metadata.Values()), i, i+1)
+			f.Metadata = arrow.NewMetadata(keys, vals)
+		}
+		switch t := f.Type.(type) {
+		case *arrow.StructType:
+			f.Type = arrow.StructOf(stripFields(t.Fields())...)
+		case *arrow.ListType:
+			ef := stripFields([]arrow.Field{t.ElemField()})[0]
+			f.Type = arrow.ListOfField(ef)
+		case *arrow.LargeListType:
+			ef := stripFields([]arrow.Field{t.ElemField()})[0]
+			f.Type = arrow.LargeListOfField(ef)
+		case *arrow.MapType:
+			kv := stripFields([]arrow.Field{t.KeyField(), t.ItemField()})
+			m := arrow.MapOfFields(kv[0], kv[1])
+			m.KeysSorted = t.KeysSorted
+			f.Type = m
+		}
+		out[i] = f
+	}
+	return out
+}
+
+// mergeSchemas returns the schema of a's and b's fields by name, in the
+// order they first come: a field of NULLs only (arrow's null type) takes
+// the other's type, structs merge field by field; other types must be the
+// same. The metadata is b's (the later file's).
+func mergeSchemas(a, b *arrow.Schema) (*arrow.Schema, bool) {
+	fields, ok := mergeFields(a.Fields(), b.Fields())
+	if !ok {
+		return nil, false
+	}
+	md := b.Metadata()
+	return arrow.NewSchema(fields, &md), true
+}
+
+func mergeFields(a, b []arrow.Field) ([]arrow.Field, bool) {
+	out := slices.Clone(a)
+	for _, fb := range b {
+		i := slices.IndexFunc(out, func(f arrow.Field) bool { return f.Name == fb.Name })
+		if i < 0 {
+			fb.Nullable = true // the files before lack it
+			out = append(out, fb)
+			continue
+		}
+		t, ok := mergeTypes(out[i].Type, fb.Type)
+		if !ok {
+			return nil, false
+		}
+		out[i].Type = t
+		out[i].Nullable = out[i].Nullable || fb.Nullable
+	}
+	for i := range out {
+		if slices.IndexFunc(b, func(f arrow.Field) bool { return f.Name == out[i].Name }) < 0 {
+			out[i].Nullable = true // the later file lacks it
+		}
+	}
+	return out, true
+}
+
+func mergeTypes(a, b arrow.DataType) (arrow.DataType, bool) {
+	switch {
+	case a.ID() == arrow.NULL:
+		return b, true
+	case b.ID() == arrow.NULL, arrow.TypeEqual(a, b):
+		return a, true
+	}
+	sa, ok1 := a.(*arrow.StructType)
+	sb, ok2 := b.(*arrow.StructType)
+	if !ok1 || !ok2 {
+		return nil, false
+	}
+	fields, ok := mergeFields(sa.Fields(), sb.Fields())
+	if !ok {
+		return nil, false
+	}
+	return arrow.StructOf(fields...), true
+}
+
+// conformRecord returns rec under sch, whose fields are a merge of its own
+// (mergeSchemas): a column it lacks, or of NULLs only, is NULLs.
+func conformRecord(rec arrow.RecordBatch, sch *arrow.Schema, mem memory.Allocator) (arrow.RecordBatch, error) {
+	n := int(rec.NumRows())
+	cols := make([]arrow.Array, sch.NumFields())
+	defer func() {
+		for _, c := range cols {
+			if c != nil {
+				c.Release()
+			}
+		}
+	}()
+	for i, f := range sch.Fields() {
+		idx := rec.Schema().FieldIndices(f.Name)
+		if len(idx) == 0 {
+			cols[i] = array.MakeArrayOfNull(mem, f.Type, n)
+			continue
+		}
+		c, err := conform(rec.Column(idx[0]), f.Type, mem)
+		if err != nil {
+			return nil, fmt.Errorf("column %s: %w", f.Name, err)
+		}
+		cols[i] = c
+	}
+	return array.NewRecordBatch(sch, cols, int64(n)), nil
+}
+
+// conform returns arr as an array of type to, a merge of its own type.
+func conform(arr arrow.Array, to arrow.DataType, mem memory.Allocator) (arrow.Array, error) {
+	if arrow.TypeEqual(arr.DataType(), to) {
+		arr.Retain()
+		return arr, nil
+	}
+	if arr.DataType().ID() == arrow.NULL {
+		return array.MakeArrayOfNull(mem, to, arr.Len()), nil
+	}
+	st, ok1 := to.(*arrow.StructType)
+	src, ok2 := arr.(*array.Struct)
+	if !ok1 || !ok2 {
+		return nil, fmt.Errorf("%w: %s to %s", errNoMerge, arr.DataType(), to)
+	}
+	n := arr.Len()
+	kids := make([]arrow.ArrayData, st.NumFields())
+	defer func() {
+		for _, k := range kids {
+			if k != nil {
+				k.Release()
+			}
+		}
+	}()
+	srcType := src.DataType().(*arrow.StructType)
+	for i, f := range st.Fields() {
+		var kid arrow.Array
+		if j, ok := srcType.FieldIdx(f.Name); ok {
+			var err error
+			if kid, err = conform(src.Field(j), f.Type, mem); err != nil {
+				return nil, err
+			}
+		} else {
+			kid = array.MakeArrayOfNull(mem, f.Type, n)
+		}
+		kids[i] = kid.Data()
+		kids[i].Retain()
+		kid.Release()
+	}
+	valid := memory.NewResizableBuffer(mem)
+	valid.Resize(int(bitutil.BytesForBits(int64(n))))
+	defer valid.Release()
+	for i := range n {
+		bitutil.SetBitTo(valid.Bytes(), i, src.IsValid(i))
+	}
+	data := array.NewData(to, n, []*memory.Buffer{valid}, kids, src.NullN(), 0)
+	defer data.Release()
+	return array.MakeFromData(data), nil
+}
+
+// Datasets returns the datasets of the catalog's tables under the
+// configured namespace.
+func (c *Iceberg) Datasets(ctx context.Context) ([]string, error) {
+	root := slices.Clone(c.cfg.Namespace)
+	// The SQL catalog lists every namespace under the parent, at any
+	// depth, the parent among them.
+	spaces, err := c.cat.ListNamespaces(ctx, root)
+	if err != nil {
+		return nil, fmt.Errorf("listing the iceberg namespaces: %w", err)
+	}
+	seen := map[string]bool{}
+	var out []string
+	for _, ns := range spaces {
+		if len(ns) == 0 || seen[strings.Join(ns, "\x00")] {
+			continue
+		}
+		seen[strings.Join(ns, "\x00")] = true
+		for id, err := range c.cat.ListTables(ctx, ns) {
+			if err != nil {
+				return nil, fmt.Errorf("listing the tables of %s: %w", strings.Join(ns, "."), err)
+			}
+			out = append(out, strings.Join(id[len(root):], "."))
+		}
+	}
+	slices.Sort(out)
+	return out, nil
+}
