@@ -15,15 +15,27 @@ import (
 type TableCompaction struct {
 	Table string
 	lakehouse.Compacted
+	Expired lakehouse.Expired
+}
+
+// Maintenance says what Compact does to each table.
+type Maintenance struct {
+	// TargetBytes and MinFiles are lakehouse.Compaction's.
+	TargetBytes int64
+	MinFiles    int
+	// Expire, when set, expires the table's snapshots after its
+	// compaction (lakehouse.Expiry).
+	Expire *lakehouse.Expiry
 }
 
 // Compact rewrites the small files of the lakehouse tables (of tables;
-// empty: every table the catalog holds) into files of about targetBytes,
-// in one snapshot per table, with each table's route's Parquet settings
-// (lakehouse.Compaction). It starts the committer process as a run does;
-// landing may go on meanwhile. It returns what it did, table by table,
-// and the errors of the tables it could not compact.
-func (s *Setup) Compact(ctx context.Context, tables []string, targetBytes int64, minFiles int, log *slog.Logger) ([]TableCompaction, error) {
+// empty: every table the catalog holds) into files of about
+// m.TargetBytes, in one snapshot per table, with each table's route's
+// Parquet settings (lakehouse.Compaction), then expires their old
+// snapshots if m says so. It starts the committer process as a run does;
+// landing may go on meanwhile. It returns what it did, table by table, and
+// the errors of the tables it could not maintain.
+func (s *Setup) Compact(ctx context.Context, tables []string, m Maintenance, log *slog.Logger) ([]TableCompaction, error) {
 	if s.Plan == nil || s.Plan.iceberg == nil {
 		return nil, errors.New("no route has table_format iceberg: there is no table to compact")
 	}
@@ -43,13 +55,19 @@ func (s *Setup) Compact(ctx context.Context, tables []string, targetBytes int64,
 	var errs []error
 	for _, t := range tables {
 		w := s.Plan.BatchConfig(t).Write
-		done, err := cat.Compact(ctx, t, lakehouse.Compaction{TargetBytes: targetBytes, MinFiles: minFiles,
+		done, err := cat.Compact(ctx, t, lakehouse.Compaction{TargetBytes: m.TargetBytes, MinFiles: m.MinFiles,
 			Compression: w.Compression, Level: w.CompressionLevel, RowGroupRows: w.RowGroupRows})
 		if err != nil {
 			errs = append(errs, fmt.Errorf("%s: %w", t, err))
 			continue
 		}
-		out = append(out, TableCompaction{t, done})
+		tc := TableCompaction{Table: t, Compacted: done}
+		if m.Expire != nil {
+			if tc.Expired, err = cat.Expire(ctx, t, *m.Expire); err != nil {
+				errs = append(errs, fmt.Errorf("%s: %w", t, err))
+			}
+		}
+		out = append(out, tc)
 	}
 	return out, errors.Join(errs...)
 }

@@ -566,13 +566,23 @@ func TestIcebergTables(t *testing.T) {
 			if !regexp.MustCompile(`: [2-9]\d* files into 1 `).MatchString(out) {
 				t.Errorf("no table was compacted:\n%s", out)
 			}
-			compacted := exec.Command(py, filepath.Join(root, "testdata", "e2e", "iceberg.py"), catalog, lakeDir, "--snapshots", "5")
-			if tc.plain != "" {
-				compacted.Args = append(compacted.Args, "--plain", tc.plain)
+			same := func(when string) {
+				t.Helper()
+				cmd := exec.Command(py, filepath.Join(root, "testdata", "e2e", "iceberg.py"), catalog, lakeDir, "--snapshots", "5")
+				if tc.plain != "" {
+					cmd.Args = append(cmd.Args, "--plain", tc.plain)
+				}
+				if got, err := cmd.CombinedOutput(); err != nil || !strings.HasPrefix(string(got), strings.SplitAfter(first, " rows")[0]) {
+					t.Errorf("%s: %v\n%s\nbefore: %s", when, err, got, first)
+				}
 			}
-			if got, err := compacted.CombinedOutput(); err != nil || !strings.HasPrefix(string(got), strings.SplitAfter(first, " rows")[0]) {
-				t.Errorf("after compaction: %v\n%s\nbefore: %s", err, got, first)
+			same("after compaction")
+			// Every snapshot but the newest expires; the lake's files stay.
+			out, _ = runBin(t, cdclake, "compact", "--config", cfg, "--sink", lakeDir, "--expire-older-than", "1ns", "--retain-last", "1")
+			if !strings.Contains(out, "snapshots expired") {
+				t.Errorf("no snapshot expired:\n%s", out)
 			}
+			same("after the expiry")
 		})
 	}
 }

@@ -32,6 +32,7 @@ import (
 	"github.com/cdclake/cdclake/pipelines/source"
 	"github.com/cdclake/cdclake/pipelines/source/kafka"
 	"github.com/cdclake/cdclake/sinks/lake"
+	"github.com/cdclake/cdclake/sinks/lakehouse"
 	"github.com/prometheus/client_golang/prometheus"
 	"gocloud.dev/blob"
 )
@@ -79,7 +80,7 @@ func init() {
 			"cdclake validate [--config] FILE [--check-connections] [--source URL] [--sink URL]",
 			"cdclake validate cdclake.yaml --check-connections", validateCmd},
 		{"compact", "rewrite the small files of the Iceberg tables into larger ones, in one snapshot per table",
-			"cdclake compact [--config FILE] [--sink URL] [--table NAME]... [--target-size BYTES] [--min-files N]",
+			"cdclake compact [--config FILE] [--sink URL] [--table NAME]... [--target-size BYTES] [--min-files N] [--expire-older-than DURATION] [--retain-last N]",
 			"cdclake compact --config cdclake.yaml --table inventory.public.orders --target-size 268435456", compactCmd},
 		{"probe", "ask a running cdclake's /healthz or /readyz (an exec probe for images without curl)",
 			"cdclake probe [--config FILE] [--metrics-addr ADDR] healthz|readyz",
@@ -389,12 +390,18 @@ func compactCmd(args []string, stdout, stderr io.Writer) int {
 	fs.Var(&tables, "table", "a table (dataset name) to compact; repeat for more (default: every table of the catalog)")
 	target := fs.Int64("target-size", 128<<20, "the size compacted files aim at, in bytes; smaller files are rewritten together")
 	minFiles := fs.Int("min-files", 2, "the fewest small files a compacted file replaces")
+	expireAfter := fs.Duration("expire-older-than", 0, "then drop the snapshots older than this (e.g. 168h), and the table's own files only they refer to; 0: keep every snapshot")
+	retain := fs.Int("retain-last", 10, "with --expire-older-than, the newest snapshots kept whatever their age")
 	if rc := parseFlags(fs, args, stderr); rc >= 0 {
 		return rc
 	}
-	if fs.NArg() > 0 || *target <= 0 || *minFiles < 2 {
-		fmt.Fprintln(stderr, "cdclake compact: flags only, --target-size > 0 and --min-files >= 2 (cdclake compact --help)")
+	if fs.NArg() > 0 || *target <= 0 || *minFiles < 2 || *expireAfter < 0 || *retain < 1 {
+		fmt.Fprintln(stderr, "cdclake compact: flags only, --target-size > 0, --min-files >= 2, --expire-older-than >= 0 and --retain-last >= 1 (cdclake compact --help)")
 		return exitUsage
+	}
+	m := pipelines.Maintenance{TargetBytes: *target, MinFiles: *minFiles}
+	if *expireAfter > 0 {
+		m.Expire = &lakehouse.Expiry{OlderThan: *expireAfter, RetainLast: *retain}
 	}
 	secrets.FromEnv()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
@@ -405,15 +412,18 @@ func compactCmd(args []string, stdout, stderr io.Writer) int {
 		printProblems(stderr, "cdclake compact: the config", problems)
 		return exitFailed
 	}
-	done, err := setup.Compact(ctx, tables, *target, *minFiles, configLogger(cfg, stderr))
+	done, err := setup.Compact(ctx, tables, m, configLogger(cfg, stderr))
 	for _, d := range done {
 		if d.Written == 0 && d.Skipped == 0 {
-			fmt.Fprintf(stdout, "%s: nothing to compact\n", d.Table)
-			continue
+			fmt.Fprintf(stdout, "%s: nothing to compact", d.Table)
+		} else {
+			fmt.Fprintf(stdout, "%s: %d files into %d (%d rows, %d bytes)", d.Table, d.Replaced, d.Written, d.Rows, d.Bytes)
 		}
-		fmt.Fprintf(stdout, "%s: %d files into %d (%d rows, %d bytes)", d.Table, d.Replaced, d.Written, d.Rows, d.Bytes)
 		if d.Skipped > 0 {
 			fmt.Fprintf(stdout, "; %d groups left: their schemas do not merge", d.Skipped)
+		}
+		if d.Expired.Snapshots > 0 {
+			fmt.Fprintf(stdout, "; %d snapshots expired, %d of their files deleted", d.Expired.Snapshots, d.Expired.Files)
 		}
 		fmt.Fprintln(stdout)
 	}

@@ -47,6 +47,7 @@ import (
 	"path"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/apache/arrow-go/v18/arrow"
 )
@@ -69,6 +70,10 @@ type Catalog interface {
 	// Compact rewrites the table's small files into files of about
 	// opt.TargetBytes, in one snapshot that replaces them: see Compaction.
 	Compact(ctx context.Context, dataset string, opt Compaction) (Compacted, error)
+	// Expire drops the table's snapshots older than exp.OlderThan but the
+	// newest exp.RetainLast, and deletes the files only they referred to
+	// that are the table's own (never the lake's): see Expiry.
+	Expire(ctx context.Context, dataset string, exp Expiry) (Expired, error)
 	// Datasets returns the datasets whose tables the catalog holds.
 	Datasets(ctx context.Context) ([]string, error)
 	Close() error
@@ -90,6 +95,22 @@ type Compaction struct {
 	// settings (the route's).
 	Compression         string
 	Level, RowGroupRows int
+}
+
+// Expiry says which snapshots Expire drops: those older than OlderThan,
+// but the newest RetainLast (at least 1). Time travel reaches back as far
+// as the snapshots kept. The files only the dropped snapshots referred to
+// are deleted where they are the table's own: its manifests, manifest
+// lists and compacted files; the lake's files stay.
+type Expiry struct {
+	OlderThan  time.Duration
+	RetainLast int
+}
+
+// Expired is what an Expire did.
+type Expired struct {
+	Snapshots int `json:"snapshots"` // dropped
+	Files     int `json:"files"`     // deleted
 }
 
 // Compacted is what a Compact did.

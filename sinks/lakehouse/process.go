@@ -29,7 +29,7 @@ const Binary = "cdclake-lakehouse"
 // request is one call of a Catalog method.
 type request struct {
 	ID        uint64      `json:"id"`
-	Op        string      `json:"op"` // open, offsets, landed, commit, record, compact, datasets
+	Op        string      `json:"op"` // open, offsets, landed, commit, record, compact, expire, datasets
 	Dataset   string      `json:"dataset,omitempty"`
 	Files     []wireFile  `json:"files,omitempty"`
 	Offsets   []wireOff   `json:"offsets,omitempty"`
@@ -37,6 +37,7 @@ type request struct {
 	Skip      []string    `json:"skip,omitempty"`
 	Config    *Config     `json:"config,omitempty"` // open
 	Compact   *Compaction `json:"compact,omitempty"`
+	Expire    *Expiry     `json:"expire,omitempty"`
 	LogLevel  string      `json:"log_level,omitempty"`
 	LogFormat string      `json:"log_format,omitempty"`
 }
@@ -50,6 +51,7 @@ type reply struct {
 	Offsets []wireOff  `json:"offsets,omitempty"`
 	Keys    []string   `json:"keys,omitempty"` // landed; datasets
 	Done    *Compacted `json:"done,omitempty"`
+	Expired *Expired   `json:"expired,omitempty"`
 }
 
 // kinds are the errors a reply names by Kind, which fail a run at once.
@@ -290,6 +292,14 @@ func (r *restarting) Compact(ctx context.Context, dataset string, opt Compaction
 	return p.Compact(ctx, dataset, opt)
 }
 
+func (r *restarting) Expire(ctx context.Context, dataset string, exp Expiry) (Expired, error) {
+	p, err := r.process(ctx)
+	if err != nil {
+		return Expired{}, err
+	}
+	return p.Expire(ctx, dataset, exp)
+}
+
 func (r *restarting) Datasets(ctx context.Context) ([]string, error) {
 	p, err := r.process(ctx)
 	if err != nil {
@@ -438,6 +448,14 @@ func (p *process) Compact(ctx context.Context, dataset string, opt Compaction) (
 	return *rep.Done, nil
 }
 
+func (p *process) Expire(ctx context.Context, dataset string, exp Expiry) (Expired, error) {
+	rep, err := p.call(ctx, request{Op: "expire", Dataset: dataset, Expire: &exp})
+	if err != nil || rep.Expired == nil {
+		return Expired{}, err
+	}
+	return *rep.Expired, nil
+}
+
 func (p *process) Datasets(ctx context.Context) ([]string, error) {
 	rep, err := p.call(ctx, request{Op: "datasets"})
 	return rep.Keys, err
@@ -581,6 +599,12 @@ func serve(ctx context.Context, c Catalog, req request) (reply, error) {
 		}
 		done, err := c.Compact(ctx, req.Dataset, *req.Compact)
 		return reply{Done: &done}, err
+	case "expire":
+		if req.Expire == nil {
+			return reply{}, errors.New("expire: no options")
+		}
+		done, err := c.Expire(ctx, req.Dataset, *req.Expire)
+		return reply{Expired: &done}, err
 	case "datasets":
 		names, err := c.Datasets(ctx)
 		return reply{Keys: names}, err

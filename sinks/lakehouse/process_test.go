@@ -48,6 +48,9 @@ func (f *fake) RecordOffsets(context.Context, string, map[lakehouse.Partition]in
 func (f *fake) Compact(_ context.Context, dataset string, opt lakehouse.Compaction) (lakehouse.Compacted, error) {
 	return lakehouse.Compacted{Written: 1, Replaced: opt.MinFiles, Rows: opt.TargetBytes, Bytes: int64(len(dataset))}, f.failed
 }
+func (f *fake) Expire(_ context.Context, _ string, exp lakehouse.Expiry) (lakehouse.Expired, error) {
+	return lakehouse.Expired{Snapshots: exp.RetainLast, Files: int(exp.OlderThan / time.Second)}, f.failed
+}
 func (f *fake) Datasets(context.Context) ([]string, error) { return []string{"a.b", "c"}, nil }
 func (f *fake) Close() error                               { return nil }
 
@@ -77,6 +80,10 @@ func TestServe(t *testing.T) {
 	if done, err := cli.Compact(ctx, "t", lakehouse.Compaction{TargetBytes: 9, MinFiles: 3}); err != nil ||
 		done != (lakehouse.Compacted{Written: 1, Replaced: 3, Rows: 9, Bytes: 1}) {
 		t.Errorf("compact %+v %v", done, err)
+	}
+	if done, err := cli.Expire(ctx, "t", lakehouse.Expiry{OlderThan: 5 * time.Second, RetainLast: 2}); err != nil ||
+		done != (lakehouse.Expired{Snapshots: 2, Files: 5}) {
+		t.Errorf("expire %+v %v", done, err)
 	}
 	if names, err := cli.Datasets(ctx); err != nil || strings.Join(names, " ") != "a.b c" {
 		t.Errorf("datasets %v %v", names, err)

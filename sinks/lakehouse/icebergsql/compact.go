@@ -47,9 +47,8 @@ func (c *Iceberg) Compact(ctx context.Context, dataset string, opt lakehouse.Com
 	opt.MinFiles = max(opt.MinFiles, 2)
 	l := c.lock(dataset)
 	defer l.Unlock()
-	tbl, err := c.load(ctx, dataset)
-	l.tbl = tbl
-	if err != nil || tbl == nil || tbl.CurrentSnapshot() == nil {
+	tbl, err := c.reload(ctx, l, dataset)
+	if err != nil || tbl == nil {
 		return done, err
 	}
 	groups, err := c.smallFiles(ctx, tbl, opt.TargetBytes)
@@ -107,6 +106,18 @@ func (c *Iceberg) Compact(ctx context.Context, dataset string, opt lakehouse.Com
 	c.log.Info("iceberg table compacted", "table", strings.Join(next.Identifier(), "."), "written", done.Written,
 		"replaced", done.Replaced, "rows", done.Rows)
 	return done, nil
+}
+
+// reload loads a dataset's table afresh (other processes may have
+// committed since it was loaded), nil when it has no snapshot yet; l is
+// held.
+func (c *Iceberg) reload(ctx context.Context, l *tableLock, dataset string) (*table.Table, error) {
+	tbl, err := c.load(ctx, dataset)
+	l.tbl = tbl
+	if err != nil || tbl == nil || tbl.CurrentSnapshot() == nil {
+		return nil, err
+	}
+	return tbl, nil
 }
 
 // smallFiles returns the current snapshot's files smaller than target

@@ -373,4 +373,33 @@ print(cur.summary.operation.value, len(files), now.num_rows, now.cast(before.sch
 	if got, want := strings.TrimSpace(string(out)), "overwrite 2 250 True 175"; got != want {
 		t.Errorf("pyiceberg reads %q, want %q (operation, files, rows, same as before, NULL loyalty_tier)", got, want)
 	}
+
+	// Every snapshot but the newest expires: their manifests and lists
+	// go, the lake's files stay, and the table reads the same.
+	exp, err := c.Expire(ctx, dataset, lakehouse.Expiry{RetainLast: 1})
+	must(t, err)
+	if exp.Snapshots != 4 || exp.Files == 0 {
+		t.Errorf("expired %+v, want 4 snapshots and their own files", exp)
+	}
+	lakeFiles := 0
+	err = filepath.WalkDir(filepath.Join(dir, dataset), func(p string, d os.DirEntry, err error) error {
+		if err == nil && strings.HasSuffix(p, ".parquet") {
+			lakeFiles++
+		}
+		return err
+	})
+	must(t, err)
+	if lakeFiles != 5 {
+		t.Errorf("%d of the lake's 5 files are left", lakeFiles)
+	}
+	out, err = exec.Command(py, "-c", `
+import sys
+from pyiceberg.catalog.sql import SqlCatalog
+cat = SqlCatalog("cdclake", uri="sqlite:///" + sys.argv[1] + "/catalog.db", warehouse="file://" + sys.argv[1])
+tbl = cat.load_table(("inventory", "public", "customers"))
+print(len(tbl.metadata.snapshots), tbl.scan().to_arrow().num_rows)
+`, dir).CombinedOutput()
+	if err != nil || strings.TrimSpace(string(out)) != "1 250" {
+		t.Errorf("after the expiry pyiceberg reads %q (%v), want 1 snapshot of 250 rows", out, err)
+	}
 }

@@ -1,0 +1,105 @@
+package icebergsql
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	iofs "io/fs"
+	"strings"
+
+	icebergio "github.com/apache/iceberg-go/io"
+	"github.com/apache/iceberg-go/table"
+	"github.com/cdclake/cdclake/sinks/lakehouse"
+)
+
+// Expire drops the dataset table's snapshots older than exp.OlderThan but
+// the newest exp.RetainLast, then deletes the files only they referred to
+// that are the table's own: its manifests and manifest lists, and
+// compacted files (CompactedPrefix). The lake's files are never deleted:
+// readers of the plain lake and cdclake's replay rely on them.
+func (c *Iceberg) Expire(ctx context.Context, dataset string, exp lakehouse.Expiry) (lakehouse.Expired, error) {
+	var done lakehouse.Expired
+	if exp.RetainLast < 1 {
+		return done, errors.New("expiry: at least one snapshot must be kept")
+	}
+	l := c.lock(dataset)
+	defer l.Unlock()
+	tbl, err := c.reload(ctx, l, dataset)
+	if err != nil || tbl == nil {
+		return done, err
+	}
+	fs, err := tbl.FS(ctx)
+	if err != nil {
+		return done, err
+	}
+	before, err := referenced(fs, tbl)
+	if err != nil {
+		return done, err
+	}
+	tx := tbl.NewTransaction()
+	if err := tx.ExpireSnapshots(table.WithOlderThan(exp.OlderThan), table.WithRetainLast(exp.RetainLast),
+		table.WithPostCommit(false)); err != nil {
+		return done, fmt.Errorf("expiring the snapshots of %s: %w", dataset, err)
+	}
+	next, err := tx.Commit(ctx)
+	if err != nil {
+		l.tbl = nil
+		return done, fmt.Errorf("expiring the snapshots of %s: %w", dataset, err)
+	}
+	l.tbl = next
+	done.Snapshots = len(tbl.Metadata().Snapshots()) - len(next.Metadata().Snapshots())
+	if done.Snapshots <= 0 {
+		return lakehouse.Expired{}, nil
+	}
+	after, err := referenced(fs, next)
+	if err != nil {
+		return done, err
+	}
+	metadataDir := strings.TrimSuffix(next.Location(), "/") + "/metadata/"
+	var errs []error
+	for loc := range before {
+		if after[loc] {
+			continue
+		}
+		key, ok := c.key(loc)
+		if !ok || !strings.HasPrefix(loc, metadataDir) && !strings.HasPrefix(key, CompactedPrefix) {
+			continue // the lake's own
+		}
+		if err := fs.Remove(loc); err != nil && !errors.Is(err, iofs.ErrNotExist) {
+			errs = append(errs, fmt.Errorf("deleting %s: %w", loc, err))
+			continue
+		}
+		done.Files++
+	}
+	c.log.Info("iceberg snapshots expired", "table", dataset, "snapshots", done.Snapshots, "files", done.Files)
+	return done, errors.Join(errs...)
+}
+
+// referenced returns the locations every snapshot of tbl refers to: its
+// manifest list, its manifests and their data files.
+func referenced(fs icebergio.IO, tbl *table.Table) (map[string]bool, error) {
+	out := map[string]bool{}
+	for _, s := range tbl.Metadata().Snapshots() {
+		if s.ManifestList != "" {
+			out[s.ManifestList] = true
+		}
+		manifests, err := s.Manifests(fs)
+		if err != nil {
+			return nil, fmt.Errorf("reading the manifests of snapshot %d: %w", s.SnapshotID, err)
+		}
+		for _, m := range manifests {
+			if out[m.FilePath()] {
+				continue // read for an earlier snapshot
+			}
+			out[m.FilePath()] = true
+			entries, err := m.FetchEntries(fs, false)
+			if err != nil {
+				return nil, fmt.Errorf("reading the manifest %s: %w", m.FilePath(), err)
+			}
+			for _, e := range entries {
+				out[e.DataFile().FilePath()] = true
+			}
+		}
+	}
+	return out, nil
+}
