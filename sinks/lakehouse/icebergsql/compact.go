@@ -9,6 +9,7 @@ import (
 	"path"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
@@ -40,13 +41,46 @@ type dataFile struct {
 // lakehouse.Compaction) in one snapshot. It reads the table afresh: other
 // processes may have committed since.
 func (c *Iceberg) Compact(ctx context.Context, dataset string, opt lakehouse.Compaction) (lakehouse.Compacted, error) {
-	var done lakehouse.Compacted
 	if opt.TargetBytes <= 0 {
-		return done, errors.New("compaction: the target size must be positive")
+		return lakehouse.Compacted{}, errors.New("compaction: the target size must be positive")
 	}
 	opt.MinFiles = max(opt.MinFiles, 2)
 	l := c.lock(dataset)
 	defer l.Unlock()
+	var done lakehouse.Compacted
+	err := againOnConflict(ctx, func() (err error) {
+		done, err = c.compact(ctx, l, dataset, opt)
+		return err
+	})
+	return done, err
+}
+
+// conflictTries is how many times a maintenance commit that lost a race
+// with another commit of its table is planned and tried again.
+const conflictTries = 10
+
+// againOnConflict calls f until it does not fail for another commit of
+// the table (iceberg-go's own retry covers only a race at the catalog's
+// update: the catalog checks the branch head before, and fails with
+// "branch main has changed"), conflictTries times at most, waiting a
+// little longer each time.
+func againOnConflict(ctx context.Context, f func() error) error {
+	for try := 1; ; try++ {
+		err := f()
+		if err == nil || try == conflictTries || !errors.Is(err, table.ErrCommitFailed) && !strings.Contains(err.Error(), "has changed") {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return err
+		case <-time.After(time.Duration(try) * 200 * time.Millisecond):
+		}
+	}
+}
+
+// compact is one try of Compact; l is held.
+func (c *Iceberg) compact(ctx context.Context, l *tableLock, dataset string, opt lakehouse.Compaction) (lakehouse.Compacted, error) {
+	var done lakehouse.Compacted
 	tbl, err := c.reload(ctx, l, dataset)
 	if err != nil || tbl == nil {
 		return done, err

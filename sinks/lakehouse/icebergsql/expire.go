@@ -24,6 +24,16 @@ func (c *Iceberg) Expire(ctx context.Context, dataset string, exp lakehouse.Expi
 	}
 	l := c.lock(dataset)
 	defer l.Unlock()
+	err := againOnConflict(ctx, func() (err error) {
+		done, err = c.expire(ctx, l, dataset, exp)
+		return err
+	})
+	return done, err
+}
+
+// expire is one try of Expire; l is held.
+func (c *Iceberg) expire(ctx context.Context, l *tableLock, dataset string, exp lakehouse.Expiry) (lakehouse.Expired, error) {
+	var done lakehouse.Expired
 	tbl, err := c.reload(ctx, l, dataset)
 	if err != nil || tbl == nil {
 		return done, err

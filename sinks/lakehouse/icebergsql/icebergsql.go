@@ -307,6 +307,21 @@ func (c *Iceberg) location(key string) string {
 func (c *Iceberg) Commit(ctx context.Context, dataset string, files []lakehouse.File, recorded map[lakehouse.Partition]int64, skip map[string]bool) error {
 	l := c.lock(dataset)
 	defer l.Unlock()
+	// A commit another one overtook (compaction, another instance's) did
+	// not go in: it is tried again on the table as it is now, checking
+	// then that no file of it is in the table already.
+	again := false
+	return againOnConflict(ctx, func() error {
+		err := c.commit(ctx, l, dataset, files, recorded, skip, again)
+		again = true
+		return err
+	})
+}
+
+// commit is one try of Commit; l is held. With checkDuplicates, AddFiles
+// fails for a file the table holds.
+func (c *Iceberg) commit(ctx context.Context, l *tableLock, dataset string, files []lakehouse.File, recorded map[lakehouse.Partition]int64,
+	skip map[string]bool, checkDuplicates bool) error {
 	tbl, err := c.table(ctx, l, dataset)
 	if err != nil {
 		return err
@@ -338,7 +353,7 @@ func (c *Iceberg) Commit(ctx context.Context, dataset string, files []lakehouse.
 		return err
 	}
 	if len(uris) > 0 {
-		if err := tx.AddFiles(ctx, uris, props, true); err != nil {
+		if err := tx.AddFiles(ctx, uris, props, !checkDuplicates); err != nil {
 			l.tbl = nil
 			return fmt.Errorf("adding %d files to %s: %w", len(uris), tbl.Identifier(), err)
 		}
