@@ -52,7 +52,8 @@ import (
 // Iceberg (a SQLite catalog, the tables' files on the S3 server), and a
 // round after the kills kills the committer process (cdclake-lakehouse)
 // again and again under a running instance, cutting commits whose reply
-// is then lost; at the end pyiceberg must read each table as exactly the
+// is then lost, while cdclake compact rewrites the tables' small files
+// four times; at the end pyiceberg must read each table as exactly the
 // lake's rows, every snapshot as its files, none referenced twice or
 // missing (testdata/e2e/iceberg.py).
 //
@@ -285,6 +286,25 @@ func TestCrashHarness(t *testing.T) {
 			}
 		}
 	}()
+	// With Iceberg, cdclake compact runs again and again meanwhile, while
+	// the group lands and scales: its snapshots race the landing commits.
+	var compactions []string
+	compacted := make(chan struct{})
+	go func() {
+		defer close(compacted)
+		if format != "iceberg" {
+			return
+		}
+		for range 4 {
+			time.Sleep(5 * time.Second)
+			out, err := exec.Command(bin, "compact", "--config", cfg, "--sink", sink, "--target-size", "1048576").CombinedOutput()
+			if err != nil {
+				t.Errorf("cdclake compact while landing: %v\n%s", err, tail(out, 20))
+				return
+			}
+			compactions = append(compactions, string(out))
+		}
+	}()
 	time.Sleep(4 * time.Second)
 	second, third := start(""), start("")
 	// The zombie's session (10 s) ends and its partitions move.
@@ -324,6 +344,7 @@ func TestCrashHarness(t *testing.T) {
 	}
 	<-produced
 	<-killed
+	<-compacted
 	select {
 	case <-first.done:
 		log, _ := os.ReadFile(first.log)
@@ -408,6 +429,19 @@ func TestCrashHarness(t *testing.T) {
 		len(recs), rows, len(exp.Tables), len(got), dups, worst, samples, unreadable, kills, lostReplies, zombieEnd, rebalances,
 		outageFor.Round(time.Second), brokerDown, gapStatus, elapsed.Round(time.Second), lines[len(lines)-1])
 	if format == "iceberg" {
+		replaced, written := 0, 0
+		for _, out := range compactions {
+			for _, m := range regexp.MustCompile(`: (\d+) files into (\d+) `).FindAllStringSubmatch(out, -1) {
+				var r, w int
+				fmt.Sscan(m[1], &r)
+				fmt.Sscan(m[2], &w)
+				replaced, written = replaced+r, written+w
+			}
+		}
+		if replaced == 0 {
+			t.Errorf("%d compactions while landing replaced no file:\n%s", len(compactions), strings.Join(compactions, "\n"))
+		}
+		summary += fmt.Sprintf("; %d compactions while landing: %d files into %d", len(compactions), replaced, written)
 		iout, ierr := exec.Command(icePy, filepath.Join(repo, "testdata", "e2e", "iceberg.py"), catalog, lakeDir, "--rows-of", "3",
 			"--warehouse", "s3://"+bucketOf(t, s3URL)+"/"+prefix, "--s3-endpoint", endpointOf(t, s3URL)).CombinedOutput()
 		ilines := strings.Split(strings.TrimSpace(string(iout)), "\n")
