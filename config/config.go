@@ -216,6 +216,11 @@ type Iceberg struct {
 	Warehouse string `yaml:"warehouse"`
 	// CommitInterval is how often written files are committed.
 	CommitInterval Duration `yaml:"commit_interval"`
+	// CompactInterval is how often a run compacts the tables it commits
+	// to (cdclake compact); 0: never.
+	CompactInterval Duration `yaml:"compact_interval"`
+	// CompactTargetSize is the size compacted files aim at.
+	CompactTargetSize Size `yaml:"compact_target_size"`
 	// Properties are the catalog's file IO properties (s3.endpoint, …).
 	Properties map[string]string `yaml:"properties"`
 }
@@ -269,7 +274,7 @@ var Default = Config{
 		Kafka: Kafka{ClientID: "cdclake", Start: "earliest", OnGap: "fail", OnClaimError: "wait", CommitInterval: Duration(5 * time.Second),
 			FetchMaxWait: Duration(500 * time.Millisecond)},
 		SchemaRegistry: SchemaRegistry{Timeout: Duration(10 * time.Second), CacheSize: 1024}},
-	Sink:  Sink{RetryFor: Duration(10 * time.Minute), Iceberg: Iceberg{CommitInterval: Duration(10 * time.Second)}},
+	Sink:  Sink{RetryFor: Duration(10 * time.Minute), Iceberg: Iceberg{CommitInterval: Duration(10 * time.Second), CompactTargetSize: 128 << 20}},
 	Batch: Batch{MaxBufferedBytes: 256 << 20, MaxOpenFiles: 8192},
 	Defaults: Route{Path: "{table}/date={date}", Layout: "images", MaxRows: 1_000_000, MaxBytes: 128 << 20,
 		MaxAge: Duration(5 * time.Minute), Compression: "zstd", RowGroup: 128 * 1024, Numbers: "decimal_text"},
@@ -348,6 +353,7 @@ func merge(def, c Config) Config {
 	k.CommitInterval = cmp.Or(k.CommitInterval, dk.CommitInterval)
 	k.FetchMaxWait = cmp.Or(k.FetchMaxWait, dk.FetchMaxWait)
 	out.Sink.Iceberg.CommitInterval = cmp.Or(out.Sink.Iceberg.CommitInterval, def.Sink.Iceberg.CommitInterval)
+	out.Sink.Iceberg.CompactTargetSize = cmp.Or(out.Sink.Iceberg.CompactTargetSize, def.Sink.Iceberg.CompactTargetSize)
 	o, do := &out.Observability, def.Observability
 	o.TableLabels = cmp.Or(o.TableLabels, do.TableLabels)
 	o.CheckInterval = cmp.Or(o.CheckInterval, do.CheckInterval)
@@ -576,6 +582,12 @@ func (c *Config) validateIceberg(bad func(string, string, ...any)) {
 	}
 	if ice.CommitInterval <= 0 {
 		bad("sink.iceberg.commit_interval", "must be positive")
+	}
+	if ice.CompactInterval < 0 {
+		bad("sink.iceberg.compact_interval", "must not be negative")
+	}
+	if ice.CompactTargetSize <= 0 {
+		bad("sink.iceberg.compact_target_size", "must be positive")
 	}
 }
 

@@ -55,6 +55,8 @@ var keyDocs = map[string]keyDoc{
 	"sink.iceberg.namespace":                 {"Dotted namespace every table goes under; each table's own dotted name makes namespaces below it (`db.public.orders`: namespace `db.public`, table `orders`).", "lake"},
 	"sink.iceberg.warehouse":                 {"The lake's root as Iceberg addresses it (`file:///data/lake`, `s3://bucket/prefix`). Empty: from the sink URL, for `file://` and `s3://` lakes (bucket, `prefix`, `endpoint`, `region`, `use_path_style`; credentials from the environment).", "s3://lake/cdc"},
 	"sink.iceberg.commit_interval":           {"How often written files are committed to their tables, one snapshot per table; a file's offsets count as landed once it is committed.", "30s"},
+	"sink.iceberg.compact_interval":          {"How often a run compacts the tables it commits to, as `cdclake compact` does (docs/lakehouse.md#compaction); 0, the default: never (run `cdclake compact` from a CronJob instead).", "1h"},
+	"sink.iceberg.compact_target_size":       {"The size compacted files aim at; smaller files are rewritten together. Default 128MiB.", "256MiB"},
 	"sink.iceberg.properties":                {"Properties of the catalog's file IO (`s3.endpoint`, `s3.region`, `s3.access-key-id`, `s3.force-virtual-addressing`, …).", "{s3.region: eu-west-1}"},
 	"batch.max_buffered_bytes":               {"Memory bound over every open file and file being written. The Go runtime's soft memory limit is 1.5 × this + 64MiB unless `GOMEMLIMIT` is set.", "1GiB"},
 	"batch.max_open_files":                   {"Bound on open files.", "2048"},

@@ -68,20 +68,29 @@ type committer struct {
 	// claimed a partition (state.Journal.Check); asked for each partition
 	// with files in a commit round, before it.
 	owns func(ctx context.Context, source string, part int32) error
+	// compactEvery, when positive, is how often the tables this run
+	// committed to are compacted (compaction: each table's settings).
+	compactEvery time.Duration
+	compaction   func(table string) lakehouse.Compaction
+	// committedTo are the tables this run committed files to.
+	committedTo map[string]bool
 	// failing is, per table whose commits fail, when they started to.
 	failing map[string]time.Time
 	commits int64 // snapshots committed
 	files   int64 // files added
 	errors  int64 // table commits that failed
+	// compacted are the files compaction replaced, compactErrors the
+	// table compactions that failed.
+	compacted, compactErrors int64
 }
 
 // commitStats are the committer's counters (the metrics').
-type commitStats struct{ commits, files, errors, waiting int64 }
+type commitStats struct{ commits, files, errors, waiting, compacted, compactErrors int64 }
 
 func (c *committer) stats() commitStats {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return commitStats{c.commits, c.files, c.errors, int64(len(c.held))}
+	return commitStats{c.commits, c.files, c.errors, int64(len(c.held)), c.compacted, c.compactErrors}
 }
 
 // tableView is what the committer knows of one table.
@@ -96,7 +105,8 @@ type tableView struct {
 
 func newCommitter(ice lakehouse.Catalog, b *batch.Batcher, log *slog.Logger, interval, retryFor time.Duration) *committer {
 	return &committer{ice: ice, batcher: b, log: log.With("component", "commits"), interval: interval, maxFiles: 1000,
-		retryFor: retryFor, pending: map[string][]*batch.Committing{}, held: map[any]bool{}, failing: map[string]time.Time{}, wake: make(chan struct{}, 1), tables: map[string]*tableView{}}
+		retryFor: retryFor, pending: map[string][]*batch.Committing{}, held: map[any]bool{}, failing: map[string]time.Time{}, wake: make(chan struct{}, 1),
+		tables: map[string]*tableView{}, committedTo: map[string]bool{}}
 }
 
 // add takes a written file over (batch.Config.Commit); it runs under the
@@ -121,6 +131,11 @@ func (c *committer) add(f *batch.Committing) {
 func (c *committer) run(ctx context.Context, fail func(error) error) {
 	t := time.NewTicker(c.interval)
 	defer t.Stop()
+	var compacting sync.WaitGroup
+	defer compacting.Wait() // until ctx ends
+	if c.compactEvery > 0 {
+		compacting.Go(func() { c.compactLoop(ctx) })
+	}
 	for {
 		select {
 		case <-ctx.Done():
@@ -155,6 +170,49 @@ func (c *committer) run(ctx context.Context, fail func(error) error) {
 			return
 		}
 		c.log.Warn("committing to a lakehouse table failed; the files stay held and the commit is tried again", "err", err)
+	}
+}
+
+// compactLoop compacts the tables this run committed to every
+// compactEvery, one after the other, until ctx ends. Compaction runs
+// beside the commits (the catalog serializes a table's, and one that
+// another overtook is tried again); a table that cannot be compacted is
+// logged at WARN and counted, and landing goes on.
+func (c *committer) compactLoop(ctx context.Context) {
+	t := time.NewTicker(c.compactEvery)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		c.mu.Lock()
+		tables := make([]string, 0, len(c.committedTo))
+		for table := range c.committedTo {
+			tables = append(tables, table)
+		}
+		c.mu.Unlock()
+		slices.Sort(tables)
+		for _, table := range tables {
+			done, err := c.ice.Compact(ctx, table, c.compaction(table))
+			if ctx.Err() != nil {
+				return
+			}
+			c.mu.Lock()
+			c.compacted += int64(done.Replaced)
+			if err != nil {
+				c.compactErrors++
+			}
+			c.mu.Unlock()
+			switch {
+			case err != nil:
+				c.log.Warn("compacting a lakehouse table failed; it is compacted again next time", "table", table, "err", err)
+			case done.Written > 0:
+				c.log.Info("lakehouse table compacted", "table", table, "replaced", done.Replaced, "written", done.Written,
+					"rows", done.Rows)
+			}
+		}
 	}
 }
 
@@ -412,6 +470,7 @@ func (c *committer) commitTable(ctx context.Context, table string, fs []*batch.C
 	}
 	c.commits++
 	c.files += int64(len(files))
+	c.committedTo[table] = true
 	c.mu.Unlock()
 	c.log.Debug("files committed", "table", table, "files", len(files), "offsets", fmt.Sprint(recorded))
 	return nil

@@ -113,11 +113,37 @@ func TestIcebergCommitsAfterAFailedRun(t *testing.T) {
 	checkIceberg(t, py, dir)
 }
 
+// TestIcebergCompactsWhileLanding: a run with sink.iceberg.compact_interval
+// compacts its tables while it lands (slowed so that it lasts):
+// every table then reads exactly its files' rows, each compaction
+// snapshot the rows of the one before it (iceberg.py).
+func TestIcebergCompactsWhileLanding(t *testing.T) {
+	py := pyenv.Python(t, "read the tables with pyiceberg")
+	broker := kafkatest.Cluster(t)
+	topic := kafkatest.TopicFormat(t, broker, 3, 1500, 7, gen.Debezium)
+	dir := t.TempDir()
+	compact := func(cfg *config.Config) {
+		cfg.Sink.Iceberg.CompactInterval = config.Duration(300 * time.Millisecond)
+		cfg.Sink.Iceberg.CompactTargetSize = 1 << 20
+	}
+	// Each window of messages waits a little: the run lasts for several
+	// commits and compactions.
+	slow := pipelines.WithBatchFault(func() { time.Sleep(100 * time.Millisecond) })
+	if err := landIcebergWith(t, broker, topic, dir, compact, slow); err != nil {
+		t.Fatal(err)
+	}
+	out := checkIceberg(t, py, dir)
+	var tables, rows, snaps, compactions int
+	if _, err := fmt.Sscanf(out, "ok %d tables, %d rows, %d snapshots, %d compactions", &tables, &rows, &snaps, &compactions); err != nil || compactions == 0 {
+		t.Errorf("iceberg.py: %q (%v), want compactions", out, err)
+	}
+}
+
 // checkIceberg checks the tables of the catalog in dir against the lake
 // in dir/lake with iceberg.py: every dataset is a table, each reads its
 // files' rows exactly, each row once, with the offsets it records past
 // them.
-func checkIceberg(t *testing.T, py, dir string) {
+func checkIceberg(t *testing.T, py, dir string) string {
 	t.Helper()
 	if d := kafkatest.Duplicates(kafkatest.Landed(t, filepath.Join(dir, "lake"))); d > 0 {
 		t.Errorf("%d rows landed twice", d)
@@ -128,6 +154,7 @@ func checkIceberg(t *testing.T, py, dir string) {
 		t.Fatalf("iceberg.py: %v\n%s", err, out)
 	}
 	t.Log(strings.TrimSpace(string(out)))
+	return strings.TrimSpace(string(out))
 }
 
 // lostReplies is a catalog whose first commit to each table goes in but

@@ -203,6 +203,10 @@ var (
 	descCommitFiles  = desc("table_commit_files_total", "Files added to lakehouse tables.")
 	descCommitErrors = desc("table_commit_errors_total", "Commits to a lakehouse table that failed (each logged at WARN): "+
 		"the files stay held and are committed again; past sink.retry_for the run fails.")
+	descCompacted = desc("table_compacted_files_total", "Files of lakehouse tables that the run's compaction "+
+		"(sink.iceberg.compact_interval) rewrote into larger ones.")
+	descCompactErrors = desc("table_compact_errors_total", "Compactions of a lakehouse table that failed (each logged at WARN); "+
+		"landing goes on, and the table is compacted again next time.")
 	descCommitWait = desc("table_files_waiting", "Written files waiting to be committed to their lakehouse tables: their "+
 		"offsets do not count as landed until they are.")
 	descGaps = desc("kafka_gaps_total", "Gaps recorded in the lake (_gaps/): messages deleted from the log before they landed, "+
@@ -216,7 +220,7 @@ func (c collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descMessages, descReadBytes, descEvents, descSkipped, descOpenFiles, descBuffered,
 		descSpilled, descMaxBuffered, descFenced, descProgress, descStoreErrors, descStoreRetries, descStoreOutage,
 		descStoreFailing, descRegLookups, descRegWait, descLag, descCommitAt, descAssignedNow, descRebalances, descPartEvents,
-		descGaps, descUnclaimed, descCommits, descCommitFiles, descCommitErrors, descCommitWait} {
+		descGaps, descUnclaimed, descCommits, descCommitFiles, descCommitErrors, descCommitWait, descCompacted, descCompactErrors} {
 		ch <- d
 	}
 }
@@ -255,6 +259,8 @@ func (c collector) Collect(ch chan<- prometheus.Metric) {
 		counter(descCommitFiles, float64(cs.files))
 		counter(descCommitErrors, float64(cs.errors))
 		gauge(descCommitWait, float64(cs.waiting))
+		counter(descCompacted, float64(cs.compacted))
+		counter(descCompactErrors, float64(cs.compactErrors))
 	}
 
 	ss := p.sink.Stats()

@@ -296,6 +296,12 @@ func New(plan *Plan, src source.Source, bucket *blob.Bucket, log *slog.Logger, o
 		}
 		p.commits = newCommitter(ice, b, log, time.Duration(cfg.Sink.Iceberg.CommitInterval), time.Duration(cfg.Sink.RetryFor))
 		p.commits.fault = o.commitFault
+		p.commits.compactEvery = time.Duration(cfg.Sink.Iceberg.CompactInterval)
+		p.commits.compaction = func(table string) lakehouse.Compaction {
+			w := plan.BatchConfig(table).Write
+			return lakehouse.Compaction{TargetBytes: int64(cfg.Sink.Iceberg.CompactTargetSize), MinFiles: 2,
+				Compression: w.Compression, Level: w.CompressionLevel, RowGroupRows: w.RowGroupRows}
+		}
 		p.commits.granularity = func(table string) string { return plan.BatchConfig(table).Path.Granularity() }
 		p.commits.schemaOf = func(ctx context.Context, key string) (sch *arrow.Schema, err error) {
 			err = p.sink.Retried(ctx, key, func() error {

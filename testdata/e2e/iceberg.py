@@ -118,7 +118,7 @@ def main():
         """The lake folder's path of a table's data file."""
         return os.path.join(lake, location.removeprefix(warehouse.rstrip("/") + "/"))
 
-    fails, seen, total, nsnaps = [], set(), 0, 0
+    fails, seen, total, nsnaps, ncompact = [], set(), 0, 0, 0
     for ident in tables(cat):
         name = ".".join(ident)
         seen.add(name)
@@ -174,6 +174,7 @@ def main():
                 fails.append(f"{name}: snapshot {s.snapshot_id} refers to {len(missing)} missing files, {missing[0]} first")
                 continue
             appended = s.summary.operation.value == "append"
+            ncompact += not appended
             if appended and not parent <= set(files):
                 fails.append(f"{name}: snapshot {s.snapshot_id} lost files of its parent")
             parent = set(files)
@@ -198,7 +199,7 @@ def main():
         print(f)
     if fails:
         sys.exit(1)
-    print(f"ok {len(seen)} tables, {total} rows, {nsnaps} snapshots")
+    print(f"ok {len(seen)} tables, {total} rows, {nsnaps} snapshots, {ncompact} compactions")
 
 
 if __name__ == "__main__":
