@@ -101,7 +101,8 @@ type Compaction struct {
 // but the newest RetainLast (at least 1). Time travel reaches back as far
 // as the snapshots kept. The files only the dropped snapshots referred to
 // are deleted where they are the table's own: its manifests, manifest
-// lists and compacted files; the lake's files stay.
+// lists and compacted files; the lake's files stay. Compacted files no
+// snapshot refers to go too, once older than OlderThan and an hour.
 type Expiry struct {
 	OlderThan  time.Duration
 	RetainLast int

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	iofs "io/fs"
 	"strings"
+	"time"
 
 	icebergio "github.com/apache/iceberg-go/io"
 	"github.com/apache/iceberg-go/table"
@@ -15,7 +16,8 @@ import (
 // Expire drops the dataset table's snapshots older than exp.OlderThan but
 // the newest exp.RetainLast, then deletes the files only they referred to
 // that are the table's own: its manifests and manifest lists, and
-// compacted files (CompactedPrefix). The lake's files are never deleted:
+// compacted files (CompactedPrefix); and the compacted files no snapshot
+// refers to, older than exp.OlderThan and OrphanGrace. The lake's files are never deleted:
 // readers of the plain lake and cdclake's replay rely on them.
 func (c *Iceberg) Expire(ctx context.Context, dataset string, exp lakehouse.Expiry) (lakehouse.Expired, error) {
 	var done lakehouse.Expired
@@ -57,16 +59,39 @@ func (c *Iceberg) expire(ctx context.Context, l *tableLock, dataset string, exp 
 		return done, fmt.Errorf("expiring the snapshots of %s: %w", dataset, err)
 	}
 	l.tbl = next
-	done.Snapshots = len(tbl.Metadata().Snapshots()) - len(next.Metadata().Snapshots())
-	if done.Snapshots <= 0 {
-		return lakehouse.Expired{}, nil
-	}
+	done.Snapshots = max(0, len(tbl.Metadata().Snapshots())-len(next.Metadata().Snapshots()))
 	after, err := referenced(fs, next)
 	if err != nil {
 		return done, err
 	}
-	metadataDir := strings.TrimSuffix(next.Location(), "/") + "/metadata/"
+	// Orphans: compacted files no snapshot refers to (a compaction that
+	// failed after writing, or whose groups changed before it went in),
+	// old enough that no compaction under way is about to commit them.
 	var errs []error
+	if walker, ok := fs.(icebergio.ListableIO); ok {
+		grace := max(exp.OlderThan, OrphanGrace)
+		root := c.location(CompactedPrefix + dataset)
+		err := walker.WalkDir(root, func(loc string, d iofs.DirEntry, err error) error {
+			if errors.Is(err, iofs.ErrNotExist) {
+				return iofs.SkipAll // never compacted
+			}
+			if !strings.Contains(loc, "://") {
+				loc = "file://" + loc // the local file IO walks paths, not locations
+			}
+			if err != nil || d.IsDir() || after[loc] || !strings.HasSuffix(loc, ".parquet") {
+				return err
+			}
+			if info, err := d.Info(); err != nil || time.Since(info.ModTime()) < grace {
+				return err
+			}
+			before[loc] = true // deleted below
+			return nil
+		})
+		if err != nil {
+			errs = append(errs, fmt.Errorf("listing the compacted files of %s: %w", dataset, err))
+		}
+	}
+	metadataDir := strings.TrimSuffix(next.Location(), "/") + "/metadata/"
 	for loc := range before {
 		if after[loc] {
 			continue
@@ -81,9 +106,16 @@ func (c *Iceberg) expire(ctx context.Context, l *tableLock, dataset string, exp 
 		}
 		done.Files++
 	}
-	c.log.Info("iceberg snapshots expired", "table", dataset, "snapshots", done.Snapshots, "files", done.Files)
+	if done.Snapshots > 0 || done.Files > 0 {
+		c.log.Info("iceberg snapshots expired", "table", dataset, "snapshots", done.Snapshots, "files", done.Files)
+	}
 	return done, errors.Join(errs...)
 }
+
+// OrphanGrace is the least age of a compacted file no snapshot refers to
+// that Expire deletes: a compaction writes its files and commits them
+// within seconds.
+const OrphanGrace = time.Hour
 
 // referenced returns the locations every snapshot of tbl refers to: its
 // manifest list, its manifests and their data files.

@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
@@ -401,6 +402,26 @@ print(len(tbl.metadata.snapshots), tbl.scan().to_arrow().num_rows)
 `, dir).CombinedOutput()
 	if err != nil || strings.TrimSpace(string(out)) != "1 250" {
 		t.Errorf("after the expiry pyiceberg reads %q (%v), want 1 snapshot of 250 rows", out, err)
+	}
+
+	// Orphans: compacted files no snapshot refers to go once older than
+	// the grace period; a fresh one (a compaction under way) stays.
+	compacted := filepath.Join(dir, "_cdclake", "iceberg", dataset, "date=2024-05-31")
+	old, fresh := filepath.Join(compacted, "compacted-old.parquet"), filepath.Join(compacted, "compacted-fresh.parquet")
+	for _, p := range []string{old, fresh} {
+		must(t, os.WriteFile(p, []byte("PAR1"), 0o644))
+	}
+	then := time.Now().Add(-2 * icebergsql.OrphanGrace)
+	must(t, os.Chtimes(old, then, then))
+	exp, err = c.Expire(ctx, dataset, lakehouse.Expiry{RetainLast: 1})
+	must(t, err)
+	_, oldErr := os.Stat(old)
+	_, freshErr := os.Stat(fresh)
+	if exp.Files != 1 || !os.IsNotExist(oldErr) || freshErr != nil {
+		t.Errorf("orphans: %+v, the old one: %v, the fresh one: %v; want the old one deleted", exp, oldErr, freshErr)
+	}
+	if rows, _ := scan(t, dir); rows != 250 {
+		t.Errorf("the table reads %d rows after the orphans went, want 250", rows)
 	}
 }
 
