@@ -53,7 +53,8 @@ import (
 // round after the kills kills the committer process (cdclake-lakehouse)
 // again and again under a running instance, cutting commits whose reply
 // is then lost, while cdclake compact rewrites the tables' small files
-// four times; at the end pyiceberg must read each table as exactly the
+// and expires all but their newest five snapshots, four times; at the
+// end pyiceberg must read each table as exactly the
 // lake's rows, every snapshot as its files, none referenced twice or
 // missing (testdata/e2e/iceberg.py).
 //
@@ -297,7 +298,10 @@ func TestCrashHarness(t *testing.T) {
 		}
 		for range 4 {
 			time.Sleep(5 * time.Second)
-			out, err := exec.Command(bin, "compact", "--config", cfg, "--sink", sink, "--target-size", "1048576").CombinedOutput()
+			// Every snapshot but each table's newest five expires too:
+			// the lake's files must all stay.
+			out, err := exec.Command(bin, "compact", "--config", cfg, "--sink", sink, "--target-size", "1048576",
+				"--expire-older-than", "1ns", "--retain-last", "5").CombinedOutput()
 			if err != nil {
 				t.Errorf("cdclake compact while landing: %v\n%s", err, tail(out, 20))
 				return
@@ -429,7 +433,7 @@ func TestCrashHarness(t *testing.T) {
 		len(recs), rows, len(exp.Tables), len(got), dups, worst, samples, unreadable, kills, lostReplies, zombieEnd, rebalances,
 		outageFor.Round(time.Second), brokerDown, gapStatus, elapsed.Round(time.Second), lines[len(lines)-1])
 	if format == "iceberg" {
-		replaced, written := 0, 0
+		replaced, written, expired, deleted := 0, 0, 0, 0
 		for _, out := range compactions {
 			for _, m := range regexp.MustCompile(`: (\d+) files into (\d+) `).FindAllStringSubmatch(out, -1) {
 				var r, w int
@@ -437,11 +441,18 @@ func TestCrashHarness(t *testing.T) {
 				fmt.Sscan(m[2], &w)
 				replaced, written = replaced+r, written+w
 			}
+			for _, m := range regexp.MustCompile(`(\d+) snapshots expired, (\d+) of their files`).FindAllStringSubmatch(out, -1) {
+				var e, d int
+				fmt.Sscan(m[1], &e)
+				fmt.Sscan(m[2], &d)
+				expired, deleted = expired+e, deleted+d
+			}
 		}
 		if replaced == 0 {
 			t.Errorf("%d compactions while landing replaced no file:\n%s", len(compactions), strings.Join(compactions, "\n"))
 		}
-		summary += fmt.Sprintf("; %d compactions while landing: %d files into %d", len(compactions), replaced, written)
+		summary += fmt.Sprintf("; %d compactions while landing: %d files into %d, %d snapshots expired, %d of their files deleted",
+			len(compactions), replaced, written, expired, deleted)
 		iout, ierr := exec.Command(icePy, filepath.Join(repo, "testdata", "e2e", "iceberg.py"), catalog, lakeDir, "--rows-of", "3",
 			"--warehouse", "s3://"+bucketOf(t, s3URL)+"/"+prefix, "--s3-endpoint", endpointOf(t, s3URL)).CombinedOutput()
 		ilines := strings.Split(strings.TrimSpace(string(iout)), "\n")
