@@ -134,3 +134,40 @@ func floorDiv(a, b int64) int64 {
 	}
 	return q
 }
+
+// Root returns the folder that holds every file of table and no other
+// table's: the template's expansion up to the folder boundary before its
+// first time placeholder, which must hold the whole folder named after the
+// table. It fails for templates like {date}/{table} and {table}_{date}.
+func (t *Template) Root(table string) (string, error) {
+	var b strings.Builder
+	end, timed := -1, false // where the table's folder name ends
+	for _, p := range t.parts {
+		switch p.placeholder {
+		case "":
+			b.WriteString(p.lit)
+		case "table":
+			b.WriteString(sinks.Sanitize(table))
+			end = b.Len()
+		default:
+			timed = true
+		}
+		if timed {
+			break
+		}
+	}
+	root := b.String()
+	if end >= 0 {
+		if j := strings.IndexByte(root[end:], '/'); j >= 0 {
+			end += j
+		} else if timed {
+			end = -1 // a time placeholder shares the table's folder
+		} else {
+			end = len(root)
+		}
+	}
+	if end < 0 {
+		return "", fmt.Errorf("path %q keeps no folder of %s's own: want the table's folder before any time placeholder, as {table}/date={date}", t.text, table)
+	}
+	return root[:end], nil
+}

@@ -119,3 +119,32 @@ func TestTemplateGranularity(t *testing.T) {
 		}
 	}
 }
+
+func TestTemplateRoot(t *testing.T) {
+	for _, c := range []struct{ tmpl, root, err string }{
+		{"{table}/date={date}", "SALES.ORDERS", ""},
+		{"{table}/{yyyy}/{mm}/{dd}/{hh}", "SALES.ORDERS", ""},
+		{"lake/{table}", "lake/SALES.ORDERS", ""},
+		{"lake/{table}/", "lake/SALES.ORDERS", ""},
+		{"raw/t_{table}_v1/x/{date}", "raw/t_SALES.ORDERS_v1", ""},
+		{"{date}/{table}", "", "keeps no folder"},
+		{"{table}_{date}", "", "keeps no folder"},
+		{"a{table}b{date}c", "", "keeps no folder"},
+		{"lake/{date}", "", "keeps no folder"},
+	} {
+		tm, err := ParseTemplate(c.tmpl)
+		if err != nil {
+			t.Fatal(err)
+		}
+		root, err := tm.Root("SALES.ORDERS")
+		if c.err != "" {
+			if err == nil || !strings.Contains(err.Error(), c.err) {
+				t.Errorf("%s: root %q, err %v; want an error with %q", c.tmpl, root, err, c.err)
+			}
+			continue
+		}
+		if err != nil || root != c.root {
+			t.Errorf("%s: root %q, err %v; want %q", c.tmpl, root, err, c.root)
+		}
+	}
+}
