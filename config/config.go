@@ -33,6 +33,7 @@ import (
 	"os"
 	"path"
 	"reflect"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -266,6 +267,10 @@ type Route struct {
 	// TableFormat commits the files of the tables to a lakehouse table
 	// format: none (empty) or iceberg.
 	TableFormat string `yaml:"table_format"`
+	// Key names the table's key columns, which its current-state table
+	// (cdclake snapshot) keeps one row per; empty: the ones GoldenGate
+	// records name.
+	Key []string `yaml:"key"`
 }
 
 // Default holds every default value; nothing else in cdclake has its own.
@@ -418,6 +423,9 @@ func fillRoute(r, def Route) Route {
 	}
 	if r.SourceColumns == nil {
 		r.SourceColumns = def.SourceColumns
+	}
+	if r.Key == nil {
+		r.Key = def.Key
 	}
 	return r
 }
@@ -618,6 +626,11 @@ func (r *Route) validate(key string, isRoute bool, bad func(string, string, ...a
 	for _, c := range r.SourceColumns {
 		if c != "key" && c != "headers" {
 			bad(key+".source_columns", "%q, want key or headers", c)
+		}
+	}
+	for i, k := range r.Key {
+		if strings.TrimSpace(k) == "" || slices.Contains(r.Key[:i], k) {
+			bad(key+".key", "%q: want the names of distinct columns", k)
 		}
 	}
 	if r.TableFormat != "" && r.TableFormat != "iceberg" && r.TableFormat != "none" {

@@ -89,6 +89,8 @@ var keyDocs = map[string]keyDoc{
 	"routes[].columns.exclude":               {"As `defaults.columns.exclude`.", `["SSN"]`},
 	"routes[].types":                         {"As `defaults.types`.", "{HIRE_DATE: date}"},
 	"routes[].source_columns":                {"As `defaults.source_columns`.", "[key]"},
+	"defaults.key":                           {"The tables' key columns, which their current-state tables (`cdclake snapshot`, docs/current.md) keep one row per. Empty: the columns GoldenGate records name (`_gg_primary_keys`); Debezium's tables need it.", "[ID]"},
+	"routes[].key":                           {"As `defaults.key`, for the route's tables.", "[order_id, line_no]"},
 	"routes[].table_format":                  {"As `defaults.table_format`; `none` keeps a route's tables plain when the defaults commit them.", "none"},
 	"tables.include":                         {"Globs of the qualified table names to land (empty: all).", `["SALES.*"]`},
 	"tables.exclude":                         {"Globs of the table names to skip.", `["*.audit_*"]`},

@@ -50,7 +50,7 @@ def duck_col(c, typ):
 
 def datasets(lake):
     return sorted(p.name for p in Path(lake).iterdir()
-                  if p.is_dir() and p.name not in ("_cdclake", "_dead_letter") and any(p.rglob("*.parquet")))
+                  if p.is_dir() and p.name not in ("_cdclake", "_dead_letter", "_current") and any(p.rglob("*.parquet")))
 
 
 def scan(lake, ds):

@@ -333,6 +333,13 @@ def verify(rep, args, tables, con, spark):
 
         drows = vr.duck_rebuild(con, src, names, keys, types)
         compare(rep, f"{what} DuckDB", state_of(drows, lambda r, n: r[len(keys) + names.index(n)]), mstate, names, carried)
+        if args.current:
+            cur = Path(args.lake) / "_current" / tdir.name
+            if not cur.is_dir():
+                rep.check(False, f"{what} cdclake snapshot: no state table in {cur}")
+            else:
+                crows = vr.duck_current(con, cur, names, keys, types)
+                compare(rep, f"{what} cdclake snapshot (DuckDB)", state_of(crows, lambda r, n: r[names.index(n)]), mstate, names, carried)
         if spark is not None:
             try:
                 srows, _ = vr.spark_rebuild(spark, str(tdir), names, keys)
@@ -376,6 +383,8 @@ def main():
     ap.add_argument("--save", metavar="FILE", help="with --socket: write MariaDB's tables and rows to FILE and exit")
     ap.add_argument("--db", default="shop")
     ap.add_argument("--no-spark", action="store_true")
+    ap.add_argument("--current", action="store_true",
+                    help="also check each table's state table that cdclake snapshot built in LAKE/_current/TABLE")
     ap.add_argument("--report")
     args = ap.parse_args()
 

@@ -2,7 +2,7 @@
 """Verifies lakes that cdclake landed from a real Debezium capture.
 
 usage: verify_real.py --capture DIR --lake PREFIX[+catalog]=LAKE_DIR [--lake ...]
-                      (--pg DSN | --pg-dump FILE) [--no-spark] [--report FILE]
+                      (--pg DSN | --pg-dump FILE) [--no-spark] [--current] [--report FILE]
        verify_real.py --pg DSN --dump-pg FILE
 
 --pg-dump verifies against the PostgreSQL state that --dump-pg saved (the
@@ -722,6 +722,22 @@ def duck_rebuild(con, src, cols, keys, types):
     return con.execute(sql).fetchall()
 
 
+def duck_current(con, path, cols, keys, types):
+    """The rows of the state table cdclake snapshot built in path (its
+    columns at top level), each as the values of cols."""
+    sel = []
+    for name in cols:
+        if name not in types:
+            sel.append(f"NULL AS {q(name)}")
+            continue
+        e = duck_expr(q(name), types[name])
+        sib = name + SIBLING_SUFFIX
+        if sib in types and sib not in cols:
+            e = with_sibling(e, q(sib), "VARCHAR")
+        sel.append(f"{e} AS {q(name)}")
+    return con.execute(f"SELECT {', '.join(sel)} FROM read_parquet('{path}/*.parquet', union_by_name = true)").fetchall()
+
+
 # --------------------------------------------------------------------------
 # Spark
 
@@ -1110,17 +1126,27 @@ def verify_prefix(rep, args, prefix, lake, pg, con, spark):
         t0 = time.time()
         pgs = pg.state(table, cols, keys)
         ref = replay(rows, cols, keys)
-        drows = duck_rebuild(con, src, cols, keys, types)
-        dstate = {}
-        for r in drows:
-            row = {}
-            for n, v in zip(cols, r[len(keys):]):
-                try:
-                    row[n] = canon_lake(cols[n], v, flavor)
-                except Exception as e:  # noqa: BLE001
-                    row[n] = f"<undecodable {short(v)}: {e}>"
-            dstate[tuple(row[k] for k in keys)] = row
+        def canon_rows(rows, skip=0):
+            state = {}
+            for r in rows:
+                row = {}
+                for n, v in zip(cols, r[skip:]):
+                    try:
+                        row[n] = canon_lake(cols[n], v, flavor)
+                    except Exception as e:  # noqa: BLE001
+                        row[n] = f"<undecodable {short(v)}: {e}>"
+                state[tuple(row[k] for k in keys)] = row
+            return state
+
+        dstate = canon_rows(duck_rebuild(con, src, cols, keys, types), len(keys))
         compare_states(rep, f"{what} DuckDB", dstate, pgs, ref, cols, keys, [], excused)
+        if args.current and (Path(lake) / "_current").is_dir():
+            cur = Path(lake) / "_current" / lname
+            if not cur.is_dir():
+                rep.check(False, f"{what} cdclake snapshot: no state table in {cur}")
+            else:
+                cstate = canon_rows(duck_current(con, cur, cols, keys, types))
+                compare_states(rep, f"{what} cdclake snapshot (DuckDB)", cstate, pgs, ref, cols, keys, [], excused)
         if spark is not None:
             try:
                 srows, stypes = spark_rebuild(spark, str(tdir), cols, keys)
@@ -1174,6 +1200,8 @@ def main():
     ap.add_argument("--db", default="shop", help="database name (the lake's table names start with it)")
     ap.add_argument("--schema-prefix", default="shop", help="the topic prefix of the connector with schemas")
     ap.add_argument("--no-spark", action="store_true")
+    ap.add_argument("--current", action="store_true",
+                    help="also check, in each lake with a _current folder, each table's state table that cdclake snapshot built in LAKE_DIR/_current/TABLE")
     ap.add_argument("--report")
     args = ap.parse_args()
 

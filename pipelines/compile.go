@@ -50,11 +50,13 @@ type route struct {
 	resolve *resolve.TableOptions
 	batch   batch.TableConfig // Path is per table, see tableRoute
 	path    string
+	key     []string
 }
 
 type tableRoute struct {
 	resolve *resolve.TableOptions
 	batch   *batch.TableConfig
+	key     []string
 }
 
 // Compile checks cfg (config.Validate) and parses every value the stages
@@ -104,7 +106,7 @@ func Compile(cfg *config.Config) (*Plan, error) {
 func compileRoute(key string, r *config.Route) (*route, error) {
 	var errs []error
 	bad := func(k string, err error) { errs = append(errs, fmt.Errorf("%s.%s: %w", key, k, err)) }
-	out := &route{match: r.Match, path: r.Path, resolve: &resolve.TableOptions{Overrides: map[string]schema.Type{}},
+	out := &route{match: r.Match, path: r.Path, key: r.Key, resolve: &resolve.TableOptions{Overrides: map[string]schema.Type{}},
 		batch: batch.TableConfig{MaxRows: r.MaxRows, MaxBytes: int64(r.MaxBytes), MaxAge: time.Duration(r.MaxAge),
 			Write: sinks.WriteOptions{Compression: r.Compression, CompressionLevel: r.CompressionLevel, RowGroupRows: r.RowGroup}}}
 	if _, err := batch.ParseTemplate(r.Path); err != nil {
@@ -201,9 +203,12 @@ func (p *Plan) route(table string) *tableRoute {
 		// Parquet.
 		bc.Commit = false
 	}
-	v, _ := p.tables.LoadOrStore(table, &tableRoute{resolve: r.resolve, batch: &bc})
+	v, _ := p.tables.LoadOrStore(table, &tableRoute{resolve: r.resolve, batch: &bc, key: r.key})
 	return v.(*tableRoute)
 }
+
+// Key returns the key columns a table's route names (route key).
+func (p *Plan) Key(table string) []string { return p.route(table).key }
 
 // FlushInterval is the longest max_age of the routes and the defaults:
 // an open file is written at least that often.

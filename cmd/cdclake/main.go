@@ -31,6 +31,7 @@ import (
 	"github.com/cdclake/cdclake/pipelines/observe"
 	"github.com/cdclake/cdclake/pipelines/source"
 	"github.com/cdclake/cdclake/pipelines/source/kafka"
+	"github.com/cdclake/cdclake/sinks/current"
 	"github.com/cdclake/cdclake/sinks/lake"
 	"github.com/cdclake/cdclake/sinks/lakehouse"
 	"github.com/prometheus/client_golang/prometheus"
@@ -82,6 +83,9 @@ func init() {
 		{"compact", "rewrite the small files of the Iceberg tables into larger ones, in one snapshot per table",
 			"cdclake compact [--config FILE] [--sink URL] [--table NAME]... [--target-size BYTES] [--min-files N] [--expire-older-than DURATION] [--retain-last N]",
 			"cdclake compact --config cdclake.yaml --table inventory.public.orders --target-size 268435456", compactCmd},
+		{"snapshot", "build or bring up to date the tables' current-state tables: the latest row per key",
+			"cdclake snapshot [--config FILE] [--sink URL] [--table NAME]... [--key COLUMNS] [--into FOLDER] [--buckets N] [--rebuild]",
+			"cdclake snapshot --config cdclake.yaml --table inventory.public.orders --key id", snapshotCmd},
 		{"probe", "ask a running cdclake's /healthz or /readyz (an exec probe for images without curl)",
 			"cdclake probe [--config FILE] [--metrics-addr ADDR] healthz|readyz",
 			"cdclake probe --config /etc/cdclake/cdclake.yaml readyz", probeCmd},
@@ -429,6 +433,69 @@ func compactCmd(args []string, stdout, stderr io.Writer) int {
 	}
 	if err != nil {
 		fmt.Fprintf(stderr, "cdclake compact: %s\n", secrets.Redact(err.Error()))
+		return exitFailed
+	}
+	return exitOK
+}
+
+func snapshotCmd(args []string, stdout, stderr io.Writer) int {
+	fs := flagSet("snapshot", stdout)
+	var s settings
+	fs.StringVar(&s.config, "config", "", "config file (YAML; docs/configuration.md): its routes' path, key and Parquet settings")
+	fs.StringVar(&s.opts.Sink, "sink", "", "lake URL, overriding sink.url")
+	var tables tableList
+	fs.Var(&tables, "table", "a table whose state to build; repeat for more (default: every dataset of the lake, those without a known key skipped)")
+	key := fs.String("key", "", "the key columns, comma-separated, overriding the route's key (one --table only)")
+	into := fs.String("into", "", "the state table's folder in the lake (one --table only; default _current/DATASET)")
+	buckets := fs.Int("buckets", current.DefaultBuckets, "the number of files a new state table is split into by key hash (a build rewrites only those its changes touch)")
+	rebuild := fs.Bool("rebuild", false, "build the state again from every change, with --key and --buckets, replacing the table")
+	if rc := parseFlags(fs, args, stderr); rc >= 0 {
+		return rc
+	}
+	if fs.NArg() > 0 || *buckets < 1 {
+		fmt.Fprintln(stderr, "cdclake snapshot: flags only, and --buckets >= 1 (cdclake snapshot --help)")
+		return exitUsage
+	}
+	o := pipelines.SnapshotOptions{Into: *into, Buckets: *buckets, Rebuild: *rebuild}
+	if *key != "" {
+		for _, k := range strings.Split(*key, ",") {
+			o.Key = append(o.Key, strings.TrimSpace(k))
+		}
+	}
+	secrets.FromEnv()
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	s.opts.NoSource = true
+	cfg, setup, problems := s.prepare(ctx, false)
+	if len(problems) > 0 {
+		printProblems(stderr, "cdclake snapshot: the config", problems)
+		return exitFailed
+	}
+	if tmp, err := lake.FileTemp(setup.Sink); err != nil {
+		fmt.Fprintf(stderr, "cdclake snapshot: %s\n", secrets.Redact(err.Error()))
+		return exitFailed
+	} else if tmp != "" {
+		_ = os.Setenv("TMPDIR", tmp) // see openLake
+	}
+	bucket, err := lake.OpenBucket(ctx, setup.Sink)
+	if err != nil {
+		fmt.Fprintf(stderr, "cdclake snapshot: %s\n", secrets.Redact(err.Error()))
+		return exitFailed
+	}
+	defer bucket.Close()
+	done, err := setup.Snapshot(ctx, bucket, tables, o, configLogger(cfg, stderr))
+	for _, d := range done {
+		switch {
+		case d.Skipped:
+			fmt.Fprintf(stdout, "%s: skipped: its key is not known (route key, or --key)\n", d.Table)
+		case d.Err != nil:
+		default:
+			fmt.Fprintf(stdout, "%s: %d rows by %s, %d changes from %d files folded in, %d of %d buckets rewritten (manifest %d)\n",
+				d.Table, d.Rows, strings.Join(d.Key, ","), d.Changes, d.Files, d.Buckets, d.Total, d.Version)
+		}
+	}
+	if err != nil {
+		fmt.Fprintf(stderr, "cdclake snapshot: %s\n", secrets.Redact(err.Error()))
 		return exitFailed
 	}
 	return exitOK

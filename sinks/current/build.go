@@ -1,0 +1,520 @@
+package current
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"path"
+	"regexp"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/cdclake/cdclake/handlers/schema"
+	"github.com/cdclake/cdclake/internal/arrowmerge"
+	"github.com/cdclake/cdclake/sinks"
+	"gocloud.dev/blob"
+)
+
+// build is one Build.
+type build struct {
+	ctx    context.Context
+	bucket *blob.Bucket
+	w      Writer
+	opt    Options
+	into   string
+	m      manifest  // the state as it stands, then as the build leaves it
+	prev   *manifest // the one the build starts from (nil: from nothing)
+	old    *manifest // the newest one, which a rebuild replaces
+	seeds  []seed
+
+	files  []*changeFile
+	inputs []*input
+	st     state
+	fields []arrow.Field // the state table's data columns
+	result Result
+}
+
+func (b *build) release() {
+	for _, f := range b.files {
+		f.release()
+	}
+	for _, in := range b.inputs {
+		in.release()
+	}
+}
+
+// partKey is a source partition by the source's name in object names.
+type partKey struct {
+	source string
+	part   int32
+}
+
+type limit struct {
+	below int64
+	known bool
+}
+
+var objectName = regexp.MustCompile(`^(.*)-p(\d+)-o(\d{20})\.parquet$`)
+
+// changeFiles lists the dataset's change files, with their source
+// partition and first offset, in name order; folders whose names begin
+// with _ or . are not the table's.
+func (b *build) changeFiles() ([]string, map[string]partKey, map[string]int64, map[string]int64, error) {
+	var keys []string
+	parts, firsts, sizes := map[string]partKey{}, map[string]int64{}, map[string]int64{}
+	it := b.bucket.List(&blob.ListOptions{Prefix: b.opt.Dataset + "/"})
+	for {
+		obj, err := it.Next(b.ctx)
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			return nil, nil, nil, nil, fmt.Errorf("listing %s: %w", b.opt.Dataset, err)
+		}
+		rel := strings.TrimPrefix(obj.Key, b.opt.Dataset+"/")
+		hidden := false
+		for _, seg := range strings.Split(path.Dir(rel), "/") {
+			hidden = hidden || strings.HasPrefix(seg, "_") || strings.HasPrefix(seg, ".")
+		}
+		m := objectName.FindStringSubmatch(path.Base(rel))
+		if hidden || m == nil {
+			continue
+		}
+		p, err1 := strconv.ParseInt(m[2], 10, 32)
+		first, err2 := strconv.ParseInt(m[3], 10, 64)
+		if err1 != nil || err2 != nil {
+			continue
+		}
+		keys = append(keys, obj.Key)
+		parts[obj.Key] = partKey{m[1], int32(p)}
+		firsts[obj.Key] = first
+		sizes[obj.Key] = obj.Size
+	}
+	sort.Strings(keys)
+	return keys, parts, firsts, sizes, nil
+}
+
+func (b *build) run() error {
+	ctx := b.ctx
+	// The partitions' limits are read between two listings: a file with
+	// rows below a limit was written before the limit was, so the second
+	// listing holds it. A partition first seen in the second listing
+	// waits for the next build.
+	first, parts, _, _, err := b.changeFiles()
+	if err != nil {
+		return err
+	}
+	known := map[partKey]bool{}
+	for _, k := range first {
+		known[parts[k]] = true
+	}
+	for _, o := range b.m.Offsets {
+		known[partKey{sinks.Sanitize(o.Source), o.Partition}] = true
+	}
+	limits := map[partKey]limit{}
+	for pk := range known {
+		var l limit
+		if b.opt.Committed != nil {
+			if l.below, l.known, err = b.opt.Committed(ctx, pk.source, pk.part); err != nil {
+				return fmt.Errorf("%s partition %d: where its landing stands: %w", pk.source, pk.part, err)
+			}
+		}
+		limits[pk] = l
+	}
+	files, parts, firsts, sizes, err := b.changeFiles()
+	if err != nil {
+		return err
+	}
+	if len(files) == 0 && b.old == nil {
+		return fmt.Errorf("%w in %s/", ErrNoChanges, b.opt.Dataset)
+	}
+	consumed := map[string]bool{}
+	for _, c := range b.m.Consumed {
+		consumed[c.Key] = sizes[c.Key] == c.Size
+	}
+	next := map[[2]any]int64{}
+	for _, o := range b.m.Offsets {
+		next[[2]any{o.Source, o.Partition}] = o.Next
+	}
+	for _, k := range files {
+		l, ok := limits[parts[k]]
+		if consumed[k] || !ok || l.known && firsts[k] >= l.below {
+			continue
+		}
+		f, err := readChanges(ctx, b.bucket, k, b.opt.Mem)
+		if err != nil {
+			return err
+		}
+		b.files = append(b.files, f)
+	}
+	b.result.Files = len(b.files)
+	if len(b.m.Key) == 0 {
+		for _, f := range b.files {
+			if b.m.Key, err = f.primaryKeys(); err != nil || len(b.m.Key) > 0 {
+				break
+			}
+		}
+		if err != nil {
+			return err
+		}
+	}
+
+	// The change rows past where the state stands.
+	var changes []*change
+	truncated := false
+	top := map[[2]any]int64{}
+	for _, f := range b.files {
+		in := int32(len(b.inputs))
+		b.inputs = append(b.inputs, f.afterInput())
+		whole := true
+		for row := range f.rows {
+			src, _ := text(f.source, row)
+			part, off := f.part.Value(row), f.off.Value(row)
+			pk := [2]any{src, part}
+			l := limits[partKey{sinks.Sanitize(src), part}]
+			if l.known && off >= l.below {
+				whole = false
+				continue
+			}
+			if n, ok := next[pk]; ok && off < n {
+				continue
+			}
+			top[pk] = max(top[pk], off+1)
+			c, err := b.change(f, in, row, src, part, off)
+			if err != nil {
+				return fmt.Errorf("%s, the change at %s partition %d offset %d: %w", f.key, src, part, off, err)
+			}
+			truncated = truncated || c.op == opTruncate
+			changes = append(changes, c)
+		}
+		if whole {
+			consumed[f.key] = true
+		}
+	}
+	if len(b.m.Key) == 0 {
+		return fmt.Errorf("%s: %w: name them (--key, or the route's key); only GoldenGate records name them", b.opt.Dataset, ErrNoKey)
+	}
+	b.result.Changes = int64(len(changes))
+	// Where the state stands afterwards.
+	for _, f := range b.files {
+		for row := range f.rows {
+			src, _ := text(f.source, row)
+			part := f.part.Value(row)
+			pk := [2]any{src, part}
+			if l := limits[partKey{sinks.Sanitize(src), part}]; l.known {
+				next[pk] = max(next[pk], l.below)
+			} else {
+				next[pk] = max(next[pk], top[pk])
+			}
+		}
+	}
+
+	// The buckets the changes touch, and their rows as they stand.
+	affected := map[int]bool{}
+	if truncated || b.prev == nil {
+		for i := range b.m.Buckets {
+			affected[i] = true
+		}
+	} else {
+		for _, c := range changes {
+			if c.key != "" {
+				affected[bucketOf(c.key, b.m.Buckets)] = true
+			}
+			if c.oldKey != "" {
+				affected[bucketOf(c.oldKey, b.m.Buckets)] = true
+			}
+		}
+	}
+	if len(changes) == 0 && b.prev != nil {
+		affected = map[int]bool{}
+	}
+	prevSchema, err := decodeSchema(b.m.Schema)
+	if err != nil {
+		return err
+	}
+	b.fields = slices.Clone(prevSchema.Fields())
+	b.st.rows = map[string]*stateRow{}
+	if b.prev != nil {
+		for _, bk := range sortedKeys(affected) {
+			rows, err := b.loadBucket(bk)
+			if err != nil {
+				return err
+			}
+			for k, r := range rows {
+				b.st.rows[k] = r
+			}
+		}
+	}
+	// Column numbers: the state's columns, then the changes' new ones.
+	for _, in := range b.inputs {
+		if err := b.addColumns(in); err != nil {
+			return err
+		}
+	}
+	for _, s := range b.seeds {
+		s.r.vals = make([]ref, len(b.fields))
+		for i := range s.r.vals {
+			s.r.vals[i] = unknown
+		}
+		for _, col := range b.st.cols[s.at.in] {
+			if !containsString(s.absent, b.fields[col].Name) {
+				s.r.vals[col] = s.at
+			}
+		}
+	}
+	for _, c := range inOrder(changes) {
+		if err := b.st.apply(c); err != nil {
+			return err
+		}
+	}
+
+	// Each touched bucket, written whole.
+	if b.m.Rows == nil || len(b.m.Rows) != b.m.Buckets {
+		b.m.Rows = make([]int64, b.m.Buckets)
+	}
+	byBucket := map[int][]string{}
+	for k := range b.st.rows {
+		bk := bucketOf(k, b.m.Buckets)
+		if !affected[bk] {
+			return fmt.Errorf("internal error: a row of bucket %d, which the build does not rewrite", bk)
+		}
+		byBucket[bk] = append(byBucket[bk], k)
+	}
+	g := newGather(b)
+	defer g.release()
+	order := sortedKeys(affected)
+	for _, bk := range order {
+		keys := byBucket[bk]
+		slices.Sort(keys)
+		if err := b.writeBucket(g, bk, keys); err != nil {
+			return err
+		}
+		b.m.Rows[bk] = int64(len(keys))
+	}
+	if b.old != nil {
+		// A rebuild with fewer buckets leaves none of the old behind.
+		for bk := b.m.Buckets; bk < b.old.Buckets; bk++ {
+			if err := b.bucket.Delete(b.ctx, bucketKey(b.into, bk)); err != nil && !isNotFound(err) {
+				return fmt.Errorf("deleting %s: %w", bucketKey(b.into, bk), err)
+			}
+		}
+	}
+	return b.commit(next, consumed, files, sizes, len(order))
+}
+
+// change decodes the change at row of f.
+func (b *build) change(f *changeFile, in int32, row int, src string, part int32, off int64) (*change, error) {
+	op, ok := text(f.op, row)
+	if !ok {
+		return nil, fmt.Errorf("no %s", schema.ColOp)
+	}
+	c := &change{meta: meta{op: op, source: src, part: part, off: off}, in: in, row: int32(row)}
+	if f.ts != nil && f.ts.IsValid(row) {
+		c.ts, c.hasTS = int64(f.ts.Value(row)), true
+	}
+	if op == opTruncate {
+		return c, nil
+	}
+	if len(b.m.Key) == 0 {
+		return c, nil // reported once, with the dataset
+	}
+	var err error
+	beforeAbsent := listStrings(f.beforeAbsent, row)
+	if op == opDelete {
+		if c.key, err = keyOf(f.before, f.beforeIndex, beforeAbsent, row, b.m.Key); err != nil {
+			return nil, fmt.Errorf("DELETE without its key: %w", err)
+		}
+		return c, nil
+	}
+	c.absent = listStrings(f.afterAbsent, row)
+	if c.key, err = keyOf(f.after, f.afterIndex, c.absent, row, b.m.Key); err != nil {
+		return nil, fmt.Errorf("%s without its key: %w", op, err)
+	}
+	if f.before != nil && f.before.IsValid(row) {
+		if old, err := keyOf(f.before, f.beforeIndex, beforeAbsent, row, b.m.Key); err == nil && old != c.key {
+			c.oldKey = old
+		}
+	}
+	return c, nil
+}
+
+// addColumns numbers an input's columns, adding the ones the state table
+// does not have yet, and merges their types.
+func (b *build) addColumns(in *input) error {
+	cols := make([]int, len(in.fields))
+	for i, f := range in.fields {
+		j := slices.IndexFunc(b.fields, func(g arrow.Field) bool { return g.Name == f.Name })
+		if j < 0 {
+			b.fields = append(b.fields, arrow.Field{Name: f.Name, Type: f.Type, Nullable: true})
+			j = len(b.fields) - 1
+		} else {
+			t, ok := arrowmerge.Types(b.fields[j].Type, f.Type)
+			if !ok {
+				return fmt.Errorf("%s: column %s is %s there and %s elsewhere: a state table needs one type per column (%w)",
+					in.key, f.Name, f.Type, b.fields[j].Type, arrowmerge.ErrNoMerge)
+			}
+			b.fields[j].Type = t
+		}
+		cols[i] = j
+	}
+	b.st.cols = append(b.st.cols, cols)
+	b.st.names = make([]string, len(b.fields))
+	for i, f := range b.fields {
+		b.st.names[i] = f.Name
+	}
+	return nil
+}
+
+// commit records the build in a new manifest.
+func (b *build) commit(next map[[2]any]int64, consumed map[string]bool, listed []string, sizes map[string]int64, rewritten int) error {
+	b.m.Offsets = b.m.Offsets[:0:0]
+	for pk, n := range next {
+		b.m.Offsets = append(b.m.Offsets, Offset{Source: pk[0].(string), Partition: pk[1].(int32), Next: n})
+	}
+	slices.SortFunc(b.m.Offsets, func(x, y Offset) int {
+		if c := strings.Compare(x.Source, y.Source); c != 0 {
+			return c
+		}
+		return int(x.Partition) - int(y.Partition)
+	})
+	b.m.Consumed = b.m.Consumed[:0:0]
+	for _, k := range listed {
+		if consumed[k] {
+			b.m.Consumed = append(b.m.Consumed, Consumed{k, sizes[k]})
+		}
+	}
+	sch, err := encodeSchema(arrow.NewSchema(b.fields, nil))
+	if err != nil {
+		return err
+	}
+	b.m.Schema = sch
+	b.result.Key = b.m.Key
+	b.result.Buckets, b.result.Total = rewritten, b.m.Buckets
+	b.result.Offsets = b.m.Offsets
+	for _, n := range b.m.Rows {
+		b.result.Rows += n
+	}
+	if b.prev != nil && rewritten == 0 && slices.Equal(b.m.Offsets, b.prev.Offsets) && slices.Equal(b.m.Consumed, b.prev.Consumed) {
+		b.result.Version = b.m.Version
+		return nil // nothing new
+	}
+	b.m.Version++
+	b.result.Version = b.m.Version
+	data, err := json.MarshalIndent(b.m, "", " ")
+	if err != nil {
+		return err
+	}
+	key := manifestKey(b.into, b.m.Version)
+	if err := b.w.CreateObject(b.ctx, key, data, "application/json"); err != nil {
+		if isExists(err) {
+			return fmt.Errorf("%s: %w; build it again", key, ErrConcurrent)
+		}
+		return fmt.Errorf("writing %s: %w", key, err)
+	}
+	keys, err := manifests(b.ctx, b.bucket, b.into)
+	if err == nil && len(keys) > KeepManifests {
+		for _, k := range keys[:len(keys)-KeepManifests] {
+			if err = b.bucket.Delete(b.ctx, k); err != nil && !isNotFound(err) {
+				break
+			}
+			err = nil
+		}
+	}
+	if err != nil {
+		b.opt.Log.Warn("old manifests of a state table not deleted: the folder grows, nothing else changes", "table", b.into, "err", err)
+	}
+	return nil
+}
+
+// loadBucket reads a bucket's state file: an input, and its rows by key
+// (nil when the bucket has none).
+func (b *build) loadBucket(bk int) (map[string]*stateRow, error) {
+	key := bucketKey(b.into, bk)
+	sch, cols, err := readTable(b.ctx, b.bucket, key, b.opt.Mem)
+	if isNotFound(err) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	in := &input{key: key}
+	idx := map[string]int{}
+	var metaCols = map[string]arrow.Array{}
+	for i, f := range sch.Fields() {
+		if strings.HasPrefix(f.Name, "_cdc_") {
+			metaCols[f.Name] = cols[i]
+			continue
+		}
+		idx[f.Name] = len(in.fields)
+		in.fields = append(in.fields, f)
+		in.arrays = append(in.arrays, cols[i])
+	}
+	defer func() {
+		for _, a := range metaCols {
+			a.Release()
+		}
+	}()
+	// Its input number is the one addColumns gives it next.
+	n := int32(len(b.inputs))
+	b.inputs = append(b.inputs, in)
+	ops, ts, src := metaCols[schema.ColOp], metaCols[schema.ColTS], metaCols[schema.ColSource]
+	part, _ := metaCols[schema.ColPartition].(*array.Int32)
+	off, _ := metaCols[schema.ColOffset].(*array.Int64)
+	absent, _ := metaCols[schema.ColAbsent].(*array.List)
+	tsa, _ := ts.(*array.Timestamp)
+	if ops == nil || src == nil || part == nil || off == nil || absent == nil || tsa == nil {
+		return nil, fmt.Errorf("%s: not a state file of cdclake (%s)", key, sch)
+	}
+	rows := map[string]*stateRow{}
+	for row := range off.Len() {
+		k, err := keyOfColumns(in, idx, row, b.m.Key)
+		if err != nil {
+			return nil, fmt.Errorf("%s row %d: %w", key, row, err)
+		}
+		r := &stateRow{}
+		r.last.op, _ = text(ops, row)
+		r.last.source, _ = text(src, row)
+		r.last.part, r.last.off = part.Value(row), off.Value(row)
+		if tsa.IsValid(row) {
+			r.last.ts, r.last.hasTS = int64(tsa.Value(row)), true
+		}
+		b.seeds = append(b.seeds, seed{r: r, at: ref{n, int32(row)}, absent: listStrings(absent, row)})
+		rows[k] = r
+	}
+	return rows, nil
+}
+
+// seed is a state row read from a state file, its values to point at
+// that file's row once the columns are numbered.
+type seed struct {
+	r      *stateRow
+	at     ref
+	absent []string
+}
+
+func sortedKeys(m map[int]bool) []int {
+	out := make([]int, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	slices.Sort(out)
+	return out
+}
+
+func isExists(err error) bool { return errors.Is(err, sinks.ErrExists) }
+
+// keyOfColumns is keyOf for an input's top-level columns.
+func keyOfColumns(in *input, idx map[string]int, row int, key []string) (string, error) {
+	return encodeKey(func(name string) arrow.Array {
+		if i, ok := idx[name]; ok {
+			return in.arrays[i]
+		}
+		return nil
+	}, row, key)
+}

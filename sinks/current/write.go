@@ -1,0 +1,181 @@
+package current
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/arrow-go/v18/arrow/compute"
+	"github.com/cdclake/cdclake/handlers/schema"
+	"github.com/cdclake/cdclake/internal/arrowmerge"
+	"github.com/cdclake/cdclake/sinks"
+	"github.com/cdclake/cdclake/sinks/parquet"
+)
+
+// gather holds, per state column, the values of every input as one array
+// (of the column's merged type) ending in a NULL: a state row's value is
+// then one index into it.
+type gather struct {
+	b     *build
+	cols  []arrow.Array // built on first use
+	bases [][]int64     // bases[col][in]: where input in's rows begin; -1 without the column
+}
+
+func newGather(b *build) *gather {
+	return &gather{b: b, cols: make([]arrow.Array, len(b.fields)), bases: make([][]int64, len(b.fields))}
+}
+
+func (g *gather) release() {
+	for _, c := range g.cols {
+		if c != nil {
+			c.Release()
+		}
+	}
+}
+
+// column returns column col's values and each input's base in them.
+func (g *gather) column(col int) (arrow.Array, []int64, error) {
+	if g.cols[col] != nil {
+		return g.cols[col], g.bases[col], nil
+	}
+	b := g.b
+	to := b.fields[col].Type
+	bases := make([]int64, len(b.inputs))
+	var parts []arrow.Array
+	defer func() {
+		for _, p := range parts {
+			p.Release()
+		}
+	}()
+	var n int64
+	for in, cols := range b.st.cols {
+		bases[in] = -1
+		for i, c := range cols {
+			if c != col {
+				continue
+			}
+			a, err := arrowmerge.Array(b.inputs[in].arrays[i], to, b.opt.Mem)
+			if err != nil {
+				return nil, nil, fmt.Errorf("%s column %s: %w", b.inputs[in].key, b.fields[col].Name, err)
+			}
+			parts = append(parts, a)
+			bases[in] = n
+			n += int64(a.Len())
+		}
+	}
+	parts = append(parts, array.MakeArrayOfNull(b.opt.Mem, to, 1))
+	all, err := array.Concatenate(parts, b.opt.Mem)
+	if err != nil {
+		return nil, nil, fmt.Errorf("column %s: %w", b.fields[col].Name, err)
+	}
+	g.cols[col], g.bases[col] = all, bases
+	return all, bases, nil
+}
+
+// writeBucket writes a bucket's rows (keys, in order) as its state file,
+// or deletes the file when it has none.
+func (b *build) writeBucket(g *gather, bk int, keys []string) error {
+	key := bucketKey(b.into, bk)
+	if len(keys) == 0 {
+		if err := b.bucket.Delete(b.ctx, key); err != nil && !isNotFound(err) {
+			return fmt.Errorf("deleting %s: %w", key, err)
+		}
+		return nil
+	}
+	mem := b.opt.Mem
+	n := len(keys)
+	fields := make([]arrow.Field, 0, len(b.fields)+6)
+	cols := make([]arrow.Array, 0, len(b.fields)+6)
+	defer func() {
+		for _, c := range cols {
+			c.Release()
+		}
+	}()
+	absent := make([][]string, n)
+	for col, f := range b.fields {
+		all, bases, err := g.column(col)
+		if err != nil {
+			return err
+		}
+		null := int64(all.Len() - 1)
+		ib := array.NewInt64Builder(mem)
+		ib.Reserve(n)
+		for i, k := range keys {
+			r := b.st.rows[k]
+			at := unknown
+			if col < len(r.vals) {
+				at = r.vals[col]
+			}
+			if at.in < 0 || bases[at.in] < 0 {
+				ib.UnsafeAppend(null)
+				absent[i] = append(absent[i], f.Name)
+				continue
+			}
+			ib.UnsafeAppend(bases[at.in] + int64(at.row))
+		}
+		idx := ib.NewArray()
+		ib.Release()
+		var taken arrow.Array
+		if f.Type.ID() == arrow.NULL {
+			taken = array.MakeArrayOfNull(mem, f.Type, n)
+		} else {
+			taken, err = compute.TakeArray(b.ctx, all, idx)
+		}
+		idx.Release()
+		if err != nil {
+			return fmt.Errorf("%s column %s: %w", key, f.Name, err)
+		}
+		fields = append(fields, arrow.Field{Name: f.Name, Type: f.Type, Nullable: true})
+		cols = append(cols, taken)
+	}
+	// The change that made each row last, and its unknown columns.
+	ops, srcs := array.NewStringBuilder(mem), array.NewStringBuilder(mem)
+	ts := array.NewTimestampBuilder(mem, &arrow.TimestampType{Unit: arrow.Microsecond, TimeZone: "UTC"})
+	parts, offs := array.NewInt32Builder(mem), array.NewInt64Builder(mem)
+	abs := array.NewListBuilder(mem, arrow.BinaryTypes.String)
+	absVals := abs.ValueBuilder().(*array.StringBuilder)
+	for i, k := range keys {
+		m := b.st.rows[k].last
+		ops.Append(m.op)
+		if m.hasTS {
+			ts.Append(arrow.Timestamp(m.ts))
+		} else {
+			ts.AppendNull()
+		}
+		srcs.Append(m.source)
+		parts.Append(m.part)
+		offs.Append(m.off)
+		abs.Append(true)
+		for _, a := range absent[i] {
+			absVals.Append(a)
+		}
+	}
+	metaFields := []arrow.Field{
+		{Name: schema.ColOp, Type: arrow.BinaryTypes.String},
+		{Name: schema.ColTS, Type: ts.Type(), Nullable: true},
+		{Name: schema.ColSource, Type: arrow.BinaryTypes.String},
+		{Name: schema.ColPartition, Type: arrow.PrimitiveTypes.Int32},
+		{Name: schema.ColOffset, Type: arrow.PrimitiveTypes.Int64},
+		{Name: schema.ColAbsent, Type: abs.Type(), Nullable: true},
+	}
+	for _, bld := range []array.Builder{ops, ts, srcs, parts, offs, abs} {
+		cols = append(cols, bld.NewArray())
+		bld.Release()
+	}
+	fields = append(fields, metaFields...)
+	keyJSON, _ := json.Marshal(b.m.Key)
+	md := arrow.NewMetadata([]string{"cdclake.current.dataset", "cdclake.current.key"},
+		[]string{b.opt.Dataset, string(keyJSON)})
+	rec := array.NewRecordBatch(arrow.NewSchema(fields, &md), cols, int64(n))
+	defer rec.Release()
+	var buf bytes.Buffer
+	if err := parquet.WriteParts(&buf, []sinks.Part{{Record: rec, Ranges: [][2]int{{0, n}}}}, b.opt.Write, mem); err != nil {
+		return fmt.Errorf("writing %s: %w", key, err)
+	}
+	if err := b.w.WriteObject(b.ctx, key, buf.Bytes(), "application/vnd.apache.parquet"); err != nil {
+		return fmt.Errorf("writing %s: %w", key, err)
+	}
+	return nil
+}
