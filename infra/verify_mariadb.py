@@ -344,6 +344,10 @@ def verify(rep, args, tables, con, spark):
             try:
                 srows, _ = vr.spark_rebuild(spark, str(tdir), names, keys)
                 compare(rep, f"{what} Spark", state_of(srows, lambda r, n: r[n]), mstate, names, carried)
+                cur = Path(args.lake) / "_current" / tdir.name
+                if args.current and cur.is_dir():
+                    crows, _ = vr.spark_current(spark, cur, names)
+                    compare(rep, f"{what} cdclake snapshot (Spark)", state_of(crows, lambda r, n: r[n]), mstate, names, carried)
             except Exception as e:  # noqa: BLE001
                 rep.check(False, f"{what} Spark: cannot read or rebuild the table", [vr.spark_error(e)])
         rep.note(f"{what}: state checks took {time.time() - t0:.1f}s")

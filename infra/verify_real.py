@@ -804,6 +804,26 @@ def spark_rebuild(spark, path, cols, keys):
     return live.join(vals, kn, "left").collect(), after_t
 
 
+def spark_current(spark, path, cols):
+    """The rows of the state table cdclake snapshot built in path, read by
+    Spark, as {name: value} rows, and the columns' Spark types."""
+    from pyspark.sql import functions as F
+
+    df = spark.read.option("mergeSchema", "true").parquet(str(path))
+    t = {f.name: f.dataType.simpleString() for f in df.schema.fields}
+    sel = []
+    for name in cols:
+        if name not in t:
+            sel.append(F.lit(None).alias(name))
+            continue
+        e = spark_expr(f"`{name}`", t[name])
+        sib = name + SIBLING_SUFFIX
+        if sib in t and sib not in cols:
+            e = with_sibling(e, f"`{sib}`", "STRING")
+        sel.append(F.expr(e).alias(name))
+    return df.select(*sel).collect(), t
+
+
 def spark_time_limitation(spark, path, after_t):
     """Known Spark limitation, not a cdclake failure: Spark stores TIME as
     nanoseconds of the day but renders and converts it through
@@ -1160,6 +1180,11 @@ def verify_prefix(rep, args, prefix, lake, pg, con, spark):
                             row[n] = f"<undecodable {short(r[n])}: {e}>"
                     sstate[tuple(row[k] for k in keys)] = row
                 compare_states(rep, f"{what} Spark", sstate, pgs, ref, cols, keys, [], excused)
+                cur = Path(lake) / "_current" / lname
+                if args.current and cur.is_dir():
+                    crows, _ = spark_current(spark, cur, cols)
+                    compare_states(rep, f"{what} cdclake snapshot (Spark)", canon_rows([[r[n] for n in cols] for r in crows]),
+                                   pgs, ref, cols, keys, [], excused)
                 inf = Counter(f"{n} {row[n][1]}" for row in sstate.values() for n in cols
                               if stypes.get(n) == "timestamp" and row.get(n) in (("text", "infinity"), ("text", "-infinity")))
                 if inf:
