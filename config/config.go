@@ -202,6 +202,18 @@ type Sink struct {
 	// Iceberg is the catalog the tables of routes with table_format
 	// iceberg are committed to.
 	Iceberg Iceberg `yaml:"iceberg"`
+	// Current is the current-state tables a run builds.
+	Current Current `yaml:"current"`
+}
+
+// Current configures the current-state tables (cdclake snapshot) a run
+// builds.
+type Current struct {
+	// Interval is how often a run brings the state tables of the tables
+	// it lands up to date, and it does once more at its end; 0: never.
+	Interval Duration `yaml:"interval"`
+	// Buckets is the number of buckets of a new state table.
+	Buckets int `yaml:"buckets"`
 }
 
 // Iceberg configures the Iceberg catalog.
@@ -279,7 +291,8 @@ var Default = Config{
 		Kafka: Kafka{ClientID: "cdclake", Start: "earliest", OnGap: "fail", OnClaimError: "wait", CommitInterval: Duration(5 * time.Second),
 			FetchMaxWait: Duration(500 * time.Millisecond)},
 		SchemaRegistry: SchemaRegistry{Timeout: Duration(10 * time.Second), CacheSize: 1024}},
-	Sink:  Sink{RetryFor: Duration(10 * time.Minute), Iceberg: Iceberg{CommitInterval: Duration(10 * time.Second), CompactTargetSize: 128 << 20}},
+	Sink:  Sink{RetryFor: Duration(10 * time.Minute), Iceberg: Iceberg{CommitInterval: Duration(10 * time.Second), CompactTargetSize: 128 << 20},
+		Current: Current{Buckets: 16}},
 	Batch: Batch{MaxBufferedBytes: 256 << 20, MaxOpenFiles: 8192},
 	Defaults: Route{Path: "{table}/date={date}", Layout: "images", MaxRows: 1_000_000, MaxBytes: 128 << 20,
 		MaxAge: Duration(5 * time.Minute), Compression: "zstd", RowGroup: 128 * 1024, Numbers: "decimal_text"},
@@ -359,6 +372,7 @@ func merge(def, c Config) Config {
 	k.FetchMaxWait = cmp.Or(k.FetchMaxWait, dk.FetchMaxWait)
 	out.Sink.Iceberg.CommitInterval = cmp.Or(out.Sink.Iceberg.CommitInterval, def.Sink.Iceberg.CommitInterval)
 	out.Sink.Iceberg.CompactTargetSize = cmp.Or(out.Sink.Iceberg.CompactTargetSize, def.Sink.Iceberg.CompactTargetSize)
+	out.Sink.Current.Buckets = cmp.Or(out.Sink.Current.Buckets, def.Sink.Current.Buckets)
 	o, do := &out.Observability, def.Observability
 	o.TableLabels = cmp.Or(o.TableLabels, do.TableLabels)
 	o.CheckInterval = cmp.Or(o.CheckInterval, do.CheckInterval)
@@ -455,6 +469,7 @@ func (c *Config) Validate() error {
 	}
 	c.validateTables(bad)
 	c.validateIceberg(bad)
+	c.validateCurrent(bad)
 	return errors.Join(errs...)
 }
 
@@ -570,6 +585,16 @@ func (c *Config) validateTables(bad func(string, string, ...any)) {
 		} else {
 			seen[c.Routes[i].Match] = i
 		}
+	}
+}
+
+// validateCurrent checks the settings of the current-state tables.
+func (c *Config) validateCurrent(bad func(string, string, ...any)) {
+	if c.Sink.Current.Interval < 0 {
+		bad("sink.current.interval", "must not be negative")
+	}
+	if c.Sink.Current.Buckets < 1 {
+		bad("sink.current.buckets", "must be ≥ 1")
 	}
 }
 

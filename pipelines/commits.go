@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"slices"
 	"sync"
 	"time"
@@ -179,21 +180,10 @@ func (c *committer) run(ctx context.Context, fail func(error) error) {
 // another overtook is tried again); a table that cannot be compacted is
 // logged at WARN and counted, and landing goes on.
 func (c *committer) compactLoop(ctx context.Context) {
-	t := time.NewTicker(c.compactEvery)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
+	every(ctx, c.compactEvery, func() {
 		c.mu.Lock()
-		tables := make([]string, 0, len(c.committedTo))
-		for table := range c.committedTo {
-			tables = append(tables, table)
-		}
+		tables := slices.Sorted(maps.Keys(c.committedTo))
 		c.mu.Unlock()
-		slices.Sort(tables)
 		for _, table := range tables {
 			done, err := c.ice.Compact(ctx, table, c.compaction(table))
 			if ctx.Err() != nil {
@@ -212,6 +202,20 @@ func (c *committer) compactLoop(ctx context.Context) {
 				c.log.Info("lakehouse table compacted", "table", table, "replaced", done.Replaced, "written", done.Written,
 					"rows", done.Rows)
 			}
+		}
+	})
+}
+
+// every runs f every d until ctx ends.
+func every(ctx context.Context, d time.Duration, f func()) {
+	t := time.NewTicker(d)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			f()
 		}
 	}
 }

@@ -8,8 +8,11 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"slices"
 	"strings"
+	"sync"
+	"time"
 
 	"github.com/apache/arrow-go/v18/arrow/memory"
 	"github.com/cdclake/cdclake/sinks/current"
@@ -58,14 +61,7 @@ func (s *Setup) Snapshot(ctx context.Context, bucket *blob.Bucket, tables []stri
 		}
 	}
 	w := lake.New(bucket, memory.DefaultAllocator)
-	store := state.NewStore(bucket, w)
-	committed := func(ctx context.Context, source string, part int32) (int64, bool, error) {
-		st, err := store.Latest(ctx, source, part)
-		if err != nil || st == nil {
-			return 0, false, err
-		}
-		return st.Committed, true, nil
-	}
+	committed := committedOf(state.NewStore(bucket, w))
 	var out []TableSnapshot
 	var errs []error
 	for _, t := range tables {
@@ -118,4 +114,125 @@ func lakeDatasets(ctx context.Context, bucket *blob.Bucket) ([]string, error) {
 	}
 	slices.Sort(out)
 	return out, nil
+}
+
+// stateTables builds the current-state tables of the tables a run lands
+// (sink.current.interval): every interval, those with files written
+// since their last build, and at the end of the run all it landed. A
+// table whose key is not known is skipped (a WARN, once); a build that
+// fails is logged at WARN and counted, and landing goes on.
+type stateTables struct {
+	bucket    *blob.Bucket
+	w         current.Writer
+	plan      *Plan
+	every     time.Duration
+	buckets   int
+	committed func(ctx context.Context, source string, part int32) (int64, bool, error)
+	log       *slog.Logger
+
+	mu                      sync.Mutex
+	dirty                   map[string]bool // tables written since their last build
+	landed                  map[string]bool // every table the run wrote files of
+	skipped                 map[string]bool // tables whose key is not known, warned of
+	builds, errors, changes int64
+}
+
+func newStateTables(plan *Plan, bucket *blob.Bucket, w current.Writer, store *state.Store, log *slog.Logger) *stateTables {
+	cfg := plan.Config().Sink.Current
+	return &stateTables{bucket: bucket, w: w, plan: plan, every: time.Duration(cfg.Interval), buckets: cfg.Buckets,
+		committed: committedOf(store), log: log.With("component", "current"),
+		dirty: map[string]bool{}, landed: map[string]bool{}, skipped: map[string]bool{}}
+}
+
+// committedOf returns where each partition's landing stands in store,
+// for current.Options.Committed.
+func committedOf(store *state.Store) func(ctx context.Context, source string, part int32) (int64, bool, error) {
+	return func(ctx context.Context, source string, part int32) (int64, bool, error) {
+		st, err := store.Latest(ctx, source, part)
+		if err != nil || st == nil {
+			return 0, false, err
+		}
+		return st.Committed, true, nil
+	}
+}
+
+// wrote notes a file written of table (batch.Config.Written).
+func (s *stateTables) wrote(table string) {
+	if strings.HasPrefix(table, "_") { // cdclake's own datasets
+		return
+	}
+	s.mu.Lock()
+	s.dirty[table], s.landed[table] = true, true
+	s.mu.Unlock()
+}
+
+type stateStats struct{ builds, errors, changes int64 }
+
+func (s *stateTables) stats() stateStats {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return stateStats{s.builds, s.errors, s.changes}
+}
+
+// loop builds the tables written since their last build every interval,
+// until ctx ends.
+func (s *stateTables) loop(ctx context.Context) {
+	every(ctx, s.every, func() {
+		s.mu.Lock()
+		tables := slices.Sorted(maps.Keys(s.dirty))
+		clear(s.dirty)
+		s.mu.Unlock()
+		_ = s.build(ctx, tables)
+	})
+}
+
+// final builds every table the run landed, after its last files; its error
+// lists the tables whose build failed.
+func (s *stateTables) final(ctx context.Context) error {
+	s.mu.Lock()
+	tables := slices.Sorted(maps.Keys(s.landed))
+	s.mu.Unlock()
+	return s.build(ctx, tables)
+}
+
+func (s *stateTables) build(ctx context.Context, tables []string) error {
+	var errs []error
+	for _, t := range tables {
+		bc := s.plan.BatchConfig(t)
+		dataset, err := bc.Path.Root(t)
+		var res current.Result
+		if err == nil {
+			res, err = current.Build(ctx, s.bucket, s.w, current.Options{
+				Dataset: dataset, Key: s.plan.Key(t), Buckets: s.buckets, Committed: s.committed,
+				Write: parquet.Options{Compression: bc.Write.Compression, Level: bc.Write.CompressionLevel,
+					RowGroupRows: bc.Write.RowGroupRows},
+				Log: s.log,
+			})
+		}
+		if ctx.Err() != nil {
+			return errors.Join(append(errs, ctx.Err())...)
+		}
+		s.mu.Lock()
+		switch {
+		case errors.Is(err, current.ErrNoKey):
+			if !s.skipped[t] {
+				s.skipped[t] = true
+				s.log.Warn("no current-state table for a table whose key is not known: set its route's key", "table", t)
+			}
+		case err != nil:
+			s.errors++
+			errs = append(errs, fmt.Errorf("%s: %w", t, err))
+			s.log.Warn("building a current-state table failed; it is built again next time", "table", t, "err", err)
+		default:
+			s.builds++
+			s.changes += res.Changes
+			s.log.Debug("current-state table built", "table", t, "changes", res.Changes, "rows", res.Rows,
+				"buckets", res.Buckets, "manifest", res.Version)
+		}
+		s.mu.Unlock()
+	}
+	if len(errs) > 0 {
+		return fmt.Errorf("current-state tables: %w", errors.Join(errs...))
+	}
+	return nil
 }

@@ -207,7 +207,12 @@ var (
 		"(sink.iceberg.compact_interval) rewrote into larger ones.")
 	descCompactErrors = desc("table_compact_errors_total", "Compactions of a lakehouse table that failed (each logged at WARN); "+
 		"landing goes on, and the table is compacted again next time.")
-	descCommitWait = desc("table_files_waiting", "Written files waiting to be committed to their lakehouse tables: their "+
+	descStateBuilds = desc("current_builds_total", "Builds of current-state tables (sink.current.interval), each bringing "+
+		"one table up to date.")
+	descStateErrors = desc("current_build_errors_total", "Builds of a current-state table that failed (each logged at WARN); "+
+		"landing goes on, and the table is built again next time.")
+	descStateChanges = desc("current_changes_total", "Change rows folded into current-state tables.")
+	descCommitWait   = desc("table_files_waiting", "Written files waiting to be committed to their lakehouse tables: their "+
 		"offsets do not count as landed until they are.")
 	descGaps = desc("kafka_gaps_total", "Gaps recorded in the lake (_gaps/): messages deleted from the log before they landed, "+
 		"skipped with on_gap=skip.")
@@ -220,7 +225,8 @@ func (c collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descMessages, descReadBytes, descEvents, descSkipped, descOpenFiles, descBuffered,
 		descSpilled, descMaxBuffered, descFenced, descProgress, descStoreErrors, descStoreRetries, descStoreOutage,
 		descStoreFailing, descRegLookups, descRegWait, descLag, descCommitAt, descAssignedNow, descRebalances, descPartEvents,
-		descGaps, descUnclaimed, descCommits, descCommitFiles, descCommitErrors, descCommitWait, descCompacted, descCompactErrors} {
+		descGaps, descUnclaimed, descCommits, descCommitFiles, descCommitErrors, descCommitWait, descCompacted, descCompactErrors,
+		descStateBuilds, descStateErrors, descStateChanges} {
 		ch <- d
 	}
 }
@@ -261,6 +267,13 @@ func (c collector) Collect(ch chan<- prometheus.Metric) {
 		gauge(descCommitWait, float64(cs.waiting))
 		counter(descCompacted, float64(cs.compacted))
 		counter(descCompactErrors, float64(cs.compactErrors))
+	}
+
+	if s := p.current; s != nil {
+		st := s.stats()
+		counter(descStateBuilds, float64(st.builds))
+		counter(descStateErrors, float64(st.errors))
+		counter(descStateChanges, float64(st.changes))
 	}
 
 	ss := p.sink.Stats()

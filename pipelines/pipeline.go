@@ -108,6 +108,9 @@ type Pipeline struct {
 	// commits commits written files to lakehouse tables; nil when no
 	// route has a table format.
 	commits *committer
+	// current builds the current-state tables (sink.current.interval);
+	// nil when the run builds none.
+	current *stateTables
 
 	// dead is where the workers' dead letters go; closeDead releases it.
 	dead      deadletter.Destination
@@ -275,6 +278,16 @@ func New(plan *Plan, src source.Source, bucket *blob.Bucket, log *slog.Logger, o
 	}
 	if plan.iceberg != nil {
 		bcfg.Commit = func(f *batch.Committing) { p.commits.add(f) }
+	}
+	if cfg.Sink.Current.Interval > 0 {
+		p.current = newStateTables(plan, bucket, p.sink, state.NewStore(bucket, p.sink), log)
+		written := bcfg.Written
+		bcfg.Written = func(f batch.WrittenFile) {
+			p.current.wrote(f.Table)
+			if written != nil {
+				written(f)
+			}
+		}
 	}
 	b, err := batch.New(bcfg, plan.BatchConfig, p.sink, mem, log)
 	if err != nil {
@@ -538,6 +551,9 @@ func (p *Pipeline) Run(ctx context.Context) error {
 	if p.commits != nil {
 		bg.Go(func() { p.commits.run(runCtx, p.fail) })
 	}
+	if p.current != nil {
+		bg.Go(func() { p.current.loop(runCtx) })
+	}
 	stop := make(chan struct{})
 	bg.Go(func() { p.closeRouter(runCtx, router, stop) })
 	runErr := router.Run(runCtx)
@@ -607,6 +623,11 @@ func (p *Pipeline) finish(runErr error) error {
 	// failure.
 	if h, ok := p.source.(source.Handover); ok {
 		errs = append(errs, h.Finish(flushCtx))
+	}
+	if p.current != nil && errors.Join(errs...) == nil {
+		// The state tables, up to everything the run landed. A build that
+		// fails fails the run: a CronJob's last chance to say so.
+		errs = append(errs, p.current.final(flushCtx))
 	}
 	p.batcher.Close()
 	p.closeDead()

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -671,7 +672,15 @@ func TestSnapshotIncremental(t *testing.T) {
 	copyLines(false)
 	runBin(t, cdclake, "run", "--source", in, "--sink", lakeDir)
 	snapshot(t, cdclake, lakeDir, filepath.Join(capture, "_postgres.json"), "shop.public.")
-	cmd := exec.Command(py, filepath.Join(root, "infra", "verify_real.py"), "--capture", capture, "--no-spark", "--current",
+	verifyCurrent(t, py, capture, lakeDir)
+}
+
+// verifyCurrent checks the lake landed from the PostgreSQL capture, and
+// its state tables, against PostgreSQL's saved final state
+// (infra/verify_real.py --current).
+func verifyCurrent(t *testing.T, py, capture, lakeDir string) {
+	t.Helper()
+	cmd := exec.Command(py, filepath.Join("..", "..", "infra", "verify_real.py"), "--capture", capture, "--no-spark", "--current",
 		"--pg-dump", filepath.Join(capture, "_postgres.json"), "--lake", "shop="+lakeDir)
 	cmd.Env = append(os.Environ(), "TZ=UTC")
 	out, err := cmd.CombinedOutput()
@@ -680,4 +689,81 @@ func TestSnapshotIncremental(t *testing.T) {
 	}
 	lines := strings.Split(strings.TrimSpace(string(out)), "\n")
 	t.Logf("verify_real.py: %s", lines[len(lines)-1])
+}
+
+// TestRunBuildsStateTables lands the real PostgreSQL capture with
+// sink.current.interval set and the tables' keys in routes: the run
+// builds their state tables at its end, equal to PostgreSQL's final state
+// (infra/verify_real.py --current); and the GoldenGate samples, whose
+// records name their keys, without any.
+func TestRunBuildsStateTables(t *testing.T) {
+	py := python(t)
+	cdclake := build(t, "github.com/cdclake/cdclake/cmd/cdclake")
+	root := filepath.Join("..", "..")
+	capture := filepath.Join(root, "testdata", "debezium-real")
+	dir := t.TempDir()
+	var db map[string]struct {
+		Key []string `json:"key"`
+	}
+	data, err := os.ReadFile(filepath.Join(capture, "_postgres.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(data, &db); err != nil {
+		t.Fatal(err)
+	}
+	cfg := "sink:\n  current:\n    interval: 1h\n    buckets: 4\nroutes:\n"
+	for _, name := range slices.Sorted(maps.Keys(db)) {
+		cfg += fmt.Sprintf("  - match: shop.public.%s\n    key: [%s]\n", name, strings.Join(db[name].Key, ", "))
+	}
+	cfgFile := filepath.Join(dir, "current.yaml")
+	if err := os.WriteFile(cfgFile, []byte(cfg), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	lakeDir := filepath.Join(dir, "lake")
+	runBin(t, cdclake, "run", "--config", cfgFile, "--source", filepath.Join(capture, "shop.*.ndjson"), "--sink", lakeDir)
+	verifyCurrent(t, py, capture, lakeDir)
+	for name := range db {
+		if n := len(listFiles(t, filepath.Join(lakeDir, "_current", "shop.public."+name, "_manifest"))); n != 1 {
+			t.Errorf("%s: %d manifests, want the one build at the end", name, n)
+		}
+	}
+
+	// GoldenGate names its keys: a partial update keeps the columns it
+	// does not carry, a key change moves the row with them, a delete
+	// removes it.
+	gg := filepath.Join(dir, "gg.ndjson")
+	rec := func(op, ts string, before, after string) string {
+		return fmt.Sprintf(`{"table":"SALES.ORDERS","op_type":%q,"op_ts":"2026-01-02 03:04:%s.000000","pos":"0000000000000000%s00",`+
+			`"primary_keys":["ID"],"before":%s,"after":%s}`, op, ts, ts, before, after) + "\n"
+	}
+	input := rec("I", "01", "null", `{"ID":1,"STATUS":"NEW","AMOUNT":10.50}`) +
+		rec("I", "02", "null", `{"ID":2,"STATUS":"NEW","AMOUNT":3.00}`) +
+		rec("U", "03", `{"ID":1}`, `{"ID":1,"STATUS":"SHIPPED"}`) +
+		rec("U", "04", `{"ID":2}`, `{"ID":20,"STATUS":"MOVED"}`) +
+		rec("D", "05", `{"ID":1}`, "null") +
+		rec("I", "06", "null", `{"ID":3,"STATUS":"NEW","AMOUNT":7}`) +
+		rec("U", "07", `{"ID":3}`, `{"ID":3,"STATUS":"PAID"}`)
+	if err := os.WriteFile(gg, []byte(input), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	ggLake := filepath.Join(dir, "gg")
+	runBin(t, cdclake, "run", "--config", cfgFile, "--source", gg, "--sink", ggLake)
+	q := fmt.Sprintf("SELECT ID, STATUS, AMOUNT, _cdc_op, _cdc_absent FROM read_parquet('%s') ORDER BY 1",
+		filepath.Join(ggLake, "_current", "SALES.ORDERS", "*.parquet"))
+	got, err := exec.Command(py, "-c", "import duckdb, sys; print(duckdb.sql(sys.argv[1]).fetchall())", q).CombinedOutput()
+	if err != nil {
+		t.Fatalf("reading the GoldenGate state table: %v\n%s", err, got)
+	}
+	if want := "[(3, 'PAID', '7', 'UPDATE', []), (20, 'MOVED', '3.00', 'UPDATE', [])]"; strings.TrimSpace(string(got)) != want {
+		t.Errorf("GoldenGate state table:\n%s\nwant\n%s", got, want)
+	}
+
+	// A DELETE whose before image lacks key columns cannot be folded:
+	// the run lands everything, then fails, naming it.
+	out, err := exec.Command(cdclake, "run", "--config", cfgFile, "--sink", filepath.Join(dir, "samples"),
+		"--source", filepath.Join(root, "testdata", "samples", "goldengate-bigdata.ndjson")).CombinedOutput()
+	if err == nil || !strings.Contains(string(out), "offset 5: DELETE without its key: it does not carry key column PRODUCT_CODE") {
+		t.Errorf("landing a keyless DELETE with state tables: %v, want a failure naming it:\n%s", err, out)
+	}
 }
