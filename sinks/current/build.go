@@ -134,17 +134,33 @@ func (b *build) run() error {
 	if len(files) == 0 && b.old == nil {
 		return fmt.Errorf("%w in %s/", ErrNoChanges, b.opt.Dataset)
 	}
-	consumed := map[string]bool{}
+	// Which files to read. In a partition with a landing state, a file
+	// that begins below where the state stands holds only changes folded
+	// in, unless the last build found it holding some past (partial); one
+	// that begins at or past the landing state's offset is not complete
+	// yet. A file of a partition without one is read again only if it
+	// changed.
+	consumed, partial := map[string]bool{}, map[string]bool{}
 	for _, c := range b.m.Consumed {
 		consumed[c.Key] = sizes[c.Key] == c.Size
 	}
-	next := map[[2]any]int64{}
+	for _, k := range b.m.Partial {
+		partial[k] = true
+	}
+	next, nextOf := map[[2]any]int64{}, map[partKey]int64{}
 	for _, o := range b.m.Offsets {
 		next[[2]any{o.Source, o.Partition}] = o.Next
+		nextOf[partKey{sinks.Sanitize(o.Source), o.Partition}] = o.Next
 	}
 	for _, k := range files {
 		l, ok := limits[parts[k]]
-		if consumed[k] || !ok || l.known && firsts[k] >= l.below {
+		n, seen := nextOf[parts[k]]
+		switch {
+		case !ok, consumed[k]:
+			continue
+		case l.known && firsts[k] >= l.below:
+			continue
+		case l.known && seen && firsts[k] < n && !partial[k]:
 			continue
 		}
 		f, err := readChanges(ctx, b.bucket, k, b.opt.Mem)
@@ -193,8 +209,16 @@ func (b *build) run() error {
 			truncated = truncated || c.op == opTruncate
 			changes = append(changes, c)
 		}
-		if whole {
+		switch {
+		case !whole:
+			partial[f.key] = true
+		case limits[parts[f.key]].known:
+			delete(partial, f.key) // its partition's offsets say it
+		default:
 			consumed[f.key] = true
+		}
+		if whole {
+			delete(partial, f.key)
 		}
 	}
 	if len(b.m.Key) == 0 {
@@ -305,7 +329,7 @@ func (b *build) run() error {
 			}
 		}
 	}
-	return b.commit(next, consumed, files, sizes, len(order))
+	return b.commit(next, consumed, partial, files, sizes, len(order))
 }
 
 // change decodes the change at row of f.
@@ -372,7 +396,7 @@ func (b *build) addColumns(in *input) error {
 }
 
 // commit records the build in a new manifest.
-func (b *build) commit(next map[[2]any]int64, consumed map[string]bool, listed []string, sizes map[string]int64, rewritten int) error {
+func (b *build) commit(next map[[2]any]int64, consumed, partial map[string]bool, listed []string, sizes map[string]int64, rewritten int) error {
 	b.m.Offsets = b.m.Offsets[:0:0]
 	for pk, n := range next {
 		b.m.Offsets = append(b.m.Offsets, Offset{Source: pk[0].(string), Partition: pk[1].(int32), Next: n})
@@ -383,10 +407,13 @@ func (b *build) commit(next map[[2]any]int64, consumed map[string]bool, listed [
 		}
 		return int(x.Partition) - int(y.Partition)
 	})
-	b.m.Consumed = b.m.Consumed[:0:0]
+	b.m.Consumed, b.m.Partial = b.m.Consumed[:0:0], b.m.Partial[:0:0]
 	for _, k := range listed {
 		if consumed[k] {
 			b.m.Consumed = append(b.m.Consumed, Consumed{k, sizes[k]})
+		}
+		if partial[k] {
+			b.m.Partial = append(b.m.Partial, k)
 		}
 	}
 	sch, err := encodeSchema(arrow.NewSchema(b.fields, nil))
@@ -400,7 +427,8 @@ func (b *build) commit(next map[[2]any]int64, consumed map[string]bool, listed [
 	for _, n := range b.m.Rows {
 		b.result.Rows += n
 	}
-	if b.prev != nil && rewritten == 0 && slices.Equal(b.m.Offsets, b.prev.Offsets) && slices.Equal(b.m.Consumed, b.prev.Consumed) {
+	if b.prev != nil && rewritten == 0 && slices.Equal(b.m.Offsets, b.prev.Offsets) && slices.Equal(b.m.Consumed, b.prev.Consumed) &&
+		slices.Equal(b.m.Partial, b.prev.Partial) {
 		b.result.Version = b.m.Version
 		return nil // nothing new
 	}

@@ -60,7 +60,8 @@ type Options struct {
 	// state for it (the file source: each file whole). source is the
 	// name as it appears in object names (sinks.Sanitize).
 	Committed func(ctx context.Context, source string, part int32) (int64, bool, error)
-	// Write is the Parquet settings of the state files.
+	// Write is the Parquet settings of the state files (zstd and row
+	// groups of 128 Ki rows when unset).
 	Write parquet.Options
 	Mem   memory.Allocator
 	Log   *slog.Logger
@@ -128,6 +129,12 @@ func Build(ctx context.Context, bucket *blob.Bucket, w Writer, opt Options) (Res
 	}
 	if opt.Log == nil {
 		opt.Log = slog.New(slog.DiscardHandler)
+	}
+	if opt.Write.Compression == "" {
+		opt.Write.Compression = "zstd"
+	}
+	if opt.Write.RowGroupRows <= 0 {
+		opt.Write.RowGroupRows = 128 << 10
 	}
 	if opt.Dataset == "" || strings.HasPrefix(opt.Dataset, "/") {
 		return Result{}, fmt.Errorf("the dataset folder %q is no folder of the lake", opt.Dataset)

@@ -26,11 +26,18 @@ type manifest struct {
 	// Offsets is where the state stands in each source partition, by
 	// source and partition.
 	Offsets []Offset `json:"offsets"`
-	// Consumed is the change files every row of which is folded in, in
-	// order, with their sizes: later builds do not read them again
-	// unless they change (the file source, which keeps no landing state,
-	// rewrites a file with more rows when its input grew).
+	// Consumed is the change files of partitions without a landing state
+	// (the file source) every row of which is folded in, in order, with
+	// their sizes: later builds do not read them again unless they change
+	// (the file source rewrites a file with more rows when its input
+	// grew).
 	Consumed []Consumed `json:"consumed"`
+	// Partial is the change files of partitions with a landing state that
+	// hold changes at or past where the state stands as well as below:
+	// the next build reads them again. Every other file that begins below
+	// where the state stands is folded in whole, so the manifest does not
+	// grow with the lake.
+	Partial []string `json:"partial,omitempty"`
 	// Schema is the state table's data columns, an Arrow IPC schema
 	// message: the buckets a build does not rewrite keep their columns'
 	// types known.
