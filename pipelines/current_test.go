@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -85,20 +84,15 @@ func TestStateTableInSteps(t *testing.T) {
 func objects(t *testing.T, bucket *blob.Bucket, prefix string) map[string][]byte {
 	t.Helper()
 	out := map[string][]byte{}
-	it := bucket.List(&blob.ListOptions{Prefix: prefix})
-	for {
-		obj, err := it.Next(context.Background())
-		if err == io.EOF {
-			break
+	for _, k := range keys(t, bucket) {
+		if !strings.HasPrefix(k, prefix) {
+			continue
 		}
+		data, err := bucket.ReadAll(context.Background(), k)
 		if err != nil {
 			t.Fatal(err)
 		}
-		data, err := bucket.ReadAll(context.Background(), obj.Key)
-		if err != nil {
-			t.Fatal(err)
-		}
-		out[strings.TrimPrefix(obj.Key, prefix)] = data
+		out[strings.TrimPrefix(k, prefix)] = data
 	}
 	return out
 }
