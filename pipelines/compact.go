@@ -39,11 +39,9 @@ func (s *Setup) Compact(ctx context.Context, tables []string, m Maintenance, log
 	if s.Plan == nil || s.Plan.iceberg == nil {
 		return nil, errors.New("no route has table_format iceberg: there is no table to compact")
 	}
-	level := slog.LevelWarn
-	_ = level.UnmarshalText([]byte(s.Plan.cfg.Log.Level))
-	cat, err := lakehouse.Start(ctx, *s.Plan.iceberg, log, level, s.Plan.cfg.Log.Format)
+	cat, err := s.Plan.startCatalog(ctx, log)
 	if err != nil {
-		return nil, fmt.Errorf("sink.iceberg: %w", err)
+		return nil, err
 	}
 	defer cat.Close()
 	if len(tables) == 0 {
@@ -70,4 +68,16 @@ func (s *Setup) Compact(ctx context.Context, tables []string, m Maintenance, log
 		out = append(out, tc)
 	}
 	return out, errors.Join(errs...)
+}
+
+// startCatalog starts the committer process of the plan's Iceberg
+// catalog, as a run does, for a command that maintains its tables.
+func (p *Plan) startCatalog(ctx context.Context, log *slog.Logger) (lakehouse.Catalog, error) {
+	level := slog.LevelWarn
+	_ = level.UnmarshalText([]byte(p.cfg.Log.Level))
+	cat, err := lakehouse.Start(ctx, *p.iceberg, log, level, p.cfg.Log.Format)
+	if err != nil {
+		return nil, fmt.Errorf("sink.iceberg: %w", err)
+	}
+	return cat, nil
 }

@@ -4,19 +4,23 @@ package pipelines
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
 	"maps"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
 
 	"github.com/apache/arrow-go/v18/arrow/memory"
+	"github.com/cdclake/cdclake/sinks"
 	"github.com/cdclake/cdclake/sinks/current"
 	"github.com/cdclake/cdclake/sinks/lake"
+	"github.com/cdclake/cdclake/sinks/lakehouse"
 	"github.com/cdclake/cdclake/sinks/parquet"
 	"github.com/cdclake/cdclake/sinks/state"
 	"gocloud.dev/blob"
@@ -49,40 +53,37 @@ type TableSnapshot struct {
 // each with its route's key and Parquet settings (current.Build). A lake
 // landed from Kafka holds where each partition's landing stands: only
 // the changes below it are folded in, so that a run may land meanwhile.
+// The state of a table committed to Iceberg is an Iceberg table too
+// (StateTableName), whose snapshots record the offsets it is consistent
+// up to.
 func (s *Setup) Snapshot(ctx context.Context, bucket *blob.Bucket, tables []string, o SnapshotOptions, log *slog.Logger) ([]TableSnapshot, error) {
 	found := len(tables) == 0
 	if (len(o.Key) > 0 || o.Into != "") && len(tables) != 1 {
 		return nil, errors.New("a key or a folder of its own is for one table: name it")
 	}
 	if found {
+		if r, err := s.Plan.BatchConfig("t").Path.Root("t"); err != nil || r != "t" {
+			return nil, errors.New("name the tables (--table): the path template does not begin with {table}/, so the lake's folders are not its tables")
+		}
 		var err error
 		if tables, err = lakeDatasets(ctx, bucket); err != nil {
 			return nil, err
 		}
 	}
 	w := lake.New(bucket, memory.DefaultAllocator)
-	committed := committedOf(state.NewStore(bucket, w))
+	sb := &stateBuilder{plan: s.Plan, bucket: bucket, w: w, committed: committedOf(state.NewStore(bucket, w)), log: log}
+	if s.Plan.iceberg != nil && slices.ContainsFunc(tables, func(t string) bool { return s.Plan.BatchConfig(t).Commit }) {
+		cat, err := s.Plan.startCatalog(ctx, log)
+		if err != nil {
+			return nil, err
+		}
+		defer cat.Close()
+		sb.cat = cat
+	}
 	var out []TableSnapshot
 	var errs []error
 	for _, t := range tables {
-		bc := s.Plan.BatchConfig(t)
-		dataset, err := bc.Path.Root(t)
-		if err != nil {
-			out = append(out, TableSnapshot{Table: t, Err: err})
-			errs = append(errs, fmt.Errorf("%s: %w", t, err))
-			continue
-		}
-		key := s.Plan.Key(t)
-		if len(o.Key) > 0 {
-			key = o.Key
-		}
-		res, err := current.Build(ctx, bucket, w, current.Options{
-			Dataset: dataset, Into: o.Into, Key: key, Buckets: o.Buckets, Rebuild: o.Rebuild,
-			Committed: committed,
-			Write: parquet.Options{Compression: bc.Write.Compression, Level: bc.Write.CompressionLevel,
-				RowGroupRows: bc.Write.RowGroupRows},
-			Log: log,
-		})
+		res, err := sb.build(ctx, t, o)
 		ts := TableSnapshot{Table: t, Result: res, Err: err}
 		if found && errors.Is(err, current.ErrNoKey) {
 			ts.Skipped = true
@@ -92,6 +93,60 @@ func (s *Setup) Snapshot(ctx context.Context, bucket *blob.Bucket, tables []stri
 		out = append(out, ts)
 	}
 	return out, errors.Join(errs...)
+}
+
+// StateTableName is the Iceberg table of a dataset's current state.
+func StateTableName(dataset string) string { return dataset + "__current" }
+
+// stateBuilder builds tables' current-state tables, as Parquet, and as
+// Iceberg tables for the tables committed to Iceberg.
+type stateBuilder struct {
+	plan      *Plan
+	bucket    *blob.Bucket
+	w         current.Writer
+	committed func(ctx context.Context, source string, part int32) (int64, bool, error)
+	cat       lakehouse.Catalog // nil: no table is committed to Iceberg
+	log       *slog.Logger
+}
+
+// build brings table's state table up to date. For a table committed to
+// Iceberg, the state's files are named after their content and set as
+// the files of its Iceberg table, every time: a build whose commit did not
+// go in (a crash, a catalog down) is committed by the next.
+func (sb *stateBuilder) build(ctx context.Context, table string, o SnapshotOptions) (current.Result, error) {
+	bc := sb.plan.BatchConfig(table)
+	dataset, err := bc.Path.Root(table)
+	if err != nil {
+		return current.Result{}, err
+	}
+	key := sb.plan.Key(table)
+	if len(o.Key) > 0 {
+		key = o.Key
+	}
+	iceberg := bc.Commit && sb.cat != nil
+	opt := current.Options{Dataset: dataset, Into: o.Into, Key: key, Buckets: o.Buckets, Rebuild: o.Rebuild,
+		Versioned: iceberg, Committed: sb.committed, Log: sb.log,
+		Write: parquet.Options{Compression: bc.Write.Compression, Level: bc.Write.CompressionLevel, RowGroupRows: bc.Write.RowGroupRows}}
+	res, err := current.Build(ctx, sb.bucket, sb.w, opt)
+	if err != nil || !iceberg {
+		return res, err
+	}
+	into := o.Into
+	if into == "" {
+		into = current.DefaultInto(dataset)
+	}
+	keyJSON, _ := json.Marshal(res.Key)
+	props := map[string]string{"cdclake.current.version": strconv.FormatInt(res.Version, 10), "cdclake.current.key": string(keyJSON)}
+	for _, off := range res.Offsets {
+		props[lakehouse.OffsetKey(lakehouse.Partition{Source: sinks.Sanitize(off.Source), Partition: off.Partition})] =
+			strconv.FormatInt(off.Next, 10)
+	}
+	err = sb.cat.SetFiles(ctx, StateTableName(table), lakehouse.FileSet{Location: into, Keys: res.StateFiles, Schema: res.Schema,
+		Properties: props})
+	if err != nil {
+		return res, fmt.Errorf("committing the state table %s to Iceberg: %w", StateTableName(table), err)
+	}
+	return res, nil
 }
 
 // lakeDatasets lists the lake's top folders but cdclake's own (their names
@@ -122,13 +177,10 @@ func lakeDatasets(ctx context.Context, bucket *blob.Bucket) ([]string, error) {
 // table whose key is not known is skipped (a WARN, once); a build that
 // fails is logged at WARN and counted, and landing goes on.
 type stateTables struct {
-	bucket    *blob.Bucket
-	w         current.Writer
-	plan      *Plan
-	every     time.Duration
-	buckets   int
-	committed func(ctx context.Context, source string, part int32) (int64, bool, error)
-	log       *slog.Logger
+	sb      *stateBuilder
+	every   time.Duration
+	buckets int
+	log     *slog.Logger
 
 	mu                      sync.Mutex
 	dirty                   map[string]bool // tables written since their last build
@@ -137,10 +189,13 @@ type stateTables struct {
 	builds, errors, changes int64
 }
 
-func newStateTables(plan *Plan, bucket *blob.Bucket, w current.Writer, store *state.Store, log *slog.Logger) *stateTables {
+// newStateTables returns the builder of a run's state tables; cat is the
+// run's Iceberg catalog (nil: none).
+func newStateTables(plan *Plan, bucket *blob.Bucket, w current.Writer, store *state.Store, cat lakehouse.Catalog, log *slog.Logger) *stateTables {
 	cfg := plan.Config().Sink.Current
-	return &stateTables{bucket: bucket, w: w, plan: plan, every: time.Duration(cfg.Interval), buckets: cfg.Buckets,
-		committed: committedOf(store), log: log.With("component", "current"),
+	log = log.With("component", "current")
+	return &stateTables{sb: &stateBuilder{plan: plan, bucket: bucket, w: w, committed: committedOf(store), cat: cat, log: log},
+		every: time.Duration(cfg.Interval), buckets: cfg.Buckets, log: log,
 		dirty: map[string]bool{}, landed: map[string]bool{}, skipped: map[string]bool{}}
 }
 
@@ -198,17 +253,7 @@ func (s *stateTables) final(ctx context.Context) error {
 func (s *stateTables) build(ctx context.Context, tables []string) error {
 	var errs []error
 	for _, t := range tables {
-		bc := s.plan.BatchConfig(t)
-		dataset, err := bc.Path.Root(t)
-		var res current.Result
-		if err == nil {
-			res, err = current.Build(ctx, s.bucket, s.w, current.Options{
-				Dataset: dataset, Key: s.plan.Key(t), Buckets: s.buckets, Committed: s.committed,
-				Write: parquet.Options{Compression: bc.Write.Compression, Level: bc.Write.CompressionLevel,
-					RowGroupRows: bc.Write.RowGroupRows},
-				Log: s.log,
-			})
-		}
+		res, err := s.sb.build(ctx, t, SnapshotOptions{Buckets: s.buckets})
 		if ctx.Err() != nil {
 			return errors.Join(append(errs, ctx.Err())...)
 		}

@@ -280,7 +280,7 @@ func New(plan *Plan, src source.Source, bucket *blob.Bucket, log *slog.Logger, o
 		bcfg.Commit = func(f *batch.Committing) { p.commits.add(f) }
 	}
 	if cfg.Sink.Current.Interval > 0 {
-		p.current = newStateTables(plan, bucket, p.sink, state.NewStore(bucket, p.sink), log)
+		p.current = newStateTables(plan, bucket, p.sink, state.NewStore(bucket, p.sink), nil, log)
 		written := bcfg.Written
 		bcfg.Written = func(f batch.WrittenFile) {
 			p.current.wrote(f.Table)
@@ -316,6 +316,9 @@ func New(plan *Plan, src source.Source, bucket *blob.Bucket, log *slog.Logger, o
 				Compression: w.Compression, Level: w.CompressionLevel, RowGroupRows: w.RowGroupRows}
 		}
 		p.commits.granularity = func(table string) string { return plan.BatchConfig(table).Path.Granularity() }
+		if p.current != nil {
+			p.current.sb.cat = ice // the state of a table committed to Iceberg is an Iceberg table too
+		}
 		p.commits.schemaOf = func(ctx context.Context, key string) (sch *arrow.Schema, err error) {
 			err = p.sink.Retried(ctx, key, func() error {
 				sch, err = fileSchema(ctx, bucket, key)

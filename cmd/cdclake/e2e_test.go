@@ -678,10 +678,10 @@ func TestSnapshotIncremental(t *testing.T) {
 // verifyCurrent checks the lake landed from the PostgreSQL capture, and
 // its state tables, against PostgreSQL's saved final state
 // (infra/verify_real.py --current).
-func verifyCurrent(t *testing.T, py, capture, lakeDir string) {
+func verifyCurrent(t *testing.T, py, capture, lakeDir string, extra ...string) {
 	t.Helper()
-	cmd := exec.Command(py, filepath.Join("..", "..", "infra", "verify_real.py"), "--capture", capture, "--no-spark", "--current",
-		"--pg-dump", filepath.Join(capture, "_postgres.json"), "--lake", "shop="+lakeDir)
+	cmd := exec.Command(py, append([]string{filepath.Join("..", "..", "infra", "verify_real.py"), "--capture", capture, "--no-spark",
+		"--current", "--pg-dump", filepath.Join(capture, "_postgres.json"), "--lake", "shop=" + lakeDir}, extra...)...)
 	cmd.Env = append(os.Environ(), "TZ=UTC")
 	out, err := cmd.CombinedOutput()
 	if err != nil {
@@ -689,6 +689,36 @@ func verifyCurrent(t *testing.T, py, capture, lakeDir string) {
 	}
 	lines := strings.Split(strings.TrimSpace(string(out)), "\n")
 	t.Logf("verify_real.py: %s", lines[len(lines)-1])
+}
+
+// pgKeys returns the key columns of each table of PostgreSQL's saved final
+// state (the capture's _postgres.json).
+func pgKeys(t *testing.T, capture string) map[string][]string {
+	t.Helper()
+	var db map[string]struct {
+		Key []string `json:"key"`
+	}
+	data, err := os.ReadFile(filepath.Join(capture, "_postgres.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(data, &db); err != nil {
+		t.Fatal(err)
+	}
+	out := map[string][]string{}
+	for name, tb := range db {
+		out[name] = tb.Key
+	}
+	return out
+}
+
+// keyRoutes returns config routes giving each shop.public table its key.
+func keyRoutes(keys map[string][]string) string {
+	out := "routes:\n"
+	for _, name := range slices.Sorted(maps.Keys(keys)) {
+		out += fmt.Sprintf("  - match: shop.public.%s\n    key: [%s]\n", name, strings.Join(keys[name], ", "))
+	}
+	return out
 }
 
 // TestRunBuildsStateTables lands the real PostgreSQL capture with
@@ -702,20 +732,8 @@ func TestRunBuildsStateTables(t *testing.T) {
 	root := filepath.Join("..", "..")
 	capture := filepath.Join(root, "testdata", "debezium-real")
 	dir := t.TempDir()
-	var db map[string]struct {
-		Key []string `json:"key"`
-	}
-	data, err := os.ReadFile(filepath.Join(capture, "_postgres.json"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := json.Unmarshal(data, &db); err != nil {
-		t.Fatal(err)
-	}
-	cfg := "sink:\n  current:\n    interval: 1h\n    buckets: 4\nroutes:\n"
-	for _, name := range slices.Sorted(maps.Keys(db)) {
-		cfg += fmt.Sprintf("  - match: shop.public.%s\n    key: [%s]\n", name, strings.Join(db[name].Key, ", "))
-	}
+	db := pgKeys(t, capture)
+	cfg := "sink:\n  current:\n    interval: 1h\n    buckets: 4\n" + keyRoutes(db)
 	cfgFile := filepath.Join(dir, "current.yaml")
 	if err := os.WriteFile(cfgFile, []byte(cfg), 0o644); err != nil {
 		t.Fatal(err)
@@ -765,5 +783,92 @@ func TestRunBuildsStateTables(t *testing.T) {
 		"--source", filepath.Join(root, "testdata", "samples", "goldengate-bigdata.ndjson")).CombinedOutput()
 	if err == nil || !strings.Contains(string(out), "offset 5: DELETE without its key: it does not carry key column PRODUCT_CODE") {
 		t.Errorf("landing a keyless DELETE with state tables: %v, want a failure naming it:\n%s", err, out)
+	}
+}
+
+// writeFile writes data to path and returns path.
+func writeFile(t *testing.T, path, data string) string {
+	t.Helper()
+	if err := os.WriteFile(path, []byte(data), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+// TestIcebergStateTables lands the first half of each PostgreSQL topic of
+// the real capture into Iceberg tables with sink.current.interval and the
+// tables' keys, then the whole capture: each run builds the tables'
+// current-state tables and commits them to Iceberg as <table>__current.
+// pyiceberg must read each as the files of its newest manifest, every
+// snapshot as its version's files (testdata/e2e/current_iceberg.py), and
+// the state must equal PostgreSQL's (infra/verify_real.py --current).
+func TestIcebergStateTables(t *testing.T) {
+	py := python(t)
+	cdclake := build(t, "github.com/cdclake/cdclake/cmd/cdclake")
+	t.Setenv("CDCLAKE_LAKEHOUSE", build(t, "github.com/cdclake/cdclake/cmd/cdclake-lakehouse"))
+	root := filepath.Join("..", "..")
+	capture := filepath.Join(root, "testdata", "debezium-real")
+	dir := t.TempDir()
+	db := pgKeys(t, capture)
+	lakeDir, catalog := filepath.Join(dir, "lake"), filepath.Join(dir, "catalog.db")
+	cfg := "defaults:\n  table_format: iceberg\nsink:\n  iceberg:\n    catalog: sqlite://" + catalog +
+		"\n  current:\n    interval: 1h\n    buckets: 4\n" + keyRoutes(db)
+	cfgFile := filepath.Join(dir, "iceberg.yaml")
+	if err := os.WriteFile(cfgFile, []byte(cfg), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	in := filepath.Join(dir, "in")
+	if err := os.Mkdir(in, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	topics, err := filepath.Glob(filepath.Join(capture, "shop.*.ndjson"))
+	if err != nil || len(topics) == 0 {
+		t.Fatalf("no capture: %v", err)
+	}
+	check := func(when string) {
+		t.Helper()
+		out, err := exec.Command(py, filepath.Join(root, "testdata", "e2e", "current_iceberg.py"), catalog, lakeDir,
+			"--tables", strconv.Itoa(len(db))).CombinedOutput()
+		if err != nil {
+			t.Fatalf("%s: current_iceberg.py: %v\n%s", when, err, out)
+		}
+		t.Logf("%s: %s", when, strings.TrimSpace(string(out)))
+	}
+	// Each topic's second half lands from files of their own (a file
+	// source that lands a grown file again rewrites the files it wrote).
+	for i, part := range []string{"first half", "second half"} {
+		for _, f := range topics {
+			data, err := os.ReadFile(f)
+			if err != nil {
+				t.Fatal(err)
+			}
+			lines := strings.SplitAfter(string(data), "\n")
+			data = []byte(strings.Join(lines[:len(lines)/2], ""))
+			if i == 1 {
+				data = []byte(strings.Join(lines[len(lines)/2:], ""))
+			}
+			name := strings.TrimSuffix(filepath.Base(f), ".ndjson") + fmt.Sprintf(".%d.ndjson", i)
+			if err := os.WriteFile(filepath.Join(in, name), data, 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
+		runBin(t, cdclake, "run", "--config", cfgFile, "--source", filepath.Join(in, fmt.Sprintf("*.%d.ndjson", i)), "--sink", lakeDir)
+		check(part)
+	}
+	// The same state built at once from the whole capture, in a plain
+	// lake, equals PostgreSQL's; the Iceberg state built in two runs holds
+	// its rows.
+	plainDir := filepath.Join(dir, "plain")
+	runBin(t, cdclake, "run", "--source", filepath.Join(capture, "shop.*.ndjson"), "--sink", plainDir,
+		"--config", writeFile(t, filepath.Join(dir, "plain.yaml"), strings.Replace(cfg, "  table_format: iceberg\n", "  table_format: none\n", 1)))
+	verifyCurrent(t, py, capture, plainDir)
+	out, err := exec.Command(py, filepath.Join(root, "testdata", "e2e", "current_iceberg.py"), catalog, lakeDir,
+		"--same-as", plainDir).CombinedOutput()
+	if err != nil {
+		t.Fatalf("current_iceberg.py --same-as: %v\n%s", err, out)
+	}
+	// The landed tables themselves are as they were.
+	if out, err := exec.Command(py, filepath.Join(root, "testdata", "e2e", "iceberg.py"), catalog, lakeDir).CombinedOutput(); err != nil {
+		t.Fatalf("iceberg.py: %v\n%s", err, out)
 	}
 }

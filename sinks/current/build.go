@@ -302,6 +302,9 @@ func (b *build) run() error {
 	if b.m.Rows == nil || len(b.m.Rows) != b.m.Buckets {
 		b.m.Rows = make([]int64, b.m.Buckets)
 	}
+	if len(b.m.Files) != b.m.Buckets {
+		b.m.Files = make([]string, b.m.Buckets)
+	}
 	byBucket := map[int][]string{}
 	for k := range b.st.rows {
 		bk := bucketOf(k, b.m.Buckets)
@@ -316,12 +319,13 @@ func (b *build) run() error {
 	for _, bk := range order {
 		keys := byBucket[bk]
 		slices.Sort(keys)
-		if err := b.writeBucket(g, bk, keys); err != nil {
+		key, err := b.writeBucket(g, bk, keys)
+		if err != nil {
 			return err
 		}
-		b.m.Rows[bk] = int64(len(keys))
+		b.m.Rows[bk], b.m.Files[bk] = int64(len(keys)), key
 	}
-	if b.old != nil {
+	if b.old != nil && !b.opt.Versioned {
 		// A rebuild with fewer buckets leaves none of the old behind.
 		for bk := b.m.Buckets; bk < b.old.Buckets; bk++ {
 			if err := b.bucket.Delete(b.ctx, bucketKey(b.into, bk)); err != nil && !isNotFound(err) {
@@ -424,11 +428,17 @@ func (b *build) commit(next map[[2]any]int64, consumed, partial map[string]bool,
 	b.result.Key = b.m.Key
 	b.result.Buckets, b.result.Total = rewritten, b.m.Buckets
 	b.result.Offsets = b.m.Offsets
+	for _, f := range b.m.Files {
+		if f != "" {
+			b.result.StateFiles = append(b.result.StateFiles, f)
+		}
+	}
+	b.result.Schema = b.schema()
 	for _, n := range b.m.Rows {
 		b.result.Rows += n
 	}
 	if b.prev != nil && rewritten == 0 && slices.Equal(b.m.Offsets, b.prev.Offsets) && slices.Equal(b.m.Consumed, b.prev.Consumed) &&
-		slices.Equal(b.m.Partial, b.prev.Partial) {
+		slices.Equal(b.m.Partial, b.prev.Partial) && slices.Equal(b.m.Files, b.prev.Files) {
 		b.result.Version = b.m.Version
 		return nil // nothing new
 	}
@@ -464,6 +474,11 @@ func (b *build) commit(next map[[2]any]int64, consumed, partial map[string]bool,
 // (nil when the bucket has none).
 func (b *build) loadBucket(bk int) (map[string]*stateRow, error) {
 	key := bucketKey(b.into, bk)
+	if len(b.m.Files) == b.m.Buckets {
+		if key = b.m.Files[bk]; key == "" {
+			return nil, nil
+		}
+	}
 	sch, cols, err := readTable(b.ctx, b.bucket, key, b.opt.Mem)
 	if isNotFound(err) {
 		return nil, nil

@@ -27,6 +27,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/memory"
 	"github.com/cdclake/cdclake/sinks"
 	"github.com/cdclake/cdclake/sinks/parquet"
@@ -55,6 +56,12 @@ type Options struct {
 	// Rebuild builds the state from every change again, with Key and
 	// Buckets, replacing the table's files.
 	Rebuild bool
+	// Versioned names each state file after its content
+	// (bucket-NNNN-<hash>.parquet) instead of replacing the bucket's file
+	// in place, and leaves the files a build replaces: an Iceberg table
+	// over the state (Result.Files) keeps the files its older snapshots
+	// name. Plain readers read the manifest's files, not the folder.
+	Versioned bool
 	// Committed returns the offset below which every change of a source
 	// partition is in the lake, and false when the lake keeps no landing
 	// state for it (the file source: each file whole). source is the
@@ -88,6 +95,10 @@ type Result struct {
 	Rows           int64
 	// Key is the key columns.
 	Key []string
+	// StateFiles is the state table's files, Schema a schema that covers
+	// theirs.
+	StateFiles []string
+	Schema     *arrow.Schema
 	// Offsets is where the state stands, per source partition: every
 	// change below is in it.
 	Offsets []Offset

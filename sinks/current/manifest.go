@@ -21,8 +21,9 @@ type manifest struct {
 	Dataset string   `json:"dataset"`
 	Key     []string `json:"key"`
 	Buckets int      `json:"buckets"`
-	// Rows is each bucket's rows.
-	Rows []int64 `json:"rows"`
+	// Rows is each bucket's rows, Files its file ("": none).
+	Rows  []int64  `json:"rows"`
+	Files []string `json:"files"`
 	// Offsets is where the state stands in each source partition, by
 	// source and partition.
 	Offsets []Offset `json:"offsets"`
@@ -94,8 +95,9 @@ func latestManifest(ctx context.Context, bucket *blob.Bucket, into string) (*man
 	if err := json.Unmarshal(data, &m); err != nil {
 		return nil, fmt.Errorf("%s: not a state table manifest: %w", key, err)
 	}
-	if m.Buckets < 1 || len(m.Rows) != m.Buckets || len(m.Key) == 0 {
-		return nil, fmt.Errorf("%s: not a state table manifest: %d buckets, %d row counts, key %v", key, m.Buckets, len(m.Rows), m.Key)
+	if m.Buckets < 1 || len(m.Rows) != m.Buckets || len(m.Files) != m.Buckets || len(m.Key) == 0 {
+		return nil, fmt.Errorf("%s: not a state table manifest: %d buckets, %d row counts, %d files, key %v", key, m.Buckets,
+			len(m.Rows), len(m.Files), m.Key)
 	}
 	return &m, nil
 }

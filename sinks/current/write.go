@@ -2,6 +2,8 @@ package current
 
 import (
 	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 
@@ -74,19 +76,45 @@ func (g *gather) column(col int) (arrow.Array, []int64, error) {
 	return all, bases, nil
 }
 
-// writeBucket writes a bucket's rows (keys, in order) as its state file,
-// or deletes the file when it has none.
-func (b *build) writeBucket(g *gather, bk int, keys []string) error {
+// schema is the state files' schema: the data columns, then the change
+// that made each row last and its unknown columns.
+func (b *build) schema() *arrow.Schema {
+	fields := make([]arrow.Field, 0, len(b.fields)+6)
+	for _, f := range b.fields {
+		fields = append(fields, arrow.Field{Name: f.Name, Type: f.Type, Nullable: true})
+	}
+	fields = append(fields,
+		arrow.Field{Name: schema.ColOp, Type: arrow.BinaryTypes.String},
+		arrow.Field{Name: schema.ColTS, Type: tsType, Nullable: true},
+		arrow.Field{Name: schema.ColSource, Type: arrow.BinaryTypes.String},
+		arrow.Field{Name: schema.ColPartition, Type: arrow.PrimitiveTypes.Int32},
+		arrow.Field{Name: schema.ColOffset, Type: arrow.PrimitiveTypes.Int64},
+		arrow.Field{Name: schema.ColAbsent, Type: arrow.ListOf(arrow.BinaryTypes.String), Nullable: true})
+	keyJSON, _ := json.Marshal(b.m.Key)
+	md := arrow.NewMetadata([]string{"cdclake.current.dataset", "cdclake.current.key"},
+		[]string{b.opt.Dataset, string(keyJSON)})
+	return arrow.NewSchema(fields, &md)
+}
+
+var tsType = &arrow.TimestampType{Unit: arrow.Microsecond, TimeZone: "UTC"}
+
+// writeBucket writes a bucket's rows (keys, in order) as its state file
+// and returns its key: bucket-NNNN.parquet, replaced in place, or with
+// Options.Versioned a name of its own per content. A bucket without rows
+// has no file ("").
+func (b *build) writeBucket(g *gather, bk int, keys []string) (string, error) {
 	key := bucketKey(b.into, bk)
 	if len(keys) == 0 {
-		if err := b.bucket.Delete(b.ctx, key); err != nil && !isNotFound(err) {
-			return fmt.Errorf("deleting %s: %w", key, err)
+		if b.opt.Versioned {
+			return "", nil // the table's older snapshots keep theirs
 		}
-		return nil
+		if err := b.bucket.Delete(b.ctx, key); err != nil && !isNotFound(err) {
+			return "", fmt.Errorf("deleting %s: %w", key, err)
+		}
+		return "", nil
 	}
 	mem := b.opt.Mem
 	n := len(keys)
-	fields := make([]arrow.Field, 0, len(b.fields)+6)
 	cols := make([]arrow.Array, 0, len(b.fields)+6)
 	defer func() {
 		for _, c := range cols {
@@ -97,7 +125,7 @@ func (b *build) writeBucket(g *gather, bk int, keys []string) error {
 	for col, f := range b.fields {
 		all, bases, err := g.column(col)
 		if err != nil {
-			return err
+			return "", err
 		}
 		null := int64(all.Len() - 1)
 		ib := array.NewInt64Builder(mem)
@@ -125,14 +153,13 @@ func (b *build) writeBucket(g *gather, bk int, keys []string) error {
 		}
 		idx.Release()
 		if err != nil {
-			return fmt.Errorf("%s column %s: %w", key, f.Name, err)
+			return "", fmt.Errorf("%s column %s: %w", key, f.Name, err)
 		}
-		fields = append(fields, arrow.Field{Name: f.Name, Type: f.Type, Nullable: true})
 		cols = append(cols, taken)
 	}
 	// The change that made each row last, and its unknown columns.
 	ops, srcs := array.NewStringBuilder(mem), array.NewStringBuilder(mem)
-	ts := array.NewTimestampBuilder(mem, &arrow.TimestampType{Unit: arrow.Microsecond, TimeZone: "UTC"})
+	ts := array.NewTimestampBuilder(mem, tsType)
 	parts, offs := array.NewInt32Builder(mem), array.NewInt64Builder(mem)
 	abs := array.NewListBuilder(mem, arrow.BinaryTypes.String)
 	absVals := abs.ValueBuilder().(*array.StringBuilder)
@@ -152,30 +179,22 @@ func (b *build) writeBucket(g *gather, bk int, keys []string) error {
 			absVals.Append(a)
 		}
 	}
-	metaFields := []arrow.Field{
-		{Name: schema.ColOp, Type: arrow.BinaryTypes.String},
-		{Name: schema.ColTS, Type: ts.Type(), Nullable: true},
-		{Name: schema.ColSource, Type: arrow.BinaryTypes.String},
-		{Name: schema.ColPartition, Type: arrow.PrimitiveTypes.Int32},
-		{Name: schema.ColOffset, Type: arrow.PrimitiveTypes.Int64},
-		{Name: schema.ColAbsent, Type: abs.Type(), Nullable: true},
-	}
 	for _, bld := range []array.Builder{ops, ts, srcs, parts, offs, abs} {
 		cols = append(cols, bld.NewArray())
 		bld.Release()
 	}
-	fields = append(fields, metaFields...)
-	keyJSON, _ := json.Marshal(b.m.Key)
-	md := arrow.NewMetadata([]string{"cdclake.current.dataset", "cdclake.current.key"},
-		[]string{b.opt.Dataset, string(keyJSON)})
-	rec := array.NewRecordBatch(arrow.NewSchema(fields, &md), cols, int64(n))
+	rec := array.NewRecordBatch(b.schema(), cols, int64(n))
 	defer rec.Release()
 	var buf bytes.Buffer
 	if err := parquet.WriteParts(&buf, []sinks.Part{{Record: rec, Ranges: [][2]int{{0, n}}}}, b.opt.Write, mem); err != nil {
-		return fmt.Errorf("writing %s: %w", key, err)
+		return "", fmt.Errorf("writing %s: %w", key, err)
+	}
+	if b.opt.Versioned {
+		sum := sha256.Sum256(buf.Bytes())
+		key = fmt.Sprintf("%s/bucket-%04d-%s.parquet", b.into, bk, hex.EncodeToString(sum[:8]))
 	}
 	if err := b.w.WriteObject(b.ctx, key, buf.Bytes(), "application/vnd.apache.parquet"); err != nil {
-		return fmt.Errorf("writing %s: %w", key, err)
+		return "", fmt.Errorf("writing %s: %w", key, err)
 	}
-	return nil
+	return key, nil
 }

@@ -76,7 +76,27 @@ type Catalog interface {
 	Expire(ctx context.Context, dataset string, exp Expiry) (Expired, error)
 	// Datasets returns the datasets whose tables the catalog holds.
 	Datasets(ctx context.Context) ([]string, error)
+	// SetFiles makes the data files of the table name (one of cdclake's
+	// own, not a dataset's: a current-state table) exactly set.Keys, in
+	// one snapshot that adds the files it lacks and removes the others;
+	// see FileSet. It does nothing when the table holds them already and
+	// records the same properties.
+	SetFiles(ctx context.Context, name string, set FileSet) error
 	Close() error
+}
+
+// FileSet is what SetFiles makes a table hold. A table it makes is
+// unpartitioned, at Location; its schema evolves to Schema first.
+type FileSet struct {
+	// Location is the table's folder, Warehouse-relative.
+	Location string
+	// Keys are the files, Warehouse-relative.
+	Keys []string
+	// Schema is a schema whose columns cover each file's.
+	Schema *arrow.Schema
+	// Properties go into the snapshot's summary and the table's
+	// properties.
+	Properties map[string]string
 }
 
 // Compaction says how Compact rewrites a table's small files. Of each

@@ -29,7 +29,7 @@ const Binary = "cdclake-lakehouse"
 // request is one call of a Catalog method.
 type request struct {
 	ID        uint64      `json:"id"`
-	Op        string      `json:"op"` // open, offsets, landed, commit, record, compact, expire, datasets
+	Op        string      `json:"op"` // open, offsets, landed, commit, record, compact, expire, datasets, setfiles
 	Dataset   string      `json:"dataset,omitempty"`
 	Files     []wireFile  `json:"files,omitempty"`
 	Offsets   []wireOff   `json:"offsets,omitempty"`
@@ -38,6 +38,7 @@ type request struct {
 	Config    *Config     `json:"config,omitempty"` // open
 	Compact   *Compaction `json:"compact,omitempty"`
 	Expire    *Expiry     `json:"expire,omitempty"`
+	Set       *wireSet    `json:"set,omitempty"`
 	LogLevel  string      `json:"log_level,omitempty"`
 	LogFormat string      `json:"log_format,omitempty"`
 }
@@ -300,6 +301,14 @@ func (r *restarting) Expire(ctx context.Context, dataset string, exp Expiry) (Ex
 	return p.Expire(ctx, dataset, exp)
 }
 
+func (r *restarting) SetFiles(ctx context.Context, name string, set FileSet) error {
+	p, err := r.process(ctx)
+	if err != nil {
+		return err
+	}
+	return p.SetFiles(ctx, name, set)
+}
+
 func (r *restarting) Datasets(ctx context.Context) ([]string, error) {
 	p, err := r.process(ctx)
 	if err != nil {
@@ -461,6 +470,20 @@ func (p *process) Datasets(ctx context.Context) ([]string, error) {
 	return rep.Keys, err
 }
 
+// wireSet is a FileSet on the wire.
+type wireSet struct {
+	Location   string            `json:"location"`
+	Keys       []string          `json:"keys"`
+	Schema     []byte            `json:"schema"`
+	Properties map[string]string `json:"properties,omitempty"`
+}
+
+func (p *process) SetFiles(ctx context.Context, name string, set FileSet) error {
+	_, err := p.call(ctx, request{Op: "setfiles", Dataset: name, Set: &wireSet{Location: set.Location, Keys: set.Keys,
+		Schema: flight.SerializeSchema(set.Schema, memory.DefaultAllocator), Properties: set.Properties}})
+	return err
+}
+
 // Close ends the child: its input closes, it closes its catalog and exits.
 func (p *process) Close() error {
 	p.in.Close()
@@ -608,6 +631,16 @@ func serve(ctx context.Context, c Catalog, req request) (reply, error) {
 	case "datasets":
 		names, err := c.Datasets(ctx)
 		return reply{Keys: names}, err
+	case "setfiles":
+		if req.Set == nil {
+			return reply{}, errors.New("setfiles: no file set")
+		}
+		sch, err := flight.DeserializeSchema(req.Set.Schema, memory.DefaultAllocator)
+		if err != nil {
+			return reply{}, fmt.Errorf("setfiles: the schema: %w", err)
+		}
+		return reply{}, c.SetFiles(ctx, req.Dataset, FileSet{Location: req.Set.Location, Keys: req.Set.Keys, Schema: sch,
+			Properties: req.Set.Properties})
 	}
 	return reply{}, fmt.Errorf("unknown request %q", req.Op)
 }

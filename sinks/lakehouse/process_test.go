@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -22,6 +23,8 @@ import (
 
 // fake is a Catalog that records its calls and answers from its fields.
 type fake struct {
+	set    lakehouse.FileSet
+	named  string
 	files  []lakehouse.File
 	offs   map[lakehouse.Partition]int64
 	skip   map[string]bool
@@ -53,6 +56,10 @@ func (f *fake) Expire(_ context.Context, _ string, exp lakehouse.Expiry) (lakeho
 }
 func (f *fake) Datasets(context.Context) ([]string, error) { return []string{"a.b", "c"}, nil }
 func (f *fake) Close() error                               { return nil }
+func (f *fake) SetFiles(_ context.Context, name string, set lakehouse.FileSet) error {
+	f.named, f.set = name, set
+	return f.failed
+}
 
 // TestServe: each Catalog call crosses Serve's pipe whole: files with their
 // schemas, offsets, skipped keys, results, and ErrSchema as itself.
@@ -87,6 +94,12 @@ func TestServe(t *testing.T) {
 	}
 	if names, err := cli.Datasets(ctx); err != nil || strings.Join(names, " ") != "a.b c" {
 		t.Errorf("datasets %v %v", names, err)
+	}
+	set := lakehouse.FileSet{Location: "_current/t", Keys: []string{"_current/t/bucket-0000-1.parquet"}, Schema: sch,
+		Properties: map[string]string{"cdclake.current.version": "1"}}
+	if err := cli.SetFiles(ctx, "t__current", set); err != nil || cat.named != "t__current" || cat.set.Location != set.Location ||
+		!slices.Equal(cat.set.Keys, set.Keys) || !cat.set.Schema.Equal(sch) || cat.set.Properties["cdclake.current.version"] != "1" {
+		t.Errorf("setfiles %q %+v %v", cat.named, cat.set, err)
 	}
 	cat.failed = errors.New("boom: " + lakehouse.ErrSchema.Error())
 	if err := cli.Commit(ctx, "t", files, nil, nil); err == nil || errors.Is(err, lakehouse.ErrSchema) {

@@ -121,6 +121,8 @@ def main():
     fails, seen, total, nsnaps, ncompact = [], set(), 0, 0, 0
     for ident in tables(cat):
         name = ".".join(ident)
+        if name.endswith("__current"):
+            continue  # a current-state table: current_iceberg.py checks it
         seen.add(name)
         tbl = cat.load_table(ident)
         got = tbl.scan().to_arrow()

@@ -125,6 +125,12 @@ func (c *Iceberg) lock(dataset string) *tableLock {
 
 // load loads a dataset's table, nil when it does not exist yet.
 func (c *Iceberg) load(ctx context.Context, dataset string) (*table.Table, error) {
+	return c.loadAt(ctx, dataset, dataset)
+}
+
+// loadAt loads the table name, whose folder is dir (Warehouse-relative),
+// nil when it does not exist yet.
+func (c *Iceberg) loadAt(ctx context.Context, dataset, dir string) (*table.Table, error) {
 	tbl, err := c.cat.LoadTable(ctx, c.Identifier(dataset))
 	if errors.Is(err, catalog.ErrNoSuchTable) {
 		return nil, nil
@@ -132,7 +138,7 @@ func (c *Iceberg) load(ctx context.Context, dataset string) (*table.Table, error
 	if err != nil {
 		return nil, fmt.Errorf("loading the iceberg table of %s: %w", dataset, err)
 	}
-	if at, want := strings.TrimSuffix(tbl.Location(), "/"), c.location(dataset); at != want {
+	if at, want := strings.TrimSuffix(tbl.Location(), "/"), c.location(dir); at != want {
 		return nil, fmt.Errorf("%w: %s is at %s, not at %s where this lake's files of it are: give each lake a catalog "+
 			"or a sink.iceberg.namespace of its own", lakehouse.ErrOtherLake, strings.Join(tbl.Identifier(), "."), at, want)
 	}
@@ -371,6 +377,11 @@ func (c *Iceberg) commit(ctx context.Context, l *tableLock, dataset string, file
 // its namespaces first, partitioned by the granularity of _cdc_ts its files
 // share.
 func (c *Iceberg) create(ctx context.Context, dataset string, sch *arrow.Schema, granularity string) (*table.Table, error) {
+	return c.createAt(ctx, dataset, dataset, sch, granularity)
+}
+
+// createAt is create for a table whose folder is dir (Warehouse-relative).
+func (c *Iceberg) createAt(ctx context.Context, dataset, dir string, sch *arrow.Schema, granularity string) (*table.Table, error) {
 	id := c.Identifier(dataset)
 	for i := 1; i < len(id); i++ {
 		ns := id[:i]
@@ -387,7 +398,7 @@ func (c *Iceberg) create(ctx context.Context, dataset string, sch *arrow.Schema,
 		return nil, fmt.Errorf("the iceberg schema of %s: %w: %w", dataset, lakehouse.ErrSchema, err)
 	}
 	opts := []catalog.CreateTableOpt{
-		catalog.WithLocation(c.location(dataset)),
+		catalog.WithLocation(c.location(dir)),
 		catalog.WithProperties(iceberg.Properties{
 			table.DefaultNameMappingKey: nameMapping(isch),
 			"commit.retry.num-retries":  "10",
@@ -403,7 +414,7 @@ func (c *Iceberg) create(ctx context.Context, dataset string, sch *arrow.Schema,
 	}
 	tbl, err := c.cat.CreateTable(ctx, id, isch, opts...)
 	if errors.Is(err, catalog.ErrTableAlreadyExists) {
-		return c.load(ctx, dataset) // made by another instance meanwhile
+		return c.loadAt(ctx, dataset, dir) // made by another instance meanwhile
 	}
 	if err != nil && strings.Contains(err.Error(), "invalid schema") {
 		return nil, fmt.Errorf("creating the iceberg table of %s: %w: %w", dataset, lakehouse.ErrSchema, err)

@@ -1,0 +1,135 @@
+"""Checks the current-state Iceberg tables of a lake (cdclake snapshot, or
+sink.current.interval, of tables committed to Iceberg).
+
+usage: current_iceberg.py CATALOG_DB LAKE_DIR [--tables N] [--same-as OTHER_LAKE]
+
+For every table of the SQL catalog named <dataset>__current:
+- its current snapshot reads, with pyiceberg, exactly the rows of the
+  files the state table's newest manifest (LAKE_DIR/_current/<dataset>/
+  _manifest/) names, value for value, read with pyarrow;
+- the table's properties and its current snapshot's summary record that
+  manifest's version (cdclake.current.version) and, per source partition,
+  the offset it is consistent up to (cdclake.offset.*, as the manifest);
+- time travel: every snapshot names only files that exist, none twice,
+  records a version, and, where that version's manifest is kept, reads
+  as its files.
+--tables is how many such tables there must be. --same-as: each table's
+current rows must be, column for column but the _cdc_ ones (where each
+row's last change came from), the rows of the same state table in
+OTHER_LAKE (built from the same changes, landed otherwise), by key.
+"""
+import argparse
+import glob
+import json
+import os
+import sys
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+from pyiceberg.catalog.sql import SqlCatalog
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import iceberg  # noqa: E402
+from iceberg import KEYS, plain, same, tables  # noqa: E402
+
+
+def files_table(lake, keys):
+    """The rows of a state table's files, in the order same() compares (a
+    row's last change names it: one source partition and offset)."""
+    if not keys:
+        return None
+    parts = [plain(pq.read_table(os.path.join(lake, k))) for k in keys]
+    return pa.concat_tables(parts, promote_options="permissive").sort_by(KEYS)
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("catalog")
+    ap.add_argument("lake")
+    ap.add_argument("--tables", type=int, default=-1)
+    ap.add_argument("--same-as")
+    args = ap.parse_args()
+    lake = os.path.abspath(args.lake)
+    warehouse = "file://" + lake
+    cat = SqlCatalog("cdclake", uri="sqlite:///" + os.path.abspath(args.catalog), warehouse=warehouse)
+    fails, n, nsnaps, nrows = [], 0, 0, 0
+    for ident in tables(cat):
+        name = ".".join(ident)
+        if not name.endswith("__current"):
+            continue
+        n += 1
+        dataset = name.removesuffix("__current")
+        tbl = cat.load_table(ident)
+        mdir = os.path.join(lake, "_current", dataset, "_manifest")
+        manifests = {}
+        for f in sorted(glob.glob(os.path.join(mdir, "*.json"))):
+            m = json.load(open(f))
+            manifests[m["version"]] = m
+        if not manifests:
+            fails.append(f"{name}: no manifest in {mdir}")
+            continue
+        newest = manifests[max(manifests)]
+        props = tbl.properties
+        if props.get("cdclake.current.version") != str(newest["version"]):
+            fails.append(f"{name}: records version {props.get('cdclake.current.version')}, the newest manifest is {newest['version']}")
+        snap = tbl.current_snapshot()
+        summary = snap.summary.additional_properties if snap else {}
+        for o in newest["offsets"]:
+            key = f"cdclake.offset.{o['source']}.{o['partition']}"
+            if props.get(key) != str(o["next"]) or summary.get(key) != str(o["next"]):
+                fails.append(f"{name}: {key} is {props.get(key)} (snapshot {summary.get(key)}), the manifest says {o['next']}")
+        got = tbl.scan().to_arrow()
+        want = files_table(lake, [k for k in newest["files"] if k])
+        if not same(got, want):
+            fails.append(f"{name}: {got.num_rows} rows from iceberg differ from the {0 if want is None else want.num_rows} "
+                         f"of manifest {newest['version']}'s files")
+        nrows += got.num_rows
+        if args.same_as:
+            other = os.path.join(os.path.abspath(args.same_as), "_current", dataset, "_manifest")
+            ms = sorted(glob.glob(os.path.join(other, "*.json")))
+            if not ms:
+                fails.append(f"{name}: no state table in {other}")
+            else:
+                keys = json.loads(props.get("cdclake.current.key", "[]"))
+                theirs = files_table(os.path.abspath(args.same_as), [k for k in json.load(open(ms[-1]))["files"] if k])
+                data = lambda t: t.select([c for c in t.column_names if not c.startswith("_cdc_")])  # noqa: E731
+                iceberg.KEYS = [(k, "ascending") for k in keys]
+                if not same(data(got), None if theirs is None else data(theirs).sort_by(iceberg.KEYS)):
+                    fails.append(f"{name}: its rows differ from {args.same_as}'s state table")
+                iceberg.KEYS = KEYS
+        for s in tbl.metadata.snapshots:
+            nsnaps += 1
+            sp = s.summary.additional_properties
+            v = sp.get("cdclake.current.version")
+            if v is None:
+                fails.append(f"{name}: snapshot {s.snapshot_id} records no version")
+                continue
+            files = [e.data_file.file_path for m in s.manifests(tbl.io) for e in m.fetch_manifest_entry(tbl.io)]
+            local = [f.removeprefix(warehouse + "/") for f in files]
+            if len(set(local)) != len(local):
+                fails.append(f"{name}: snapshot {s.snapshot_id} names a file twice")
+            missing = [f for f in local if not os.path.exists(os.path.join(lake, f))]
+            if missing:
+                fails.append(f"{name}: snapshot {s.snapshot_id} names {len(missing)} missing files, {missing[0]} first")
+                continue
+            m = manifests.get(int(v))
+            if m is None:
+                continue  # its manifest is no longer kept
+            if sorted(local) != sorted(k for k in m["files"] if k):
+                fails.append(f"{name}: snapshot {s.snapshot_id} (version {v}) names other files than its manifest")
+                continue
+            at = tbl.scan(snapshot_id=s.snapshot_id).to_arrow()
+            want = files_table(lake, sorted(local))
+            if not same(at, want):
+                fails.append(f"{name}: snapshot {s.snapshot_id} (version {v}) does not read as its files")
+    if args.tables >= 0 and n != args.tables:
+        fails.append(f"{n} current-state tables, want {args.tables}")
+    for f in fails:
+        print(f)
+    if fails:
+        sys.exit(1)
+    print(f"ok {n} current-state tables, {nrows} rows, {nsnaps} snapshots")
+
+
+if __name__ == "__main__":
+    main()
