@@ -96,7 +96,7 @@ func (s *Setup) Snapshot(ctx context.Context, bucket *blob.Bucket, tables []stri
 }
 
 // StateTableName is the Iceberg table of a dataset's current state.
-func StateTableName(dataset string) string { return dataset + "__current" }
+func StateTableName(dataset string) string { return dataset + lakehouse.StateSuffix }
 
 // stateBuilder builds tables' current-state tables, as Parquet, and as
 // Iceberg tables for the tables committed to Iceberg.

@@ -74,7 +74,8 @@ type Catalog interface {
 	// newest exp.RetainLast, and deletes the files only they referred to
 	// that are the table's own (never the lake's): see Expiry.
 	Expire(ctx context.Context, dataset string, exp Expiry) (Expired, error)
-	// Datasets returns the datasets whose tables the catalog holds.
+	// Datasets returns the datasets whose tables the catalog holds (not
+	// the current-state tables: StateSuffix).
 	Datasets(ctx context.Context) ([]string, error)
 	// SetFiles makes the data files of the table name (one of cdclake's
 	// own, not a dataset's: a current-state table) exactly set.Keys, in
@@ -84,6 +85,10 @@ type Catalog interface {
 	SetFiles(ctx context.Context, name string, set FileSet) error
 	Close() error
 }
+
+// StateSuffix ends the name of a dataset's current-state table (SetFiles):
+// shop.public.orders__current. Such tables are no datasets (Datasets).
+const StateSuffix = "__current"
 
 // FileSet is what SetFiles makes a table hold. A table it makes is
 // unpartitioned, at Location; its schema evolves to Schema first.

@@ -356,7 +356,8 @@ func readTable(ctx context.Context, fs icebergio.IO, location string, mem memory
 }
 
 // Datasets returns the datasets of the catalog's tables under the
-// configured namespace.
+// configured namespace, not the current-state tables
+// (lakehouse.StateSuffix).
 func (c *Iceberg) Datasets(ctx context.Context) ([]string, error) {
 	root := slices.Clone(c.cfg.Namespace)
 	// The SQL catalog lists every namespace under the parent, at any
@@ -376,7 +377,9 @@ func (c *Iceberg) Datasets(ctx context.Context) ([]string, error) {
 			if err != nil {
 				return nil, fmt.Errorf("listing the tables of %s: %w", strings.Join(ns, "."), err)
 			}
-			out = append(out, strings.Join(id[len(root):], "."))
+			if name := strings.Join(id[len(root):], "."); !strings.HasSuffix(name, lakehouse.StateSuffix) {
+				out = append(out, name)
+			}
 		}
 	}
 	slices.Sort(out)
