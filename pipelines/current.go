@@ -237,20 +237,39 @@ func (s *stateTables) loop(ctx context.Context) {
 		tables := slices.Sorted(maps.Keys(s.dirty))
 		clear(s.dirty)
 		s.mu.Unlock()
-		_ = s.build(ctx, tables)
+		_ = s.build(ctx, tables, nil)
 	})
 }
 
 // final builds every table the run landed, after its last files; its error
 // lists the tables whose build failed.
+//
+// The lake's other tables are built too, when its folders are its tables
+// (the path template begins with {table}/): a run that died before its
+// last build leaves states behind, and the next run may land nothing of
+// those tables. Those whose key is not known are skipped quietly.
 func (s *stateTables) final(ctx context.Context) error {
 	s.mu.Lock()
-	tables := slices.Sorted(maps.Keys(s.landed))
+	landed := maps.Clone(s.landed)
 	s.mu.Unlock()
-	return s.build(ctx, tables)
+	others := map[string]bool{}
+	if r, err := s.sb.plan.BatchConfig("t").Path.Root("t"); err == nil && r == "t" {
+		all, err := lakeDatasets(ctx, s.sb.bucket)
+		if err != nil {
+			return fmt.Errorf("current-state tables: %w", err)
+		}
+		for _, t := range all {
+			if !landed[t] {
+				others[t], landed[t] = true, true
+			}
+		}
+	}
+	return s.build(ctx, slices.Sorted(maps.Keys(landed)), others)
 }
 
-func (s *stateTables) build(ctx context.Context, tables []string) error {
+// build builds tables; of those in quiet, an unknown key or a folder
+// without change files is no news.
+func (s *stateTables) build(ctx context.Context, tables []string, quiet map[string]bool) error {
 	var errs []error
 	for _, t := range tables {
 		res, err := s.sb.build(ctx, t, SnapshotOptions{Buckets: s.buckets})
@@ -259,6 +278,7 @@ func (s *stateTables) build(ctx context.Context, tables []string) error {
 		}
 		s.mu.Lock()
 		switch {
+		case quiet[t] && (errors.Is(err, current.ErrNoKey) || errors.Is(err, current.ErrNoChanges)):
 		case errors.Is(err, current.ErrNoKey):
 			if !s.skipped[t] {
 				s.skipped[t] = true
