@@ -291,6 +291,10 @@ func TestCrashHarness(t *testing.T) {
 	// the group lands and scales: its snapshots race the landing commits.
 	var compactions []string
 	compacted := make(chan struct{})
+	// A compaction and the S3 outage take turns: cdclake compact fails
+	// when the store is down (a CronJob's next run compacts), which this
+	// harness does not test.
+	var storeTurn sync.Mutex
 	go func() {
 		defer close(compacted)
 		if format != "iceberg" {
@@ -300,8 +304,10 @@ func TestCrashHarness(t *testing.T) {
 			time.Sleep(5 * time.Second)
 			// Every snapshot but each table's newest five expires too:
 			// the lake's files must all stay.
+			storeTurn.Lock()
 			out, err := exec.Command(bin, "compact", "--config", cfg, "--sink", sink, "--target-size", "1048576",
 				"--expire-older-than", "1ns", "--retain-last", "5").CombinedOutput()
+			storeTurn.Unlock()
 			if err != nil {
 				t.Errorf("cdclake compact while landing: %v\n%s", err, tail(out, 20))
 				return
@@ -326,6 +332,7 @@ func TestCrashHarness(t *testing.T) {
 
 	// 3. The S3 server goes away under the remaining instance while the
 	// stream still arrives.
+	storeTurn.Lock()
 	if out, err := exec.Command(filepath.Join(infra, "stop.sh"), "s3").CombinedOutput(); err != nil {
 		t.Fatalf("stopping the S3 server: %v\n%s", err, out)
 	}
@@ -335,6 +342,7 @@ func TestCrashHarness(t *testing.T) {
 		t.Fatalf("starting the S3 server: %v\n%s", err, out)
 	}
 	outageFor := time.Since(down)
+	storeTurn.Unlock()
 	time.Sleep(3 * time.Second)
 	if brokerDown > 0 {
 		if out, err := exec.Command(filepath.Join(infra, "stop.sh"), "kafka").CombinedOutput(); err != nil {
