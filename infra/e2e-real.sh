@@ -287,11 +287,25 @@ step "land shopavro from Kafka (Avro, registry)" land_avro_from_kafka
 # too, each snapshot holding every row below its offsets
 # (testdata/e2e/iceberg_spark.py).
 ICEBERG_LAKE=$DATA_DIR/s3/scratch/kafka-iceberg
+# key_routes SAVED_STATE TABLE_PREFIX: config routes giving each table of a
+# database's saved final state its key.
+key_routes() {
+  "$VPY" -c 'import json, sys
+d = json.load(open(sys.argv[1])); d = d.get("tables", d)
+for t, v in sorted(d.items()):
+    print("  - match: " + sys.argv[2] + t + "\n    key: [" + ", ".join(v.get("key") or v.get("keys")) + "]")' "$1" "$2"
+}
 land_iceberg_from_kafka() {
   local catalog=$E2E_DIR/iceberg-catalog.db pid
   rm -rf "$ICEBERG_LAKE" "$catalog"
-  printf 'progress_interval: 0s\ndefaults:\n  max_rows: 500\n  table_format: iceberg\nsink:\n  iceberg:\n    catalog: sqlite://%s\n    commit_interval: 1s\n' \
-    "$catalog" >"$E2E_DIR/iceberg.yaml"
+  # Every table's current-state table too, built every 2 s while landing
+  # and at the end, committed to Iceberg beside it.
+  {
+    printf 'progress_interval: 0s\ndefaults:\n  max_rows: 500\n  table_format: iceberg\nsink:\n  iceberg:\n    catalog: sqlite://%s\n    commit_interval: 1s\n' "$catalog"
+    printf '  current:\n    interval: 2s\n    buckets: 4\nroutes:\n'
+    key_routes "$E2E_DIR/capture/_postgres.json" shop.public.
+    key_routes "$E2E_DIR/capture/_mariadb.json" shop.
+  } >"$E2E_DIR/iceberg.yaml"
   local run=(env AWS_ACCESS_KEY_ID="$S3_ACCESS_KEY" AWS_SECRET_ACCESS_KEY="$S3_SECRET_KEY" AWS_REGION=us-east-1
     "$CDCLAKE_BIN" run --metrics-addr 127.0.0.1:0 --until-caught-up
     --source "kafka://$KAFKA_BOOTSTRAP/(shop|maria)\..*?regex=true&group=e2e-iceberg&commit_interval=1s"
@@ -312,14 +326,19 @@ land_iceberg_from_kafka() {
     "$REPO_DIR/.venv/bin/python" "$REPO_DIR/testdata/e2e/iceberg.py" "$catalog" "$ICEBERG_LAKE" \
     --warehouse s3://scratch/kafka-iceberg --s3-endpoint "http://$HOST:$S3_PORT" >&2 ||
     die "the Iceberg tables landed from Kafka do not read as their files"
+  AWS_ACCESS_KEY_ID="$S3_ACCESS_KEY" AWS_SECRET_ACCESS_KEY="$S3_SECRET_KEY" AWS_REGION=us-east-1 \
+    "$REPO_DIR/.venv/bin/python" "$REPO_DIR/testdata/e2e/current_iceberg.py" "$catalog" "$ICEBERG_LAKE" --tables 13 \
+    --warehouse s3://scratch/kafka-iceberg --s3-endpoint "http://$HOST:$S3_PORT" >&2 ||
+    die "the current-state Iceberg tables built from Kafka do not read as their manifests' files"
   [[ $E2E_SPARK == 1 ]] || return 0
   # Spark (Iceberg's runtime) reads the same tables, each snapshot as of the
-  # offsets it records; it refuses the four tables with a time column (two
-  # of PostgreSQL's, two of MariaDB's).
+  # offsets it records, and the current-state tables as their manifests;
+  # it refuses the eight tables with a time column (two of PostgreSQL's,
+  # two of MariaDB's, and their current-state tables).
   AWS_ACCESS_KEY_ID="$S3_ACCESS_KEY" AWS_SECRET_ACCESS_KEY="$S3_SECRET_KEY" AWS_REGION=us-east-1 \
     JAVA_HOME=$(java_home) TZ=UTC SPARK_LOCAL_IP=$HOST \
     "$ICEBERG_SPARK_VENV/bin/python" "$REPO_DIR/testdata/e2e/iceberg_spark.py" "$catalog" "$ICEBERG_LAKE" \
-    --jars "$ICEBERG_SPARK_JARS" --time-tables 4 --warehouse s3://scratch/kafka-iceberg \
+    --jars "$ICEBERG_SPARK_JARS" --time-tables 8 --warehouse s3://scratch/kafka-iceberg \
     --s3-endpoint "http://$HOST:$S3_PORT" \
     2> >(grep -v -E '^(WARNING|Using Spark|Setting default log level|To adjust logging|.*WARN NativeCodeLoader)' >&2) ||
     die "Spark does not read the Iceberg tables landed from Kafka as their files"
@@ -346,6 +365,24 @@ replay() {
   log "replay: the same $(grep -c . <<<"$after") objects"
 }
 step "replay shop (same objects)" replay
+# The current-state tables (cdclake snapshot) of the lake landed from
+# Kafka, which reads its landing state on S3, and of the MariaDB lake, keyed
+# as the databases' final states say; the verifiers compare them with the
+# databases (--current).
+snapshot_tables() { # SINK_URL SAVED_STATE TABLE_PREFIX
+  local sink=$1 saved=$2 prefix=$3 table key
+  while read -r table key; do
+    AWS_ACCESS_KEY_ID=$S3_ACCESS_KEY AWS_SECRET_ACCESS_KEY=$S3_SECRET_KEY AWS_REGION=us-east-1 \
+      "$CDCLAKE_BIN" snapshot --sink "$sink" --table "$prefix$table" --key "$key" >&2 || return 1
+  done < <("$VPY" -c 'import json, sys
+d = json.load(open(sys.argv[1])); d = d.get("tables", d)
+for t, v in sorted(d.items()): print(t, ",".join(v.get("key") or v.get("keys")))' "$saved")
+}
+current_tables() {
+  snapshot_tables "$(s3_sink scratch)&prefix=kafka-shop/" "$E2E_DIR/capture/_postgres.json" shop.public. &&
+    snapshot_tables "$(s3_sink lake-maria)" "$E2E_DIR/capture/_mariadb.json" shop.
+}
+step "current-state tables (cdclake snapshot) of the Kafka and MariaDB lakes" current_tables
 spark_flag=()
 [[ $E2E_SPARK == 1 ]] || spark_flag=(--no-spark)
 verify() {
@@ -354,12 +391,12 @@ verify() {
     --lake "shop=$DATA_DIR/s3/lake" --lake "shopraw=$DATA_DIR/s3/lake-raw" \
     --lake "shopraw+catalog=$DATA_DIR/s3/lake-catalog" --lake "shop=$KAFKA_LAKE" \
     --pg "host=$HOST port=$PG_PORT user=postgres dbname=$PG_DB" \
-    --report "$E2E_DIR/report.txt" "${spark_flag[@]}" 2> >(grep -v -E '^(WARNING|Using Spark|Setting default log level|To adjust logging)' >&2)
+    --report "$E2E_DIR/report.txt" --current "${spark_flag[@]}" 2> >(grep -v -E '^(WARNING|Using Spark|Setting default log level|To adjust logging)' >&2)
 }
 verify_maria() {
   JAVA_HOME=$(java_home) TZ=UTC SPARK_LOCAL_IP=$HOST peak_rss verify-mariadb "$VPY" "$INFRA_DIR/verify_mariadb.py" \
     --capture "$E2E_DIR/capture" --lake "$DATA_DIR/s3/lake-maria" --socket "$MARIADB_SOCKET" --db "$MARIADB_DB" \
-    --report "$E2E_DIR/report-mariadb.txt" "${spark_flag[@]}" 2> >(grep -v -E '^(WARNING|Using Spark|Setting default log level|To adjust logging)' >&2)
+    --report "$E2E_DIR/report-mariadb.txt" --current "${spark_flag[@]}" 2> >(grep -v -E '^(WARNING|Using Spark|Setting default log level|To adjust logging)' >&2)
 }
 verify_avro() {
   # Each Avro lake against the JSON lake landed the same way: from Kafka

@@ -2,6 +2,7 @@
 sink.current.interval, of tables committed to Iceberg).
 
 usage: current_iceberg.py CATALOG_DB LAKE_DIR [--tables N] [--same-as OTHER_LAKE]
+                          [--warehouse s3://bucket/prefix --s3-endpoint URL]
 
 For every table of the SQL catalog named <dataset>__current:
 - its current snapshot reads, with pyiceberg, exactly the rows of the
@@ -17,6 +18,9 @@ For every table of the SQL catalog named <dataset>__current:
 current rows must be, column for column but the _cdc_ ones (where each
 row's last change came from), the rows of the same state table in
 OTHER_LAKE (built from the same changes, landed otherwise), by key.
+With --warehouse, the tables' files are on an S3 server (credentials from
+AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY) whose bucket and prefix
+LAKE_DIR holds as a folder.
 """
 import argparse
 import glob
@@ -48,10 +52,17 @@ def main():
     ap.add_argument("lake")
     ap.add_argument("--tables", type=int, default=-1)
     ap.add_argument("--same-as")
+    ap.add_argument("--warehouse")
+    ap.add_argument("--s3-endpoint")
     args = ap.parse_args()
     lake = os.path.abspath(args.lake)
-    warehouse = "file://" + lake
-    cat = SqlCatalog("cdclake", uri="sqlite:///" + os.path.abspath(args.catalog), warehouse=warehouse)
+    warehouse = (args.warehouse or "file://" + lake).rstrip("/")
+    props = {}
+    if args.s3_endpoint:
+        props = {"s3.endpoint": args.s3_endpoint, "s3.region": os.environ.get("AWS_REGION", "us-east-1"),
+                 "s3.access-key-id": os.environ["AWS_ACCESS_KEY_ID"],
+                 "s3.secret-access-key": os.environ["AWS_SECRET_ACCESS_KEY"], "s3.force-virtual-addressing": "false"}
+    cat = SqlCatalog("cdclake", uri="sqlite:///" + os.path.abspath(args.catalog), warehouse=warehouse, **props)
     fails, n, nsnaps, nrows = [], 0, 0, 0
     for ident in tables(cat):
         name = ".".join(ident)

@@ -15,6 +15,13 @@ For every table of the catalog (catalog name cdclake):
   partition (cdclake.offset.<source>.<partition>): a reader of a snapshot
   sees every change up to the offsets it says it holds.
 
+A current-state table (<dataset>__current: cdclake snapshot, or
+sink.current.interval) is checked against its manifests
+(LAKE_DIR/_current/<dataset>/_manifest/): Spark reads each row once (by
+the change that made it last, which names one row) and exactly the keys
+of the rows of its newest manifest's files; each snapshot, as many rows
+as its version's manifest counts, where that manifest is kept.
+
 Iceberg's Spark runtime refuses a table with a column of Iceberg's time
 type ("Spark does not support time fields"): such tables are counted and
 named, and --time-tables says how many are expected. With --warehouse, the
@@ -23,6 +30,7 @@ AWS_SECRET_ACCESS_KEY) whose bucket and prefix LAKE_DIR holds as a folder.
 """
 import argparse
 import glob
+import json
 import os
 import sqlite3
 import sys
@@ -78,6 +86,43 @@ def lake_keys(spark, lake, dataset):
     return keys(spark.read.parquet(*files).select(*KEY).collect())
 
 
+def state_manifests(lake, dataset):
+    """A current-state table's manifests by version."""
+    out = {}
+    for f in glob.glob(os.path.join(lake, "_current", dataset, "_manifest", "*.json")):
+        with open(f) as fh:
+            m = json.load(fh)
+        out[m["version"]] = m
+    return out
+
+
+def check_state(spark, lake, dataset, ident, rows, fails):
+    """Checks a current-state table Spark read (rows) against its manifests;
+    returns the number of snapshots read."""
+    ms = state_manifests(lake, dataset)
+    if not ms:
+        fails.append(f"{ident}: no manifest")
+        return 0
+    newest = ms[max(ms)]
+    files = [os.path.join(lake, k) for k in newest["files"] if k]
+    want = keys(spark.read.parquet(*files).select(*KEY).collect()) if files else Counter()
+    got = keys(rows)
+    if repeated(got) or got != want:
+        fails.append(f"{ident}: Spark reads {len(rows)} rows ({repeated(got)} repeated), the newest manifest's files "
+                     f"{want.total()}")
+    n = 0
+    for s in spark.sql(f"SELECT snapshot_id, summary FROM {ident}.snapshots ORDER BY committed_at").collect():
+        n += 1
+        m = ms.get(int(s.summary.get("cdclake.current.version", -1)))
+        if m is None:
+            continue
+        at = spark.sql(f"SELECT count(*) FROM {ident} VERSION AS OF {s.snapshot_id}").collect()[0][0]
+        if at != sum(m["rows"]):
+            fails.append(f"{ident}: snapshot {s.snapshot_id} (version {m['version']}) reads {at} rows, its manifest counts "
+                         f"{sum(m['rows'])}")
+    return n
+
+
 def repeated(c):
     return sum(n - 1 for n in c.values())
 
@@ -106,6 +151,10 @@ def main():
                 timed.append(dataset)
                 continue
             fails.append(f"{dataset}: Spark cannot read it: {str(e).splitlines()[0]}")
+            continue
+        if dataset.endswith("__current"):
+            snapshots += check_state(spark, lake, dataset.removesuffix("__current"), ident, rows, fails)
+            rows_read += len(rows)
             continue
         got, want = keys(rows), lake_keys(spark, lake, dataset)
         if repeated(got) or got != want:
