@@ -4,12 +4,17 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/memory"
+	"github.com/cdclake/cdclake/config"
+	"github.com/cdclake/cdclake/pipelines/source"
 	"github.com/cdclake/cdclake/sinks/current"
 	"github.com/cdclake/cdclake/sinks/lake"
 	"gocloud.dev/blob"
@@ -95,4 +100,100 @@ func objects(t *testing.T, bucket *blob.Bucket, prefix string) map[string][]byte
 		out[strings.TrimPrefix(k, prefix)] = data
 	}
 	return out
+}
+
+// TestStateTableKeyChangeInTwoEvents lands PostgreSQL's primary-key update
+// of the real capture (customers 4 → 40: Debezium's DELETE of 4, a
+// tombstone, then a CREATE of 40 whose unchanged TOAST values are
+// placeholders) with the __debezium.newkey and __debezium.oldkey headers
+// Kafka carries: the state's row 40 takes the values the CREATE did not
+// carry from row 4, as PostgreSQL holds them.
+func TestStateTableKeyChangeInTwoEvents(t *testing.T) {
+	data, err := os.ReadFile(filepath.Join("..", "testdata", "debezium-real", "shop.public.customers.ndjson"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	key := func(id int) []byte {
+		return fmt.Appendf(nil, `{"schema":{"type":"struct","fields":[{"type":"int64","optional":false,"field":"id"}],"optional":false,"name":"shop.public.customers.Key"},"payload":{"id":%d}}`, id)
+	}
+	var recs []source.Record
+	moves := 0
+	for i, line := range strings.Split(strings.TrimSuffix(string(data), "\n"), "\n") {
+		r := source.Record{Offset: int64(i), Value: []byte(line)}
+		var m struct {
+			Payload struct {
+				Op            string
+				Before, After *struct{ ID int }
+			}
+		}
+		if line != "" {
+			if err := json.Unmarshal([]byte(line), &m); err != nil {
+				t.Fatal(err)
+			}
+		}
+		switch p := m.Payload; {
+		case p.Op == "d" && p.Before.ID == 4:
+			r.Headers = []source.Header{{Key: "__debezium.newkey", Value: key(40)}}
+			moves++
+		case p.Op == "c" && p.After.ID == 40:
+			r.Headers = []source.Header{{Key: "__debezium.oldkey", Value: key(4)}}
+			moves++
+		}
+		recs = append(recs, r)
+	}
+	if moves != 2 {
+		t.Fatalf("the capture's key change: %d events, want 2", moves)
+	}
+	cfg, err := config.Load("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	bucket, _ := landSource(t, cfg, source.NewMemory(&source.Block{Source: "shop.public.customers", Topic: "shop.public.customers", Records: recs}))
+	ctx := context.Background()
+	res, err := current.Build(ctx, bucket, lake.New(bucket, memory.DefaultAllocator),
+		current.Options{Dataset: "shop.public.customers", Key: []string{"id"}, Buckets: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var pg map[string]struct {
+		Columns [][]any
+		Rows    [][]any
+	}
+	if data, err = os.ReadFile(filepath.Join("..", "testdata", "debezium-real", "_postgres.json")); err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(data, &pg); err != nil {
+		t.Fatal(err)
+	}
+	var want string
+	for _, r := range pg["customers"].Rows {
+		if r[0].(float64) == 40 {
+			want = r[6].(string) // notes
+		}
+	}
+	tbl := readTable(t, bucket, res.StateFiles[0])
+	defer tbl.Release()
+	rdr := array.NewTableReader(tbl, 1<<20)
+	defer rdr.Release()
+	found := false
+	for rdr.Next() {
+		rec := rdr.RecordBatch()
+		col := func(name string) arrow.Array { return rec.Column(rec.Schema().FieldIndices(name)[0]) }
+		for i := range int(rec.NumRows()) {
+			if col("id").(*array.Int64).Value(i) != 40 {
+				continue
+			}
+			found = true
+			if got := col("notes").ValueStr(i); got != want || want == "" {
+				t.Errorf("row 40's notes: %.40q, PostgreSQL's %.40q", got, want)
+			}
+			// Only the columns added after its last change are unknown.
+			if absent := col("_cdc_absent").ValueStr(i); absent != `["loyalty_tier","score"]` {
+				t.Errorf("row 40's unknown columns: %s, want only those added since", absent)
+			}
+		}
+	}
+	if !found {
+		t.Error("no row 40")
+	}
 }

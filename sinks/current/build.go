@@ -253,6 +253,9 @@ func (b *build) run() error {
 			if c.oldKey != "" {
 				affected[bucketOf(c.oldKey, b.m.Buckets)] = true
 			}
+			if c.movedTo != "" {
+				affected[bucketOf(c.movedTo, b.m.Buckets)] = true
+			}
 		}
 	}
 	if len(changes) == 0 && b.prev != nil {
@@ -358,6 +361,9 @@ func (b *build) change(f *changeFile, in int32, row int, src string, part int32,
 		if c.key, err = keyOf(f.before, f.beforeIndex, beforeAbsent, row, b.m.Key); err != nil {
 			return nil, fmt.Errorf("DELETE without its key: %w", err)
 		}
+		if v, ok := text(f.newKey, row); ok {
+			c.movedTo, _ = jsonKey(v, b.m.Key)
+		}
 		return c, nil
 	}
 	c.absent = listStrings(f.afterAbsent, row)
@@ -366,6 +372,11 @@ func (b *build) change(f *changeFile, in int32, row int, src string, part int32,
 	}
 	if f.before != nil && f.before.IsValid(row) {
 		if old, err := keyOf(f.before, f.beforeIndex, beforeAbsent, row, b.m.Key); err == nil && old != c.key {
+			c.oldKey = old
+		}
+	}
+	if v, ok := text(f.oldKey, row); ok && c.oldKey == "" {
+		if old, ok := jsonKey(v, b.m.Key); ok && old != c.key {
 			c.oldKey = old
 		}
 	}

@@ -44,13 +44,18 @@ type change struct {
 	meta
 	in, row int32
 	key     string   // the key the change leaves a row under (after, or before for a DELETE)
-	oldKey  string   // an UPDATE's before image's key, when it differs from key
+	oldKey  string   // the key the row had before (a key change), when it differs from key
+	movedTo string   // a DELETE's: the key its row moves to (Debezium's key change, in two events)
 	absent  []string // columns the after image did not carry
 }
 
 // state is a table's current rows by key.
 type state struct {
 	rows map[string]*stateRow
+	// moved holds the rows a key change's DELETE removed, by the key they
+	// move to, until the change's other half (a CREATE with the old key)
+	// comes.
+	moved map[string]*stateRow
 	// cols maps an input's columns to column numbers: cols[in][i] is the
 	// column number of the input's i-th column, named names[it].
 	cols  [][]int
@@ -62,18 +67,29 @@ func (s *state) apply(c *change) error {
 	switch c.op {
 	case opTruncate:
 		clear(s.rows)
+		clear(s.moved)
 	case opDelete:
+		if r, ok := s.rows[c.key]; ok && c.movedTo != "" {
+			if s.moved == nil {
+				s.moved = map[string]*stateRow{}
+			}
+			s.moved[c.movedTo] = r
+		}
 		delete(s.rows, c.key)
 	case opInsert, opUpdate, opUpsert, opRead:
 		r := s.rows[c.key]
 		if c.oldKey != "" {
 			// A key change: the row moves, with the values the after
-			// image does not carry.
-			if old, ok := s.rows[c.oldKey]; ok {
+			// image does not carry (unchanged TOAST values, partial
+			// images). Its DELETE half may have come first.
+			old, ok := s.rows[c.oldKey]
+			if ok {
 				delete(s.rows, c.oldKey)
-				if r == nil {
-					r = old
-				}
+			} else if old, ok = s.moved[c.key]; ok {
+				delete(s.moved, c.key)
+			}
+			if r == nil && ok {
+				r = old
 			}
 		}
 		if r == nil {

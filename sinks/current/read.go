@@ -1,6 +1,7 @@
 package current
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -162,14 +163,14 @@ type changeFile struct {
 	cols []arrow.Array
 	// The columns folding needs; before and after are nil in a file of
 	// a table with no known column (its TRUNCATE rows only).
-	op, source, pks           arrow.Array
-	ts                        *array.Timestamp
-	part                      *array.Int32
-	off                       *array.Int64
-	before, after             *array.Struct
-	beforeAbsent, afterAbsent *array.List
-	beforeFields, afterFields []arrow.Field
-	beforeIndex, afterIndex   map[string]int
+	op, source, pks, oldKey, newKey arrow.Array
+	ts                              *array.Timestamp
+	part                            *array.Int32
+	off                             *array.Int64
+	before, after                   *array.Struct
+	beforeAbsent, afterAbsent       *array.List
+	beforeFields, afterFields       []arrow.Field
+	beforeIndex, afterIndex         map[string]int
 }
 
 func (f *changeFile) release() {
@@ -201,6 +202,7 @@ func readChanges(ctx context.Context, bucket *blob.Bucket, key string, mem memor
 	}
 	var ok [6]bool
 	f.op, f.source, f.pks = col(schema.ColOp), col(schema.ColSource), col("_gg_primary_keys")
+	f.oldKey, f.newKey = col("_debezium_oldkey"), col("_debezium_newkey")
 	f.ts, ok[0] = col(schema.ColTS).(*array.Timestamp)
 	f.part, ok[1] = col(schema.ColPartition).(*array.Int32)
 	f.off, ok[2] = col(schema.ColOffset).(*array.Int64)
@@ -339,4 +341,48 @@ func (f *changeFile) primaryKeys() ([]string, error) {
 		}
 	}
 	return nil, nil
+}
+
+// jsonKey encodes the key a Debezium key header names (__debezium.oldkey,
+// __debezium.newkey: the message key, with or without its Connect
+// schema) as keyOf does, and false when it cannot: a key column it lacks,
+// or a value that is neither a number nor a string (its typed text is
+// not known here).
+func jsonKey(raw string, key []string) (string, bool) {
+	var obj map[string]json.RawMessage
+	if json.Unmarshal([]byte(raw), &obj) != nil {
+		return "", false
+	}
+	if p, ok := obj["payload"]; ok && obj["schema"] != nil {
+		obj = nil
+		if json.Unmarshal(p, &obj) != nil {
+			return "", false
+		}
+	}
+	var b strings.Builder
+	for _, k := range key {
+		v, ok := obj[k]
+		if !ok {
+			return "", false
+		}
+		d := json.NewDecoder(bytes.NewReader(v))
+		d.UseNumber()
+		var x any
+		if d.Decode(&x) != nil {
+			return "", false
+		}
+		var text string
+		switch t := x.(type) {
+		case json.Number:
+			text = t.String()
+		case string:
+			text = t
+		default:
+			return "", false
+		}
+		b.WriteString(strconv.Itoa(len(text)))
+		b.WriteByte(':')
+		b.WriteString(text)
+	}
+	return b.String(), true
 }
