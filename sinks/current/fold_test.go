@@ -13,10 +13,10 @@ import (
 func TestFold(t *testing.T) {
 	type ch struct {
 		op, key, old, movedTo string
-		ts           int64
-		part         int32
-		off          int64
-		absent       []string
+		ts                    int64
+		part                  int32
+		off                   int64
+		absent                []string
 	}
 	for _, tc := range []struct {
 		name    string
