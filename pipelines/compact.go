@@ -32,7 +32,7 @@ type Maintenance struct {
 // empty: every table the catalog holds) into files of about
 // m.TargetBytes, in one snapshot per table, with each table's route's
 // Parquet settings (lakehouse.Compaction), then expires their old
-// snapshots if m says so. It starts the committer process as a run does;
+// snapshots if m says so, and those of their current-state tables. It starts the committer process as a run does;
 // landing may go on meanwhile. It returns what it did, table by table, and
 // the errors of the tables it could not maintain.
 func (s *Setup) Compact(ctx context.Context, tables []string, m Maintenance, log *slog.Logger) ([]TableCompaction, error) {
@@ -61,8 +61,14 @@ func (s *Setup) Compact(ctx context.Context, tables []string, m Maintenance, log
 		}
 		tc := TableCompaction{Table: t, Compacted: done}
 		if m.Expire != nil {
-			if tc.Expired, err = cat.Expire(ctx, t, *m.Expire); err != nil {
-				errs = append(errs, fmt.Errorf("%s: %w", t, err))
+			// The table's, then its current-state table's (if it has one).
+			for _, name := range []string{t, StateTableName(t)} {
+				exp, err := cat.Expire(ctx, name, *m.Expire)
+				if err != nil {
+					errs = append(errs, fmt.Errorf("%s: %w", name, err))
+				}
+				tc.Expired.Snapshots += exp.Snapshots
+				tc.Expired.Files += exp.Files
 			}
 		}
 		out = append(out, tc)

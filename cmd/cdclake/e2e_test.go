@@ -793,6 +793,16 @@ func TestRunBuildsStateTables(t *testing.T) {
 	}
 }
 
+// readFile returns a file's content.
+func readFile(t *testing.T, path string) string {
+	t.Helper()
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(data)
+}
+
 // writeFile writes data to path and returns path.
 func writeFile(t *testing.T, path, data string) string {
 	t.Helper()
@@ -881,6 +891,38 @@ func TestIcebergStateTables(t *testing.T) {
 		t.Errorf("cdclake compact maintained a current-state table:\n%s", compacted)
 	}
 	check("after cdclake compact")
+	// Expired to their newest snapshot, the state tables keep the files
+	// of their newest manifests only.
+	expired, _ := runBin(t, cdclake, "compact", "--config", cfgFile, "--sink", lakeDir, "--expire-older-than", "1ns", "--retain-last", "1")
+	t.Log(strings.TrimSpace(expired))
+	check("after the expiry")
+	onDisk, err := filepath.Glob(filepath.Join(lakeDir, "_current", "*", "bucket-*.parquet"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	manifests, err := filepath.Glob(filepath.Join(lakeDir, "_current", "*", "_manifest", "*.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	newest := map[string]string{}
+	for _, m := range manifests {
+		newest[filepath.Dir(m)] = max(newest[filepath.Dir(m)], m)
+	}
+	named := 0
+	for _, m := range newest {
+		var man struct{ Files []string }
+		if err := json.Unmarshal([]byte(readFile(t, m)), &man); err != nil {
+			t.Fatal(err)
+		}
+		for _, f := range man.Files {
+			if f != "" {
+				named++
+			}
+		}
+	}
+	if len(onDisk) != named {
+		t.Errorf("after the expiry, %d state files in the lake, the newest manifests name %d", len(onDisk), named)
+	}
 	// The landed tables themselves are as they were.
 	if out, err := exec.Command(py, filepath.Join(root, "testdata", "e2e", "iceberg.py"), catalog, lakeDir).CombinedOutput(); err != nil {
 		t.Fatalf("iceberg.py: %v\n%s", err, out)

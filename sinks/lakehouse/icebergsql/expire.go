@@ -18,7 +18,9 @@ import (
 // that are the table's own: its manifests and manifest lists, and
 // compacted files (CompactedPrefix); and the compacted files no snapshot
 // refers to, older than exp.OlderThan and OrphanGrace. The lake's files are never deleted:
-// readers of the plain lake and cdclake's replay rely on them.
+// readers of the plain lake and cdclake's replay rely on them. Of a
+// current-state table (lakehouse.StateSuffix) every file in its folder is
+// its own: the state files only the dropped snapshots named go too.
 func (c *Iceberg) Expire(ctx context.Context, dataset string, exp lakehouse.Expiry) (lakehouse.Expired, error) {
 	var done lakehouse.Expired
 	if exp.RetainLast < 1 {
@@ -36,8 +38,16 @@ func (c *Iceberg) Expire(ctx context.Context, dataset string, exp lakehouse.Expi
 // expire is one try of Expire; l is held.
 func (c *Iceberg) expire(ctx context.Context, l *tableLock, dataset string, exp lakehouse.Expiry) (lakehouse.Expired, error) {
 	var done lakehouse.Expired
-	tbl, err := c.reload(ctx, l, dataset)
-	if err != nil || tbl == nil {
+	state := strings.HasSuffix(dataset, lakehouse.StateSuffix)
+	var tbl *table.Table
+	var err error
+	if state {
+		// Its folder is the state's (current.Options.Into).
+		tbl, err = c.loadAt(ctx, dataset, "")
+	} else {
+		tbl, err = c.reload(ctx, l, dataset)
+	}
+	if err != nil || tbl == nil || tbl.CurrentSnapshot() == nil {
 		return done, err
 	}
 	fs, err := tbl.FS(ctx)
@@ -68,7 +78,7 @@ func (c *Iceberg) expire(ctx context.Context, l *tableLock, dataset string, exp 
 	// failed after writing, or whose groups changed before it went in),
 	// old enough that no compaction under way is about to commit them.
 	var errs []error
-	if walker, ok := fs.(icebergio.ListableIO); ok {
+	if walker, ok := fs.(icebergio.ListableIO); ok && !state {
 		grace := max(exp.OlderThan, OrphanGrace)
 		root := c.location(CompactedPrefix + dataset)
 		err := walker.WalkDir(root, func(loc string, d iofs.DirEntry, err error) error {
@@ -92,12 +102,18 @@ func (c *Iceberg) expire(ctx context.Context, l *tableLock, dataset string, exp 
 		}
 	}
 	metadataDir := strings.TrimSuffix(next.Location(), "/") + "/metadata/"
+	own := func(loc, key string) bool {
+		if state {
+			return strings.HasPrefix(loc, strings.TrimSuffix(next.Location(), "/")+"/")
+		}
+		return strings.HasPrefix(loc, metadataDir) || strings.HasPrefix(key, CompactedPrefix)
+	}
 	for loc := range before {
 		if after[loc] {
 			continue
 		}
 		key, ok := c.key(loc)
-		if !ok || !strings.HasPrefix(loc, metadataDir) && !strings.HasPrefix(key, CompactedPrefix) {
+		if !ok || !own(loc, key) {
 			continue // the lake's own
 		}
 		if err := fs.Remove(loc); err != nil && !errors.Is(err, iofs.ErrNotExist) {
@@ -118,7 +134,9 @@ func (c *Iceberg) expire(ctx context.Context, l *tableLock, dataset string, exp 
 const OrphanGrace = time.Hour
 
 // referenced returns the locations every snapshot of tbl refers to: its
-// manifest list, its manifests and their data files.
+// manifest list, its manifests and their live data files (not those a
+// manifest lists as deleted by its snapshot: an overwrite's removed
+// files).
 func referenced(fs icebergio.IO, tbl *table.Table) (map[string]bool, error) {
 	out := map[string]bool{}
 	for _, s := range tbl.Metadata().Snapshots() {
@@ -134,7 +152,7 @@ func referenced(fs icebergio.IO, tbl *table.Table) (map[string]bool, error) {
 				continue // read for an earlier snapshot
 			}
 			out[m.FilePath()] = true
-			entries, err := m.FetchEntries(fs, false)
+			entries, err := m.FetchEntries(fs, true)
 			if err != nil {
 				return nil, fmt.Errorf("reading the manifest %s: %w", m.FilePath(), err)
 			}

@@ -128,8 +128,8 @@ func (c *Iceberg) load(ctx context.Context, dataset string) (*table.Table, error
 	return c.loadAt(ctx, dataset, dataset)
 }
 
-// loadAt loads the table name, whose folder is dir (Warehouse-relative),
-// nil when it does not exist yet.
+// loadAt loads the table name, whose folder is dir (Warehouse-relative;
+// "": any folder of the warehouse), nil when it does not exist yet.
 func (c *Iceberg) loadAt(ctx context.Context, dataset, dir string) (*table.Table, error) {
 	tbl, err := c.cat.LoadTable(ctx, c.Identifier(dataset))
 	if errors.Is(err, catalog.ErrNoSuchTable) {
@@ -138,7 +138,12 @@ func (c *Iceberg) loadAt(ctx context.Context, dataset, dir string) (*table.Table
 	if err != nil {
 		return nil, fmt.Errorf("loading the iceberg table of %s: %w", dataset, err)
 	}
-	if at, want := strings.TrimSuffix(tbl.Location(), "/"), c.location(dir); at != want {
+	at := strings.TrimSuffix(tbl.Location(), "/")
+	if _, ours := c.key(at); dir == "" && !ours {
+		return nil, fmt.Errorf("%w: %s is at %s, outside this lake (%s): give each lake a catalog or a sink.iceberg.namespace of its own",
+			lakehouse.ErrOtherLake, strings.Join(tbl.Identifier(), "."), at, c.cfg.Warehouse)
+	}
+	if want := c.location(dir); dir != "" && at != want {
 		return nil, fmt.Errorf("%w: %s is at %s, not at %s where this lake's files of it are: give each lake a catalog "+
 			"or a sink.iceberg.namespace of its own", lakehouse.ErrOtherLake, strings.Join(tbl.Identifier(), "."), at, want)
 	}
