@@ -234,6 +234,11 @@ type Iceberg struct {
 	CompactInterval Duration `yaml:"compact_interval"`
 	// CompactTargetSize is the size compacted files aim at.
 	CompactTargetSize Size `yaml:"compact_target_size"`
+	// ExpireOlderThan, when positive, makes each compaction of a run also
+	// expire the table's snapshots older than it (cdclake compact
+	// --expire-older-than), but the newest RetainLast.
+	ExpireOlderThan Duration `yaml:"expire_older_than"`
+	RetainLast      int      `yaml:"retain_last"`
 	// Properties are the catalog's file IO properties (s3.endpoint, …).
 	Properties map[string]string `yaml:"properties"`
 }
@@ -291,7 +296,7 @@ var Default = Config{
 		Kafka: Kafka{ClientID: "cdclake", Start: "earliest", OnGap: "fail", OnClaimError: "wait", CommitInterval: Duration(5 * time.Second),
 			FetchMaxWait: Duration(500 * time.Millisecond)},
 		SchemaRegistry: SchemaRegistry{Timeout: Duration(10 * time.Second), CacheSize: 1024}},
-	Sink: Sink{RetryFor: Duration(10 * time.Minute), Iceberg: Iceberg{CommitInterval: Duration(10 * time.Second), CompactTargetSize: 128 << 20},
+	Sink: Sink{RetryFor: Duration(10 * time.Minute), Iceberg: Iceberg{CommitInterval: Duration(10 * time.Second), CompactTargetSize: 128 << 20, RetainLast: 10},
 		Current: Current{Buckets: 16}},
 	Batch: Batch{MaxBufferedBytes: 256 << 20, MaxOpenFiles: 8192},
 	Defaults: Route{Path: "{table}/date={date}", Layout: "images", MaxRows: 1_000_000, MaxBytes: 128 << 20,
@@ -372,6 +377,7 @@ func merge(def, c Config) Config {
 	k.FetchMaxWait = cmp.Or(k.FetchMaxWait, dk.FetchMaxWait)
 	out.Sink.Iceberg.CommitInterval = cmp.Or(out.Sink.Iceberg.CommitInterval, def.Sink.Iceberg.CommitInterval)
 	out.Sink.Iceberg.CompactTargetSize = cmp.Or(out.Sink.Iceberg.CompactTargetSize, def.Sink.Iceberg.CompactTargetSize)
+	out.Sink.Iceberg.RetainLast = cmp.Or(out.Sink.Iceberg.RetainLast, def.Sink.Iceberg.RetainLast)
 	out.Sink.Current.Buckets = cmp.Or(out.Sink.Current.Buckets, def.Sink.Current.Buckets)
 	o, do := &out.Observability, def.Observability
 	o.TableLabels = cmp.Or(o.TableLabels, do.TableLabels)
@@ -618,6 +624,15 @@ func (c *Config) validateIceberg(bad func(string, string, ...any)) {
 	}
 	if ice.CompactInterval < 0 {
 		bad("sink.iceberg.compact_interval", "must not be negative")
+	}
+	if ice.ExpireOlderThan < 0 {
+		bad("sink.iceberg.expire_older_than", "must not be negative")
+	}
+	if ice.ExpireOlderThan > 0 && ice.CompactInterval == 0 {
+		bad("sink.iceberg.expire_older_than", "needs sink.iceberg.compact_interval: a run expires snapshots when it compacts")
+	}
+	if ice.RetainLast < 1 {
+		bad("sink.iceberg.retain_last", "must be ≥ 1")
 	}
 	if ice.CompactTargetSize <= 0 {
 		bad("sink.iceberg.compact_target_size", "must be positive")

@@ -289,3 +289,19 @@ func TestKafkaSection(t *testing.T) {
 		}
 	}
 }
+
+func TestExpiryNeedsCompaction(t *testing.T) {
+	c, err := Read("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.Sink.Iceberg.ExpireOlderThan = Duration(time.Hour)
+	if err := c.Validate(); err == nil || !strings.Contains(err.Error(), "sink.iceberg.expire_older_than: needs sink.iceberg.compact_interval") {
+		t.Errorf("expiry without compaction: %v", err)
+	}
+	c.Sink.Iceberg.CompactInterval = Duration(time.Hour)
+	c.Sink.Iceberg.RetainLast = 0
+	if err := c.Validate(); err == nil || !strings.Contains(err.Error(), "sink.iceberg.retain_last") {
+		t.Errorf("retain_last 0: %v", err)
+	}
+}

@@ -58,6 +58,8 @@ var keyDocs = map[string]keyDoc{
 	"sink.current.interval":                  {"How often a run brings the current-state tables (docs/current.md) of the tables it lands, those whose key is known, up to date, as `cdclake snapshot` does; it does once more at its end. 0, the default: never (run `cdclake snapshot` from a CronJob instead).", "5m"},
 	"sink.current.buckets":                   {"The number of files a new current-state table is split into by key hash: a build rewrites only those its changes touch.", "64"},
 	"sink.iceberg.compact_interval":          {"How often a run compacts the tables it commits to, as `cdclake compact` does (docs/lakehouse.md#compaction); 0, the default: never (run `cdclake compact` from a CronJob instead).", "1h"},
+	"sink.iceberg.expire_older_than":         {"With `compact_interval`, each compaction of a run also expires the table's snapshots older than this, and its current-state table's, but the newest `retain_last`, deleting the files only they named that are the tables' own (docs/lakehouse.md#snapshot-expiry). 0, the default: never.", "168h"},
+	"sink.iceberg.retain_last":               {"The newest snapshots expiry keeps, whatever their age. Default 10.", "24"},
 	"sink.iceberg.compact_target_size":       {"The size compacted files aim at; smaller files are rewritten together. Default 128MiB.", "256MiB"},
 	"sink.iceberg.properties":                {"Properties of the catalog's file IO (`s3.endpoint`, `s3.region`, `s3.access-key-id`, `s3.force-virtual-addressing`, …).", "{s3.region: eu-west-1}"},
 	"batch.max_buffered_bytes":               {"Memory bound over every open file and file being written. The Go runtime's soft memory limit is 1.5 × this + 64MiB unless `GOMEMLIMIT` is set.", "1GiB"},

@@ -73,6 +73,9 @@ func TestExamplesAreValid(t *testing.T) {
 		if strings.HasSuffix(k.Path, "table_format") {
 			doc += "\n" + nest("sink.iceberg.catalog", "sqlite:///c.db")
 		}
+		if k.Path == "sink.iceberg.expire_older_than" {
+			doc = "sink:\n  iceberg:\n    compact_interval: 1h\n    expire_older_than: " + k.Example
+		}
 		if k.Path == "source.kafka.tls.cert_file" || k.Path == "source.kafka.tls.key_file" {
 			doc += "\n" + nest("source.kafka.tls.cert_file", "c") + "\n" + nest("source.kafka.tls.key_file", "k")
 		}

@@ -73,6 +73,9 @@ type committer struct {
 	// committed to are compacted (compaction: each table's settings).
 	compactEvery time.Duration
 	compaction   func(table string) lakehouse.Compaction
+	// expiry, when set, is what each compaction also expires, of the
+	// table and of its current-state table.
+	expiry *lakehouse.Expiry
 	// committedTo are the tables this run committed files to.
 	committedTo map[string]bool
 	// failing is, per table whose commits fail, when they started to.
@@ -83,15 +86,16 @@ type committer struct {
 	// compacted are the files compaction replaced, compactErrors the
 	// table compactions that failed.
 	compacted, compactErrors int64
+	expired                  int64 // snapshots
 }
 
 // commitStats are the committer's counters (the metrics').
-type commitStats struct{ commits, files, errors, waiting, compacted, compactErrors int64 }
+type commitStats struct{ commits, files, errors, waiting, compacted, compactErrors, expired int64 }
 
 func (c *committer) stats() commitStats {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return commitStats{c.commits, c.files, c.errors, int64(len(c.held)), c.compacted, c.compactErrors}
+	return commitStats{c.commits, c.files, c.errors, int64(len(c.held)), c.compacted, c.compactErrors, c.expired}
 }
 
 // tableView is what the committer knows of one table.
@@ -201,6 +205,24 @@ func (c *committer) compactLoop(ctx context.Context) {
 			case done.Written > 0:
 				c.log.Info("lakehouse table compacted", "table", table, "replaced", done.Replaced, "written", done.Written,
 					"rows", done.Rows)
+			}
+			if c.expiry == nil {
+				continue
+			}
+			for _, name := range []string{table, table + lakehouse.StateSuffix} {
+				exp, err := c.ice.Expire(ctx, name, *c.expiry)
+				if ctx.Err() != nil {
+					return
+				}
+				c.mu.Lock()
+				c.expired += int64(exp.Snapshots)
+				if err != nil {
+					c.compactErrors++
+				}
+				c.mu.Unlock()
+				if err != nil {
+					c.log.Warn("expiring a lakehouse table's snapshots failed; they are expired next time", "table", name, "err", err)
+				}
 			}
 		}
 	})

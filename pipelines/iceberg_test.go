@@ -139,6 +139,60 @@ func TestIcebergCompactsWhileLanding(t *testing.T) {
 	}
 }
 
+// expiring counts the snapshots the catalog's Expire drops, by table.
+type expiring struct {
+	lakehouse.Catalog
+	mu      sync.Mutex
+	dropped map[string]int
+}
+
+func (e *expiring) Expire(ctx context.Context, dataset string, exp lakehouse.Expiry) (lakehouse.Expired, error) {
+	done, err := e.Catalog.Expire(ctx, dataset, exp)
+	e.mu.Lock()
+	e.dropped[dataset] += done.Snapshots
+	e.mu.Unlock()
+	return done, err
+}
+
+// TestIcebergExpiresWhileLanding: with sink.iceberg.expire_older_than, each
+// of a run's compactions also expires the table's snapshots but the newest
+// retain_last, and its current-state table's: the tables still read
+// exactly their files' rows, every snapshot kept naming only files that
+// are there (iceberg.py).
+func TestIcebergExpiresWhileLanding(t *testing.T) {
+	py := pyenv.Python(t, "read the tables with pyiceberg")
+	broker := kafkatest.Cluster(t)
+	topic := kafkatest.TopicFormat(t, broker, 3, 1500, 7, gen.Debezium)
+	dir := t.TempDir()
+	expire := func(cfg *config.Config) {
+		cfg.Sink.Iceberg.CompactInterval = config.Duration(300 * time.Millisecond)
+		cfg.Sink.Iceberg.CompactTargetSize = 1 << 20
+		cfg.Sink.Iceberg.ExpireOlderThan = config.Duration(time.Nanosecond)
+		cfg.Sink.Iceberg.RetainLast = 2
+	}
+	cat := &expiring{dropped: map[string]int{}}
+	counting := pipelines.WithCatalog(func(ctx context.Context, cfg lakehouse.Config, log *slog.Logger) (lakehouse.Catalog, error) {
+		c, err := icebergsql.Open(ctx, cfg, log)
+		cat.Catalog = c
+		return cat, err
+	})
+	slow := pipelines.WithBatchFault(func() { time.Sleep(100 * time.Millisecond) })
+	if err := landIcebergWith(t, broker, topic, dir, expire, counting, slow); err != nil {
+		t.Fatal(err)
+	}
+	checkIceberg(t, py, dir)
+	total, states := 0, 0
+	for name, n := range cat.dropped {
+		total += n
+		if strings.HasSuffix(name, lakehouse.StateSuffix) {
+			states++
+		}
+	}
+	if total == 0 || states == 0 {
+		t.Errorf("expiry dropped %d snapshots, asked of %d current-state tables: %v", total, states, cat.dropped)
+	}
+}
+
 // checkIceberg checks the tables of the catalog in dir against the lake
 // in dir/lake with iceberg.py: every dataset is a table, each reads its
 // files' rows exactly, each row once, with the offsets it records past

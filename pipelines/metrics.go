@@ -205,8 +205,10 @@ var (
 		"the files stay held and are committed again; past sink.retry_for the run fails.")
 	descCompacted = desc("table_compacted_files_total", "Files of lakehouse tables that the run's compaction "+
 		"(sink.iceberg.compact_interval) rewrote into larger ones.")
-	descCompactErrors = desc("table_compact_errors_total", "Compactions of a lakehouse table that failed (each logged at WARN); "+
-		"landing goes on, and the table is compacted again next time.")
+	descCompactErrors = desc("table_compact_errors_total", "Compactions and snapshot expiries of a lakehouse table that failed "+
+		"(each logged at WARN); landing goes on, and the table is compacted again next time.")
+	descExpired = desc("table_expired_snapshots_total", "Snapshots of lakehouse tables that the run's expiry "+
+		"(sink.iceberg.expire_older_than) dropped.")
 	descStateBuilds = desc("current_builds_total", "Builds of current-state tables (sink.current.interval), each bringing "+
 		"one table up to date.")
 	descStateErrors = desc("current_build_errors_total", "Builds of a current-state table that failed (each logged at WARN); "+
@@ -225,7 +227,7 @@ func (c collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descMessages, descReadBytes, descEvents, descSkipped, descOpenFiles, descBuffered,
 		descSpilled, descMaxBuffered, descFenced, descProgress, descStoreErrors, descStoreRetries, descStoreOutage,
 		descStoreFailing, descRegLookups, descRegWait, descLag, descCommitAt, descAssignedNow, descRebalances, descPartEvents,
-		descGaps, descUnclaimed, descCommits, descCommitFiles, descCommitErrors, descCommitWait, descCompacted, descCompactErrors,
+		descGaps, descUnclaimed, descCommits, descCommitFiles, descCommitErrors, descCommitWait, descCompacted, descCompactErrors, descExpired,
 		descStateBuilds, descStateErrors, descStateChanges} {
 		ch <- d
 	}
@@ -267,6 +269,7 @@ func (c collector) Collect(ch chan<- prometheus.Metric) {
 		gauge(descCommitWait, float64(cs.waiting))
 		counter(descCompacted, float64(cs.compacted))
 		counter(descCompactErrors, float64(cs.compactErrors))
+		counter(descExpired, float64(cs.expired))
 	}
 
 	if s := p.current; s != nil {

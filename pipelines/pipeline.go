@@ -310,6 +310,9 @@ func New(plan *Plan, src source.Source, bucket *blob.Bucket, log *slog.Logger, o
 		p.commits = newCommitter(ice, b, log, time.Duration(cfg.Sink.Iceberg.CommitInterval), time.Duration(cfg.Sink.RetryFor))
 		p.commits.fault = o.commitFault
 		p.commits.compactEvery = time.Duration(cfg.Sink.Iceberg.CompactInterval)
+		if older := time.Duration(cfg.Sink.Iceberg.ExpireOlderThan); older > 0 {
+			p.commits.expiry = &lakehouse.Expiry{OlderThan: older, RetainLast: cfg.Sink.Iceberg.RetainLast}
+		}
 		p.commits.compaction = func(table string) lakehouse.Compaction {
 			w := plan.BatchConfig(table).Write
 			return lakehouse.Compaction{TargetBytes: int64(cfg.Sink.Iceberg.CompactTargetSize), MinFiles: 2,
