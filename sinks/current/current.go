@@ -172,6 +172,7 @@ func Build(ctx context.Context, bucket *blob.Bucket, w Writer, opt Options) (Res
 					into, strings.Join(prev.Key, ","), strings.Join(opt.Key, ","))
 			}
 			b.m = *prev
+			b.m.Rows, b.m.Files = slices.Clone(prev.Rows), slices.Clone(prev.Files) // rewritten in place
 			b.prev = prev
 		}
 	}
