@@ -30,3 +30,20 @@ func TestTextOfJSON(t *testing.T) {
 		t.Error("NULL gave a text")
 	}
 }
+
+// FuzzJSONKey: a key header's JSON, whatever it holds, gives a key or
+// none, never a panic; a key it gives is the one its columns' texts make.
+func FuzzJSONKey(f *testing.F) {
+	for _, s := range []string{`{"id":40}`, `{"schema":{},"payload":{"id":"a","n":1.5}}`, `{"id":null}`, `[]`, `{"id":{"x":1}}`, ``} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, raw string) {
+		k, ok := jsonKey(raw, []string{"id", "n"})
+		if !ok && k != "" {
+			t.Fatalf("no key, but %q", k)
+		}
+		if ok && k == "" {
+			t.Fatal("a key of nothing")
+		}
+	})
+}
