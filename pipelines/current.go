@@ -125,7 +125,7 @@ func (sb *stateBuilder) build(ctx context.Context, table string, o SnapshotOptio
 	}
 	iceberg := bc.Commit && sb.cat != nil
 	opt := current.Options{Dataset: dataset, Into: o.Into, Key: key, Buckets: o.Buckets, Rebuild: o.Rebuild,
-		Versioned: iceberg, Committed: sb.committed, Log: sb.log,
+		KeepReplaced: iceberg, Committed: sb.committed, Log: sb.log,
 		Write: parquet.Options{Compression: bc.Write.Compression, Level: bc.Write.CompressionLevel, RowGroupRows: bc.Write.RowGroupRows}}
 	res, err := current.Build(ctx, sb.bucket, sb.w, opt)
 	if err != nil || !iceberg {
@@ -273,6 +273,12 @@ func (s *stateTables) build(ctx context.Context, tables []string, quiet map[stri
 	var errs []error
 	for _, t := range tables {
 		res, err := s.sb.build(ctx, t, SnapshotOptions{Buckets: s.buckets})
+		// Another instance built the table meanwhile: this build starts
+		// again from that one's manifest.
+		for try := 0; try < 3 && errors.Is(err, current.ErrConcurrent) && ctx.Err() == nil; try++ {
+			s.log.Debug("another build of a current-state table finished first; building it again", "table", t)
+			res, err = s.sb.build(ctx, t, SnapshotOptions{Buckets: s.buckets})
+		}
 		if ctx.Err() != nil {
 			return errors.Join(append(errs, ctx.Err())...)
 		}

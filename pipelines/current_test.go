@@ -4,10 +4,13 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/apache/arrow-go/v18/arrow"
@@ -195,5 +198,78 @@ func TestStateTableKeyChangeInTwoEvents(t *testing.T) {
 	}
 	if !found {
 		t.Error("no row 40")
+	}
+}
+
+// raceWriter holds a build's first state file back, once it has read
+// everything (closing arrived), until release is closed.
+type raceWriter struct {
+	current.Writer
+	arrived, release chan struct{}
+	once             sync.Once
+}
+
+func (w *raceWriter) WriteObject(ctx context.Context, key string, data []byte, contentType string) error {
+	w.once.Do(func() {
+		close(w.arrived)
+		<-w.release
+	})
+	return w.Writer.WriteObject(ctx, key, data, contentType)
+}
+
+// TestStateTableRaces runs two builds of one table at once from the same
+// manifest, the one that folds in less writing its files after the other
+// committed (a paused instance, resumed): it fails as concurrent and
+// deletes what it wrote, the folder holds exactly the other's files, and
+// the table then equals a build from nothing (with files replaced in
+// place, its older buckets would stay under the newer manifest).
+func TestStateTableRaces(t *testing.T) {
+	data, err := os.ReadFile(filepath.Join("..", "testdata", "debezium-real", "shop.public.events.ndjson"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := int64(strings.Count(string(data), "\n"))
+	bucket, _ := land(t, "defaults:\n  max_rows: 20\n", string(data))
+	ctx := context.Background()
+	w := lake.New(bucket, memory.DefaultAllocator)
+	build := func(w current.Writer, into string, below int64) (current.Result, error) {
+		return current.Build(ctx, bucket, w, current.Options{Dataset: "shop.public.events", Into: into, Key: []string{"id"}, Buckets: 4,
+			Committed: func(context.Context, string, int32) (int64, bool, error) { return below, true, nil }})
+	}
+	if _, err := build(w, "race", lines/3); err != nil {
+		t.Fatal(err)
+	}
+	slow := &raceWriter{Writer: w, arrived: make(chan struct{}), release: make(chan struct{})}
+	done := make(chan error, 1)
+	go func() {
+		_, err := build(slow, "race", 2*lines/3)
+		done <- err
+	}()
+	<-slow.arrived // it has read the manifest the other starts from too
+	first, err := build(w, "race", lines+1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	close(slow.release)
+	if err := <-done; !errors.Is(err, current.ErrConcurrent) {
+		t.Fatalf("the slower build: %v, want ErrConcurrent", err)
+	}
+	files := objects(t, bucket, "race/")
+	for k := range files {
+		if !strings.HasPrefix(k, "_manifest/") && !slices.Contains(first.StateFiles, "race/"+k) {
+			t.Errorf("race/%s is left: the newest manifest names %v", k, first.StateFiles)
+		}
+	}
+	if again, err := build(w, "race", lines+1); err != nil || again.Changes != 0 {
+		t.Errorf("a build after the race: %+v, %v; want nothing new", again, err)
+	}
+	if _, err := build(w, "once", lines+1); err != nil {
+		t.Fatal(err)
+	}
+	once := objects(t, bucket, "once/")
+	for k, data := range once {
+		if !strings.HasPrefix(k, "_manifest/") && !bytes.Equal(files[k], data) {
+			t.Errorf("%s differs from a build from nothing", k)
+		}
 	}
 }

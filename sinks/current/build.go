@@ -12,6 +12,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
@@ -23,15 +24,16 @@ import (
 
 // build is one Build.
 type build struct {
-	ctx    context.Context
-	bucket *blob.Bucket
-	w      Writer
-	opt    Options
-	into   string
-	m      manifest  // the state as it stands, then as the build leaves it
-	prev   *manifest // the one the build starts from (nil: from nothing)
-	old    *manifest // the newest one, which a rebuild replaces
-	seeds  []seed
+	ctx     context.Context
+	bucket  *blob.Bucket
+	w       Writer
+	opt     Options
+	into    string
+	m       manifest  // the state as it stands, then as the build leaves it
+	prev    *manifest // the one the build starts from (nil: from nothing)
+	old     *manifest // the newest one, which a rebuild replaces
+	written []string  // the state files it wrote
+	seeds   []seed
 
 	files  []*changeFile
 	inputs []*input
@@ -328,15 +330,9 @@ func (b *build) run() error {
 		}
 		b.m.Rows[bk], b.m.Files[bk] = int64(len(keys)), key
 	}
-	if b.old != nil && !b.opt.Versioned {
-		// A rebuild with fewer buckets leaves none of the old behind.
-		for bk := b.m.Buckets; bk < b.old.Buckets; bk++ {
-			if err := b.bucket.Delete(b.ctx, bucketKey(b.into, bk)); err != nil && !isNotFound(err) {
-				return fmt.Errorf("deleting %s: %w", bucketKey(b.into, bk), err)
-			}
-		}
-	}
-	return b.commit(next, consumed, partial, files, sizes, len(order))
+	err = b.commit(next, consumed, partial, files, sizes, len(order))
+	b.tidy(err == nil)
+	return err
 }
 
 // change decodes the change at row of f.
@@ -481,14 +477,80 @@ func (b *build) commit(next map[[2]any]int64, consumed, partial map[string]bool,
 	return nil
 }
 
+// tidy deletes the state files no manifest will name: after a build that
+// committed, those of the manifest it replaced that the new one does not
+// name (unless Options.KeepReplaced); after one that did not, those it
+// wrote that the newest manifest does not name (another build's commit
+// may name the same bytes). What it cannot delete stays, and is logged.
+func (b *build) tidy(committed bool) {
+	var gone []string
+	if committed {
+		if b.opt.KeepReplaced {
+			return
+		}
+		if b.old != nil {
+			for _, f := range b.old.Files {
+				if f != "" && !slices.Contains(b.m.Files, f) {
+					gone = append(gone, f)
+				}
+			}
+		}
+		gone = append(gone, b.orphans()...)
+	} else if len(b.written) > 0 {
+		newest, err := latestManifest(b.ctx, b.bucket, b.into)
+		if err != nil {
+			b.opt.Log.Warn("the files of a state table build that did not commit are left: the newest manifest does not read",
+				"table", b.into, "err", err)
+			return
+		}
+		for _, f := range b.written {
+			if newest == nil || !slices.Contains(newest.Files, f) {
+				gone = append(gone, f)
+			}
+		}
+	}
+	for _, f := range gone {
+		if err := b.bucket.Delete(b.ctx, f); err != nil && !isNotFound(err) {
+			b.opt.Log.Warn("a state file no manifest names is left: the folder holds it until deleted by hand", "file", f, "err", err)
+		}
+	}
+}
+
+// OrphanAge is the least age of a state file no manifest names that a
+// build deletes: what a build that died left. A build under way creates
+// its manifest within seconds of its files, or fails to (a newer build's
+// manifest took its number).
+const OrphanAge = time.Hour
+
+var stateFile = regexp.MustCompile(`/bucket-\d{4}-[0-9a-f]{16}\.parquet$`)
+
+// orphans lists the state files of the table's folder that the new
+// manifest does not name, older than OrphanAge.
+func (b *build) orphans() []string {
+	var out []string
+	it := b.bucket.List(&blob.ListOptions{Prefix: b.into + "/", Delimiter: "/"})
+	for {
+		obj, err := it.Next(b.ctx)
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			b.opt.Log.Warn("the folder of a state table does not list: files of builds that died are left", "table", b.into, "err", err)
+			return out
+		}
+		if !obj.IsDir && stateFile.MatchString(obj.Key) && !slices.Contains(b.m.Files, obj.Key) && time.Since(obj.ModTime) > OrphanAge {
+			out = append(out, obj.Key)
+		}
+	}
+	return out
+}
+
 // loadBucket reads a bucket's state file: an input, and its rows by key
 // (nil when the bucket has none).
 func (b *build) loadBucket(bk int) (map[string]*stateRow, error) {
-	key := bucketKey(b.into, bk)
-	if len(b.m.Files) == b.m.Buckets {
-		if key = b.m.Files[bk]; key == "" {
-			return nil, nil
-		}
+	key := b.m.Files[bk]
+	if key == "" {
+		return nil, nil
 	}
 	sch, cols, err := readTable(b.ctx, b.bucket, key, b.opt.Mem)
 	if isNotFound(err) {

@@ -56,12 +56,10 @@ type Options struct {
 	// Rebuild builds the state from every change again, with Key and
 	// Buckets, replacing the table's files.
 	Rebuild bool
-	// Versioned names each state file after its content
-	// (bucket-NNNN-<hash>.parquet) instead of replacing the bucket's file
-	// in place, and leaves the files a build replaces: an Iceberg table
-	// over the state (Result.Files) keeps the files its older snapshots
-	// name. Plain readers read the manifest's files, not the folder.
-	Versioned bool
+	// KeepReplaced leaves the state files a build replaces: an Iceberg
+	// table over the state (Result.StateFiles) keeps the files its older
+	// snapshots name, until their expiry.
+	KeepReplaced bool
 	// Committed returns the offset below which every change of a source
 	// partition is in the lake, and false when the lake keeps no landing
 	// state for it (the file source: each file whole). source is the
@@ -118,8 +116,6 @@ func (o *Options) into() string {
 	}
 	return DefaultInto(o.Dataset)
 }
-
-func bucketKey(into string, b int) string { return fmt.Sprintf("%s/bucket-%04d.parquet", into, b) }
 
 // ErrNoKey is returned for a table whose key columns are not known.
 var ErrNoKey = errors.New("which columns are the table's key is not known")

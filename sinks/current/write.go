@@ -99,20 +99,14 @@ func (b *build) schema() *arrow.Schema {
 var tsType = &arrow.TimestampType{Unit: arrow.Microsecond, TimeZone: "UTC"}
 
 // writeBucket writes a bucket's rows (keys, in order) as its state file
-// and returns its key: bucket-NNNN.parquet, replaced in place, or with
-// Options.Versioned a name of its own per content. A bucket without rows
+// and returns its key, bucket-NNNN-<hash of its bytes>.parquet: a build
+// never overwrites a file another build may name. A bucket without rows
 // has no file ("").
 func (b *build) writeBucket(g *gather, bk int, keys []string) (string, error) {
-	key := bucketKey(b.into, bk)
 	if len(keys) == 0 {
-		if b.opt.Versioned {
-			return "", nil // the table's older snapshots keep theirs
-		}
-		if err := b.bucket.Delete(b.ctx, key); err != nil && !isNotFound(err) {
-			return "", fmt.Errorf("deleting %s: %w", key, err)
-		}
 		return "", nil
 	}
+	key := fmt.Sprintf("%s/bucket-%04d", b.into, bk) // named below
 	mem := b.opt.Mem
 	n := len(keys)
 	cols := make([]arrow.Array, 0, len(b.fields)+6)
@@ -189,10 +183,9 @@ func (b *build) writeBucket(g *gather, bk int, keys []string) (string, error) {
 	if err := parquet.WriteParts(&buf, []sinks.Part{{Record: rec, Ranges: [][2]int{{0, n}}}}, b.opt.Write, mem); err != nil {
 		return "", fmt.Errorf("writing %s: %w", key, err)
 	}
-	if b.opt.Versioned {
-		sum := sha256.Sum256(buf.Bytes())
-		key = fmt.Sprintf("%s/bucket-%04d-%s.parquet", b.into, bk, hex.EncodeToString(sum[:8]))
-	}
+	sum := sha256.Sum256(buf.Bytes())
+	key = fmt.Sprintf("%s-%s.parquet", key, hex.EncodeToString(sum[:8]))
+	b.written = append(b.written, key)
 	if err := b.w.WriteObject(b.ctx, key, buf.Bytes(), "application/vnd.apache.parquet"); err != nil {
 		return "", fmt.Errorf("writing %s: %w", key, err)
 	}
