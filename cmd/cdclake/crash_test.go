@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -137,16 +138,20 @@ func TestCrashHarness(t *testing.T) {
 	sink := s3URL + "&prefix=" + prefix + "/"
 	cfg := filepath.Join(dir, "cdclake.yaml")
 	catalog := filepath.Join(dir, "catalog.db")
-	tables := ""
+	// Every instance builds the current-state tables of the tables it
+	// lands every 3 s, and all at its end: builds of one table race
+	// between instances, and kills and the outage cut them.
+	tables, sinkCfg := "", "sink:\n  current:\n    interval: 3s\n    buckets: 8\n"
 	if format == "iceberg" {
 		_ = os.Remove(catalog) // CDCLAKE_TEST_KEEP's, of an earlier run
-		tables = "  table_format: iceberg\nsink:\n  iceberg:\n    catalog: sqlite://" + catalog + "\n    commit_interval: 500ms\n"
+		tables = "  table_format: iceberg\n"
+		sinkCfg += "  iceberg:\n    catalog: sqlite://" + catalog + "\n    commit_interval: 500ms\n"
 	}
 	if err := os.WriteFile(cfg, []byte("progress_interval: 0s\nshutdown_timeout: 2m\nsource:\n  block_lines: 500\n"+
-		"batch:\n  max_open_files: 24\ndefaults:\n  max_rows: 4000\n  max_age: 2s\n"+tables+
+		"batch:\n  max_open_files: 24\n"+sinkCfg+"defaults:\n  max_rows: 4000\n  max_age: 2s\n  key: [id]\n"+tables+
 		// The generated GoldenGate tables declare their CREATED text column
-		// a timestamp (testdata/bench/config.yaml).
-		"routes:\n  - match: \"SALES.*\"\n    types:\n      CREATED: timestamp\n"), 0o644); err != nil {
+		// a timestamp (testdata/bench/config.yaml), and their key ID.
+		"routes:\n  - match: \"SALES.*\"\n    key: [ID]\n    types:\n      CREATED: timestamp\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	group := "g-" + topic
@@ -429,7 +434,7 @@ func TestCrashHarness(t *testing.T) {
 			t.Logf("%s: %s", filepath.Base(l), m)
 		}
 	}
-	verifyArgs := []string{filepath.Join(repo, "testdata", "e2e", "verify.py"), lakeDir, expPath}
+	verifyArgs := []string{filepath.Join(repo, "testdata", "e2e", "verify.py"), lakeDir, expPath, "--current"}
 	if format == "iceberg" {
 		verifyArgs = append(verifyArgs, "--plain-json") // Iceberg has no JSON type
 	}
@@ -467,6 +472,16 @@ func TestCrashHarness(t *testing.T) {
 		summary += fmt.Sprintf("; iceberg: committer killed %d times, started again %d, %d calls cut; %s", committerKills, restarts, cut, ilines[len(ilines)-1])
 		if ierr != nil {
 			t.Errorf("the Iceberg tables differ from the lake: %v\n%s", ierr, iout)
+		}
+		// The current-state tables are Iceberg tables too, each snapshot
+		// reading as its version's files.
+		cout, cerr := exec.Command(icePy, filepath.Join(repo, "testdata", "e2e", "current_iceberg.py"), catalog, lakeDir,
+			"--tables", strconv.Itoa(len(exp.Tables)),
+			"--warehouse", "s3://"+bucketOf(t, s3URL)+"/"+prefix, "--s3-endpoint", endpointOf(t, s3URL)).CombinedOutput()
+		clines := strings.Split(strings.TrimSpace(string(cout)), "\n")
+		summary += "; " + clines[len(clines)-1]
+		if cerr != nil {
+			t.Errorf("the current-state Iceberg tables do not read as their manifests' files: %v\n%s", cerr, cout)
 		}
 	}
 	t.Log(summary)

@@ -2,9 +2,12 @@
 expected.json: change-row counts, landed column types, event datasets, and the
 current state of every table rebuilt from its change rows.
 
-usage: verify.py LAKE_DIR EXPECTED_JSON [--plain-json]
+usage: verify.py LAKE_DIR EXPECTED_JSON [--plain-json] [--current]
 With --plain-json, JSON columns must land as text (tables committed to
-Iceberg, which has no JSON type, hold them so). Prints one line per check and a closing "N passed, M failed" line; exits 1 on
+Iceberg, which has no JSON type, hold them so). With --current, each
+table's current-state table (cdclake snapshot, sink.current.interval: the
+files its newest manifest in LAKE_DIR/_current/TABLE/_manifest names)
+must hold exactly the expected state too. Prints one line per check and a closing "N passed, M failed" line; exits 1 on
 any failure.
 """
 import json
@@ -44,7 +47,18 @@ def q(name):
     return '"' + name.replace('"', '""') + '"'
 
 
-def main(lake, expected_path, plain_json=False):
+def state_files(lake, table):
+    """The files of a table's current-state table, by its newest manifest
+    (None: it has none)."""
+    import glob
+    import os
+    manifests = sorted(glob.glob(os.path.join(lake, "_current", table, "_manifest", "*.json")))
+    if not manifests:
+        return None
+    return [os.path.join(lake, f) for f in json.load(open(manifests[-1]))["files"] if f]
+
+
+def main(lake, expected_path, plain_json=False, current=False):
     exp = json.load(open(expected_path))
     landed = dict(LANDED, json=("VARCHAR",)) if plain_json else LANDED
     con = duckdb.connect()
@@ -120,6 +134,25 @@ def main(lake, expected_path, plain_json=False):
                 if got.get(c) != row.get(c):
                     bad.append(f"{k}.{c}: got {got.get(c)!r}, want {row.get(c)!r}")
         check(not bad, f"{name}: every value of every live row equal" + ("" if not bad else ": " + "; ".join(bad[:5])))
+        if current:
+            files = state_files(lake, name)
+            if files is None:
+                check(False, f"{name}: no current-state table")
+                continue
+            got = {}
+            if files:
+                sel = ", ".join(f"{as_text(t['columns'][c], q(c))} AS {q(c)}" for c in cols)
+                for r in con.execute(f"SELECT {as_text(t['columns'][key], q(key))}, {sel} "
+                                     f"FROM read_parquet({files!r}, union_by_name=true)").fetchall():
+                    got.setdefault(r[0], []).append(dict(zip(cols, r[1:])))
+            twice = [k for k, rows in got.items() if len(rows) > 1]
+            diff = [f"{k}: got {got.get(k, [None])[0]!r}, want {row!r}" for k, row in want.items()
+                    if got.get(k, [None])[0] != {c: row.get(c) for c in cols}]
+            extra = sorted(set(got) - set(want))
+            check(not twice and not diff and not extra,
+                  f"{name}: the current-state table holds the expected {len(want)} rows"
+                  + ("" if not (twice or diff or extra) else
+                     f": {len(twice)} keys twice, {len(diff)} rows differ or missing, {len(extra)} extra; " + "; ".join(diff[:3])))
 
     def count(table):
         try:
@@ -135,6 +168,7 @@ def main(lake, expected_path, plain_json=False):
 
 
 if __name__ == "__main__":
-    if len(sys.argv) not in (3, 4) or len(sys.argv) == 4 and sys.argv[3] != "--plain-json":
+    flags = sys.argv[3:]
+    if len(sys.argv) < 3 or any(f not in ("--plain-json", "--current") for f in flags):
         sys.exit(__doc__)
-    sys.exit(main(sys.argv[1], sys.argv[2], plain_json=len(sys.argv) == 4))
+    sys.exit(main(sys.argv[1], sys.argv[2], plain_json="--plain-json" in flags, current="--current" in flags))
