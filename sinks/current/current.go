@@ -9,7 +9,8 @@
 // partitions interleave by source operation time.
 //
 // The state lives in a fixed number of buckets by key hash, one Parquet
-// file each (bucket-NNNN.parquet), with the table's columns at top level
+// file each (bucket-NNNN-<hash of its bytes>.parquet, never overwritten),
+// with the table's columns at top level
 // and, per row, the change that made it last (_cdc_op, _cdc_ts,
 // _cdc_source, _cdc_partition, _cdc_offset) and the columns no change
 // ever carried for it (_cdc_absent: NULL there is "unknown", not a SQL
