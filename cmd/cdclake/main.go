@@ -385,6 +385,22 @@ type tableList []string
 func (l *tableList) String() string     { return strings.Join(*l, ",") }
 func (l *tableList) Set(v string) error { *l = append(*l, v); return nil }
 
+// maintenance prepares a command that maintains a lake's tables (compact,
+// snapshot): the secrets from the environment, a context a signal ends,
+// and the config's lake side (no source needed). ok is false when the
+// config has problems, which it printed.
+func maintenance(name string, s *settings, stderr io.Writer) (ctx context.Context, stop func(), cfg *config.Config, setup *pipelines.Setup, ok bool) {
+	secrets.FromEnv()
+	ctx, stop = signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	s.opts.NoSource = true
+	cfg, setup, problems := s.prepare(ctx, false)
+	if len(problems) > 0 {
+		printProblems(stderr, "cdclake "+name+": the config", problems)
+		return ctx, stop, nil, nil, false
+	}
+	return ctx, stop, cfg, setup, true
+}
+
 func compactCmd(args []string, stdout, stderr io.Writer) int {
 	fs := flagSet("compact", stdout)
 	var s settings
@@ -407,13 +423,9 @@ func compactCmd(args []string, stdout, stderr io.Writer) int {
 	if *expireAfter > 0 {
 		m.Expire = &lakehouse.Expiry{OlderThan: *expireAfter, RetainLast: *retain}
 	}
-	secrets.FromEnv()
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	ctx, stop, cfg, setup, ok := maintenance("compact", &s, stderr)
 	defer stop()
-	s.opts.NoSource = true
-	cfg, setup, problems := s.prepare(ctx, false)
-	if len(problems) > 0 {
-		printProblems(stderr, "cdclake compact: the config", problems)
+	if !ok {
 		return exitFailed
 	}
 	done, err := setup.Compact(ctx, tables, m, configLogger(cfg, stderr))
@@ -462,27 +474,18 @@ func snapshotCmd(args []string, stdout, stderr io.Writer) int {
 			o.Key = append(o.Key, strings.TrimSpace(k))
 		}
 	}
-	secrets.FromEnv()
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	ctx, stop, cfg, setup, ok := maintenance("snapshot", &s, stderr)
 	defer stop()
-	s.opts.NoSource = true
-	cfg, setup, problems := s.prepare(ctx, false)
-	if len(problems) > 0 {
-		printProblems(stderr, "cdclake snapshot: the config", problems)
+	if !ok {
 		return exitFailed
 	}
-	if tmp, err := lake.FileTemp(setup.Sink); err != nil {
-		fmt.Fprintf(stderr, "cdclake snapshot: %s\n", secrets.Redact(err.Error()))
-		return exitFailed
-	} else if tmp != "" {
-		_ = os.Setenv("TMPDIR", tmp) // see openLake
-	}
-	bucket, err := lake.OpenBucket(ctx, setup.Sink)
+	// No lock: a run may land into the lake meanwhile.
+	bucket, closeLake, err := openLake(ctx, setup, false)
 	if err != nil {
 		fmt.Fprintf(stderr, "cdclake snapshot: %s\n", secrets.Redact(err.Error()))
 		return exitFailed
 	}
-	defer bucket.Close()
+	defer closeLake()
 	done, err := setup.Snapshot(ctx, bucket, tables, o, configLogger(cfg, stderr))
 	for _, d := range done {
 		switch {
@@ -547,7 +550,7 @@ func land(ctx context.Context, cfg *config.Config, setup *pipelines.Setup, log *
 		log.Error("opening source", "err", err)
 		return exitFailed
 	}
-	bucket, closeLake, err := openLake(ctx, setup)
+	bucket, closeLake, err := openLake(ctx, setup, true)
 	if err != nil {
 		log.Error("opening sink", "err", err)
 		return exitFailed
@@ -598,8 +601,9 @@ func land(ctx context.Context, cfg *config.Config, setup *pipelines.Setup, log *
 	return exitOK
 }
 
-// openLake opens the lake setup names, and returns what closes it.
-func openLake(ctx context.Context, setup *pipelines.Setup) (*blob.Bucket, func(), error) {
+// openLake opens the lake setup names, and returns what closes it. With
+// lock, a run from Kafka into a file:// lake takes the lake's lock.
+func openLake(ctx context.Context, setup *pipelines.Setup, lock bool) (*blob.Bucket, func(), error) {
 	// A file:// lake's objects are written in a folder of its own (see
 	// lake.FileTemp), which the file driver finds as os.TempDir.
 	if tmp, err := lake.FileTemp(setup.Sink); err != nil {
@@ -608,7 +612,7 @@ func openLake(ctx context.Context, setup *pipelines.Setup) (*blob.Bucket, func()
 		_ = os.Setenv("TMPDIR", tmp)
 	}
 	unlock := func() {}
-	if setup.Kafka != nil {
+	if lock && setup.Kafka != nil {
 		// One process at a time lands into a file:// lake (see lake.Lock).
 		var err error
 		if unlock, err = lake.Lock(setup.Sink); err != nil {
