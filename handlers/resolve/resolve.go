@@ -81,6 +81,33 @@ type TableOptions struct {
 	// PlainJSON lands JSON columns as plain strings (schema.PlainJSON),
 	// for tables committed to Iceberg.
 	PlainJSON bool
+	// TimeAsText lands times of day as text, HH:MM:SS and the fraction
+	// of their unit (MySQL's durations beyond a day too), and NullAsText
+	// lands an inferred column first seen NULL as text (any later value
+	// as its JSON text), rather than as a column of NULLs: for Delta
+	// tables, which have no time type, and whose readers cannot read a
+	// column of NULLs as the type a later file gives it.
+	TimeAsText, NullAsText bool
+}
+
+// landed returns the type a column of type t lands as under the options.
+func (o *TableOptions) landed(t schema.Type) schema.Type {
+	switch {
+	case o.TimeAsText && t.Kind == schema.Time:
+		return timeText(t)
+	case o.NullAsText && t.Kind == schema.Null:
+		return schema.Type{Kind: schema.String, Enc: schema.EncText}
+	}
+	return t
+}
+
+// timeText returns the text type of a time of day: a count of its unit
+// since midnight as [-]HH:MM:SS.fraction, text values as they are.
+func timeText(t schema.Type) schema.Type {
+	if t.Enc == schema.EncEpochUnit {
+		return schema.Type{Kind: schema.String, Enc: schema.EncDuration, Unit: t.Unit, Logical: t.Logical}
+	}
+	return schema.Type{Kind: schema.String, Logical: t.Logical}
 }
 
 // newTable builds a table version with the route's options.
@@ -345,6 +372,7 @@ func (r *Scope) build(st *tableState, c *change.Change, cols []schema.Column, de
 			}
 			col.Type = t
 		}
+		col.Type = st.opts.landed(col.Type)
 		out = append(out, col)
 	}
 	// The version carries the extras it will be used with, so that a first
@@ -397,6 +425,10 @@ func override(src, ov schema.Type) (schema.Type, error) {
 		if ov.Kind == schema.Decimal || ov.Kind == schema.DecimalText {
 			ov.Enc = src.Enc
 			return ov, nil
+		}
+	case schema.EncEpochUnit:
+		if src.Kind == schema.Time && ov.Kind == schema.String {
+			return timeText(src), nil
 		}
 	}
 	return schema.Type{}, fmt.Errorf("cannot land %s values as %s", src, ov)
@@ -515,7 +547,7 @@ func (e *evolution) add(key []byte, v *fastjson.Value) {
 	if ov, has := e.st.opts.Override(name); has {
 		t = ov
 	}
-	e.cols = append(e.cols, schema.Column{Name: name, Type: t, Nullable: true})
+	e.cols = append(e.cols, schema.Column{Name: name, Type: e.st.opts.landed(t), Nullable: true})
 	e.changed = true
 }
 
