@@ -45,6 +45,7 @@ import (
 	"fmt"
 	"net/url"
 	"path"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -148,12 +149,16 @@ type Compacted struct {
 	Skipped  int   `json:"skipped"` // groups left: their files' schemas do not merge
 }
 
-// ErrSchema is returned for a file whose schema its Iceberg table cannot
-// hold: a type Iceberg lacks (time or timestamp in nanoseconds, a column of
-// NULLs only, in format version 2) or a type change Iceberg cannot evolve.
-// Trying again does not help; the route's types or table_format must
-// change.
-var ErrSchema = errors.New("iceberg cannot hold the file's schema")
+// ErrSchema is returned for a file whose schema its table cannot hold: a
+// type the table format lacks (Iceberg: a time or timestamp in
+// nanoseconds; Delta: a time of day, a column of NULLs only) or a type
+// change the format cannot evolve. Trying again does not help; the route's
+// types or table_format must change.
+var ErrSchema = errors.New("the lakehouse table cannot hold the file's schema")
+
+// ErrUnsupported is returned by a Catalog for an operation its table
+// format does not offer (Delta tables are not compacted by cdclake).
+var ErrUnsupported = errors.New("not supported by the table format")
 
 // ErrOtherLake is returned for a table the catalog holds at another
 // location than the lake's: another lake (another sink prefix or bucket)
@@ -266,4 +271,116 @@ func Origin(key string) (string, int32, int64, bool) {
 // OffsetKey is the summary and property key of a partition's offset.
 func OffsetKey(p Partition) string {
 	return OffsetPrefix + p.Source + "." + strconv.Itoa(int(p.Partition))
+}
+
+// Formats is a Catalog over the catalogs of two table formats: each
+// dataset's table (and its current-state table) is its route's format's.
+type Formats struct {
+	// Iceberg and Delta are the formats' catalogs; nil where no route
+	// uses the format.
+	Iceberg, Delta Catalog
+	// IsDelta reports whether a dataset's table is a Delta table.
+	IsDelta func(dataset string) bool
+}
+
+// of returns the catalog of a dataset's (or a current-state table's)
+// format.
+func (f *Formats) of(name string) (Catalog, error) {
+	c := f.Iceberg
+	if f.Delta != nil && (f.Iceberg == nil || f.IsDelta(strings.TrimSuffix(name, StateSuffix))) {
+		c = f.Delta
+	}
+	if c == nil {
+		return nil, fmt.Errorf("%s: no lakehouse table format is configured", name)
+	}
+	return c, nil
+}
+
+func (f *Formats) Offsets(ctx context.Context, dataset string) (map[Partition]int64, error) {
+	c, err := f.of(dataset)
+	if err != nil {
+		return nil, err
+	}
+	return c.Offsets(ctx, dataset)
+}
+
+func (f *Formats) Landed(ctx context.Context, dataset string, parts map[Partition]bool) (map[string]bool, error) {
+	c, err := f.of(dataset)
+	if err != nil {
+		return nil, err
+	}
+	return c.Landed(ctx, dataset, parts)
+}
+
+func (f *Formats) Commit(ctx context.Context, dataset string, files []File, recorded map[Partition]int64, skip map[string]bool) error {
+	c, err := f.of(dataset)
+	if err != nil {
+		return err
+	}
+	return c.Commit(ctx, dataset, files, recorded, skip)
+}
+
+func (f *Formats) RecordOffsets(ctx context.Context, dataset string, recorded map[Partition]int64) error {
+	c, err := f.of(dataset)
+	if err != nil {
+		return err
+	}
+	return c.RecordOffsets(ctx, dataset, recorded)
+}
+
+func (f *Formats) Compact(ctx context.Context, dataset string, opt Compaction) (Compacted, error) {
+	c, err := f.of(dataset)
+	if err != nil {
+		return Compacted{}, err
+	}
+	return c.Compact(ctx, dataset, opt)
+}
+
+func (f *Formats) Expire(ctx context.Context, dataset string, exp Expiry) (Expired, error) {
+	c, err := f.of(dataset)
+	if err != nil {
+		return Expired{}, err
+	}
+	return c.Expire(ctx, dataset, exp)
+}
+
+func (f *Formats) SetFiles(ctx context.Context, name string, set FileSet) error {
+	c, err := f.of(name)
+	if err != nil {
+		return err
+	}
+	return c.SetFiles(ctx, name, set)
+}
+
+// Datasets returns the datasets of both formats' tables, each once.
+func (f *Formats) Datasets(ctx context.Context) ([]string, error) {
+	seen := map[string]bool{}
+	var out []string
+	for _, c := range []Catalog{f.Iceberg, f.Delta} {
+		if c == nil {
+			continue
+		}
+		ds, err := c.Datasets(ctx)
+		if err != nil {
+			return nil, err
+		}
+		for _, d := range ds {
+			if !seen[d] {
+				seen[d] = true
+				out = append(out, d)
+			}
+		}
+	}
+	slices.Sort(out)
+	return out, nil
+}
+
+func (f *Formats) Close() error {
+	var errs []error
+	for _, c := range []Catalog{f.Iceberg, f.Delta} {
+		if c != nil {
+			errs = append(errs, c.Close())
+		}
+	}
+	return errors.Join(errs...)
 }
