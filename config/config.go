@@ -202,6 +202,8 @@ type Sink struct {
 	// Iceberg is the catalog the tables of routes with table_format
 	// iceberg are committed to.
 	Iceberg Iceberg `yaml:"iceberg"`
+	// Delta configures the Delta tables of routes with table_format delta.
+	Delta Delta `yaml:"delta"`
 	// Current is the current-state tables a run builds.
 	Current Current `yaml:"current"`
 }
@@ -243,6 +245,16 @@ type Iceberg struct {
 	Properties map[string]string `yaml:"properties"`
 }
 
+// Delta configures the Delta tables: their logs are in the lake, beside
+// their files, so no catalog is needed.
+type Delta struct {
+	// CommitInterval is how often written files are committed.
+	CommitInterval Duration `yaml:"commit_interval"`
+	// CheckpointInterval is the number of versions between a table's
+	// checkpoints.
+	CheckpointInterval int `yaml:"checkpoint_interval"`
+}
+
 // Batch bounds memory across all tables.
 type Batch struct {
 	MaxBufferedBytes Size `yaml:"max_buffered_bytes"`
@@ -282,7 +294,7 @@ type Route struct {
 	// row: [key], [headers] or [key, headers].
 	SourceColumns []string `yaml:"source_columns"`
 	// TableFormat commits the files of the tables to a lakehouse table
-	// format: none (empty) or iceberg.
+	// format: none (empty), iceberg or delta.
 	TableFormat string `yaml:"table_format"`
 	// Key names the table's key columns, which its current-state table
 	// (cdclake snapshot) keeps one row per; empty: the ones GoldenGate
@@ -297,6 +309,7 @@ var Default = Config{
 			FetchMaxWait: Duration(500 * time.Millisecond)},
 		SchemaRegistry: SchemaRegistry{Timeout: Duration(10 * time.Second), CacheSize: 1024}},
 	Sink: Sink{RetryFor: Duration(10 * time.Minute), Iceberg: Iceberg{CommitInterval: Duration(10 * time.Second), CompactTargetSize: 128 << 20, RetainLast: 10},
+		Delta:   Delta{CommitInterval: Duration(10 * time.Second), CheckpointInterval: 10},
 		Current: Current{Buckets: 16}},
 	Batch: Batch{MaxBufferedBytes: 256 << 20, MaxOpenFiles: 8192},
 	Defaults: Route{Path: "{table}/date={date}", Layout: "images", MaxRows: 1_000_000, MaxBytes: 128 << 20,
@@ -378,6 +391,8 @@ func merge(def, c Config) Config {
 	out.Sink.Iceberg.CommitInterval = cmp.Or(out.Sink.Iceberg.CommitInterval, def.Sink.Iceberg.CommitInterval)
 	out.Sink.Iceberg.CompactTargetSize = cmp.Or(out.Sink.Iceberg.CompactTargetSize, def.Sink.Iceberg.CompactTargetSize)
 	out.Sink.Iceberg.RetainLast = cmp.Or(out.Sink.Iceberg.RetainLast, def.Sink.Iceberg.RetainLast)
+	out.Sink.Delta.CommitInterval = cmp.Or(out.Sink.Delta.CommitInterval, def.Sink.Delta.CommitInterval)
+	out.Sink.Delta.CheckpointInterval = cmp.Or(out.Sink.Delta.CheckpointInterval, def.Sink.Delta.CheckpointInterval)
 	out.Sink.Current.Buckets = cmp.Or(out.Sink.Current.Buckets, def.Sink.Current.Buckets)
 	o, do := &out.Observability, def.Observability
 	o.TableLabels = cmp.Or(o.TableLabels, do.TableLabels)
@@ -475,6 +490,12 @@ func (c *Config) Validate() error {
 	}
 	c.validateTables(bad)
 	c.validateIceberg(bad)
+	if c.Sink.Delta.CommitInterval <= 0 {
+		bad("sink.delta.commit_interval", "must be positive")
+	}
+	if c.Sink.Delta.CheckpointInterval < 1 {
+		bad("sink.delta.checkpoint_interval", "must be ≥ 1")
+	}
 	c.validateCurrent(bad)
 	return errors.Join(errs...)
 }
@@ -673,8 +694,8 @@ func (r *Route) validate(key string, isRoute bool, bad func(string, string, ...a
 			bad(key+".key", "%q: want the names of distinct columns", k)
 		}
 	}
-	if r.TableFormat != "" && r.TableFormat != "iceberg" && r.TableFormat != "none" {
-		bad(key+".table_format", "%q, want none or iceberg", r.TableFormat)
+	if r.TableFormat != "" && r.TableFormat != "iceberg" && r.TableFormat != "delta" && r.TableFormat != "none" {
+		bad(key+".table_format", "%q, want none, iceberg or delta", r.TableFormat)
 	}
 }
 

@@ -246,16 +246,19 @@ install_python() {
   log "python: ready in $((SECONDS - t))s"
 }
 
-# Spark with Iceberg's runtime (reading cdclake's Iceberg tables): the
-# runtime, the AWS bundle (S3FileIO) and sqlite-jdbc, without their
-# dependencies (the first two are shaded), and a venv with the pyspark they
-# are built for.
+# Spark with Iceberg's runtime and Delta Lake (reading cdclake's Iceberg and
+# Delta tables): the Iceberg runtime, the AWS bundle (S3FileIO), sqlite-jdbc,
+# delta-spark and delta-storage, without their dependencies (the first two
+# are shaded; Delta's need only what Spark ships), and a venv with the
+# pyspark they are built for.
 install_iceberg-spark() {
   local deps
   deps=$(
     dep org.apache.iceberg "iceberg-spark-runtime-4.1_$SCALA_BINARY" "$ICEBERG_VERSION"
     dep org.apache.iceberg iceberg-aws-bundle "$ICEBERG_VERSION"
     dep org.xerial sqlite-jdbc "$SQLITE_JDBC_VERSION"
+    dep io.delta "delta-spark_$SCALA_BINARY" "$DELTA_SPARK_VERSION"
+    dep io.delta delta-storage "$DELTA_SPARK_VERSION"
   )
   mvn_copy iceberg-spark "$ICEBERG_SPARK_JARS" "$deps" -DexcludeTransitive=true
   local stamp_file=$ICEBERG_SPARK_VENV/.infra-complete reqs="pyspark==$ICEBERG_PYSPARK_VERSION"

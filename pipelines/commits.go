@@ -190,6 +190,9 @@ func (c *committer) compactLoop(ctx context.Context) {
 		c.mu.Unlock()
 		for _, table := range tables {
 			done, err := c.ice.Compact(ctx, table, c.compaction(table))
+			if errors.Is(err, lakehouse.ErrUnsupported) {
+				continue // a Delta table: not compacted by cdclake
+			}
 			if ctx.Err() != nil {
 				return
 			}

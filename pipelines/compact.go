@@ -7,6 +7,12 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"time"
+
+	"github.com/apache/arrow-go/v18/arrow/memory"
+	"github.com/cdclake/cdclake/sinks/lake"
+	"github.com/cdclake/cdclake/sinks/lakehouse/delta"
+	"gocloud.dev/blob"
 
 	"github.com/cdclake/cdclake/sinks/lakehouse"
 )
@@ -39,7 +45,7 @@ func (s *Setup) Compact(ctx context.Context, tables []string, m Maintenance, log
 	if s.Plan == nil || s.Plan.iceberg == nil {
 		return nil, errors.New("no route has table_format iceberg: there is no table to compact")
 	}
-	cat, err := s.Plan.startCatalog(ctx, log)
+	cat, err := s.Plan.startCatalog(ctx, nil, log)
 	if err != nil {
 		return nil, err
 	}
@@ -76,14 +82,48 @@ func (s *Setup) Compact(ctx context.Context, tables []string, m Maintenance, log
 	return out, errors.Join(errs...)
 }
 
-// startCatalog starts the committer process of the plan's Iceberg
-// catalog, as a run does, for a command that maintains its tables.
-func (p *Plan) startCatalog(ctx context.Context, log *slog.Logger) (lakehouse.Catalog, error) {
+// startCatalog opens the catalogs of the plan's table formats, as a run
+// does, for a command that maintains its tables: Iceberg's in the
+// committer process, and, with a bucket, Delta's in the lake.
+func (p *Plan) startCatalog(ctx context.Context, bucket *blob.Bucket, log *slog.Logger) (lakehouse.Catalog, error) {
 	level := slog.LevelWarn
 	_ = level.UnmarshalText([]byte(p.cfg.Log.Level))
-	cat, err := lakehouse.Start(ctx, *p.iceberg, log, level, p.cfg.Log.Format)
-	if err != nil {
-		return nil, fmt.Errorf("sink.iceberg: %w", err)
+	var store delta.Store
+	if bucket != nil {
+		store = lake.New(bucket, memory.DefaultAllocator).Retrying(lake.Retry{For: time.Duration(p.cfg.Sink.RetryFor), Log: log})
 	}
-	return cat, nil
+	return p.openCatalog(ctx, bucket, store, log, func(ctx context.Context, c lakehouse.Config, log *slog.Logger) (lakehouse.Catalog, error) {
+		return lakehouse.Start(ctx, c, log, level, p.cfg.Log.Format)
+	})
+}
+
+// openCatalog opens the catalogs of the plan's table formats: Iceberg's
+// with open, and Delta's over the lake in bucket, its log written through
+// store (none without a bucket).
+func (p *Plan) openCatalog(ctx context.Context, bucket *blob.Bucket, store delta.Store, log *slog.Logger, open lakehouse.Opener) (lakehouse.Catalog, error) {
+	f := &lakehouse.Formats{IsDelta: func(dataset string) bool { return p.TableFormat(dataset) == "delta" }}
+	if p.iceberg != nil {
+		ice, err := open(ctx, *p.iceberg, log)
+		if err != nil {
+			return nil, fmt.Errorf("sink.iceberg: %w", err)
+		}
+		f.Iceberg = ice
+	}
+	if p.delta && bucket != nil {
+		f.Delta = delta.New(bucket, store, delta.Config{
+			Root:               func(dataset string) (string, error) { return p.BatchConfig(dataset).Path.Root(dataset) },
+			CheckpointInterval: p.cfg.Sink.Delta.CheckpointInterval,
+		}, log)
+	}
+	return f, nil
+}
+
+// commitInterval is how often a run commits: the shortest interval of the
+// table formats its routes use.
+func (p *Plan) commitInterval() time.Duration {
+	d := time.Duration(p.cfg.Sink.Delta.CommitInterval)
+	if p.iceberg != nil && (!p.delta || time.Duration(p.cfg.Sink.Iceberg.CommitInterval) < d) {
+		d = time.Duration(p.cfg.Sink.Iceberg.CommitInterval)
+	}
+	return d
 }

@@ -41,8 +41,10 @@ type Plan struct {
 	// iceberg is set when a route commits its tables to Iceberg: the
 	// catalog and how it reaches the lake.
 	iceberg *lakehouse.Config
-	tables  sync.Map // table name → *tableRoute
-	allow   sync.Map // table name → bool
+	// delta is set when a route commits its tables to Delta.
+	delta  bool
+	tables sync.Map // table name → *tableRoute
+	allow  sync.Map // table name → bool
 }
 
 type route struct {
@@ -51,12 +53,14 @@ type route struct {
 	batch   batch.TableConfig // Path is per table, see tableRoute
 	path    string
 	key     []string
+	format  string // table_format: iceberg, delta, "" (none)
 }
 
 type tableRoute struct {
 	resolve *resolve.TableOptions
 	batch   *batch.TableConfig
 	key     []string
+	format  string
 }
 
 // Compile checks cfg (config.Validate) and parses every value the stages
@@ -88,8 +92,20 @@ func Compile(cfg *config.Config) (*Plan, error) {
 	def, err := compileRoute("defaults", &cfg.Defaults)
 	errs = append(errs, err)
 	p.routes = append(p.routes, def)
-	for _, r := range p.routes {
-		if r.batch.Commit && p.iceberg == nil {
+	for i, r := range p.routes {
+		if r.format == "delta" {
+			p.delta = true
+			key := "defaults"
+			if i < len(cfg.Routes) {
+				key = fmt.Sprintf("routes[%d]", i)
+			}
+			tmpl, err := batch.ParseTemplate(r.path)
+			if root, rerr := tmpl.Root("t"); err == nil && (rerr != nil || root != "t") {
+				errs = append(errs, fmt.Errorf("%s.path: %q: a delta table is the folder of its files, so the path must begin with {table}/",
+					key, r.path))
+			}
+		}
+		if r.format == "iceberg" && p.iceberg == nil {
 			ice := cfg.Sink.Iceberg
 			p.iceberg = &lakehouse.Config{Catalog: ice.Catalog, Warehouse: ice.Warehouse, Properties: maps.Clone(ice.Properties)}
 			if ice.Namespace != "" {
@@ -119,8 +135,12 @@ func compileRoute(key string, r *config.Route) (*route, error) {
 	out.resolve.Layout = layout
 	out.resolve.SourceKey = slices.Contains(r.SourceColumns, "key")
 	out.resolve.SourceHeaders = slices.Contains(r.SourceColumns, "headers")
-	if r.TableFormat == "iceberg" {
+	if r.TableFormat == "iceberg" || r.TableFormat == "delta" {
 		out.resolve.PlainJSON, out.batch.Commit = true, true
+		out.format = r.TableFormat
+		if r.TableFormat == "delta" {
+			out.resolve.TimeAsText, out.resolve.NullAsText = true, true
+		}
 	}
 	if _, err := parquet.Codec(r.Compression); err != nil {
 		bad("compression", err)
@@ -203,9 +223,21 @@ func (p *Plan) route(table string) *tableRoute {
 		// Parquet.
 		bc.Commit = false
 	}
-	v, _ := p.tables.LoadOrStore(table, &tableRoute{resolve: r.resolve, batch: &bc, key: r.key})
+	format := r.format
+	if !bc.Commit {
+		format = ""
+	}
+	v, _ := p.tables.LoadOrStore(table, &tableRoute{resolve: r.resolve, batch: &bc, key: r.key, format: format})
 	return v.(*tableRoute)
 }
+
+// TableFormat returns the lakehouse table format a table's files are
+// committed to: iceberg, delta, or "" (none).
+func (p *Plan) TableFormat(table string) string { return p.route(table).format }
+
+// Commits reports whether a route commits its tables to a lakehouse table
+// format.
+func (p *Plan) Commits() bool { return p.iceberg != nil || p.delta }
 
 // Key returns the key columns a table's route names (route key).
 func (p *Plan) Key(table string) []string { return p.route(table).key }

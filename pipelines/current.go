@@ -72,8 +72,8 @@ func (s *Setup) Snapshot(ctx context.Context, bucket *blob.Bucket, tables []stri
 	}
 	w := lake.New(bucket, memory.DefaultAllocator)
 	sb := &stateBuilder{plan: s.Plan, bucket: bucket, w: w, committed: committedOf(state.NewStore(bucket, w)), log: log}
-	if s.Plan.iceberg != nil && slices.ContainsFunc(tables, func(t string) bool { return s.Plan.BatchConfig(t).Commit }) {
-		cat, err := s.Plan.startCatalog(ctx, log)
+	if s.Plan.Commits() && slices.ContainsFunc(tables, func(t string) bool { return s.Plan.BatchConfig(t).Commit }) {
+		cat, err := s.Plan.startCatalog(ctx, bucket, log)
 		if err != nil {
 			return nil, err
 		}

@@ -96,21 +96,32 @@ func landIcebergWith(t *testing.T, broker, topic, dir string, tweak func(*config
 // (iceberg.py).
 func TestIcebergCommitsAfterAFailedRun(t *testing.T) {
 	py := pyenv.Python(t, "read the tables with pyiceberg")
+	dir, _ := landAfterAFailedRun(t, nil)
+	checkIceberg(t, py, dir)
+}
+
+// landAfterAFailedRun lands a topic with every commit failing, then again
+// without faults, each run's config changed by tweak, and returns the
+// folder of the lake (dir/lake) and catalog, and a function that runs the
+// group once more.
+func landAfterAFailedRun(t *testing.T, tweak func(*config.Config)) (string, func() error) {
+	t.Helper()
 	broker := kafkatest.Cluster(t)
 	topic := kafkatest.TopicFormat(t, broker, 3, 1500, 7, gen.Debezium)
 	dir := t.TempDir()
 	broken := errors.New("the catalog is down")
-	err := landIceberg(t, broker, topic, dir, pipelines.WithCommitFault(func(string) error { return broken }))
+	err := landIcebergWith(t, broker, topic, dir, tweak, pipelines.WithCommitFault(func(string) error { return broken }))
 	if !errors.Is(err, broken) {
 		t.Fatalf("the run with failing commits ended with %v, want its commits' error", err)
 	}
 	if got := kafkatest.Landed(t, filepath.Join(dir, "lake")); len(got) == 0 {
 		t.Fatal("the first run wrote no file")
 	}
-	if err := landIceberg(t, broker, topic, dir); err != nil {
+	again := func() error { return landIcebergWith(t, broker, topic, dir, tweak) }
+	if err := again(); err != nil {
 		t.Fatal(err)
 	}
-	checkIceberg(t, py, dir)
+	return dir, again
 }
 
 // TestIcebergCompactsWhileLanding: a run with sink.iceberg.compact_interval

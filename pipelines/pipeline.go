@@ -276,7 +276,7 @@ func New(plan *Plan, src source.Source, bucket *blob.Bucket, log *slog.Logger, o
 			p.metrics.deadLetters.WithLabelValues(stage, reasonClass(stage, nil))
 		}
 	}
-	if plan.iceberg != nil {
+	if plan.Commits() {
 		bcfg.Commit = func(f *batch.Committing) { p.commits.add(f) }
 	}
 	if cfg.Sink.Current.Interval > 0 {
@@ -294,7 +294,7 @@ func New(plan *Plan, src source.Source, bucket *blob.Bucket, log *slog.Logger, o
 		return nil, err
 	}
 	p.batcher = b
-	if plan.iceberg != nil {
+	if plan.Commits() {
 		open := o.catalog
 		if open == nil {
 			level := slog.LevelInfo
@@ -303,11 +303,11 @@ func New(plan *Plan, src source.Source, bucket *blob.Bucket, log *slog.Logger, o
 				return lakehouse.Start(ctx, c, log, level, cfg.Log.Format)
 			}
 		}
-		ice, err := open(context.Background(), *plan.iceberg, log)
+		ice, err := plan.openCatalog(context.Background(), bucket, p.sink, log, open)
 		if err != nil {
-			return nil, fmt.Errorf("sink.iceberg: %w", err)
+			return nil, err
 		}
-		p.commits = newCommitter(ice, b, log, time.Duration(cfg.Sink.Iceberg.CommitInterval), time.Duration(cfg.Sink.RetryFor))
+		p.commits = newCommitter(ice, b, log, plan.commitInterval(), time.Duration(cfg.Sink.RetryFor))
 		p.commits.fault = o.commitFault
 		p.commits.compactEvery = time.Duration(cfg.Sink.Iceberg.CompactInterval)
 		if older := time.Duration(cfg.Sink.Iceberg.ExpireOlderThan); older > 0 {

@@ -54,7 +54,9 @@ def plain(t):
 
 def lake_table(lake, dataset, files=None):
     """The rows of a dataset's Parquet files in the lake (or of files)."""
-    paths = files if files is not None else sorted(glob.glob(os.path.join(lake, dataset, "**", "*.parquet"), recursive=True))
+    paths = files if files is not None else sorted(
+        p for p in glob.glob(os.path.join(lake, dataset, "**", "*.parquet"), recursive=True)
+        if "/_delta_log/" not in p)  # a Delta table's checkpoints
     parts = [plain(pq.read_table(p)) for p in paths]
     if not parts:
         return None
@@ -86,6 +88,30 @@ def same(got, want):
         if not nx.equals(ny) or not pc.filter(x, pc.invert(nx)).equals(pc.filter(y, pc.invert(ny))):
             return False
     return True
+
+
+def compare(name, fmt, got, want, columns, fails):
+    """Whether a table read as got holds the lake's rows want, with the
+    same columns; fails says why not."""
+    names = sorted(want.column_names) if want is not None else []
+    if sorted(columns) != names:
+        fails.append(f"{name}: columns {sorted(columns)}, the lake's files have {names}")
+        return False
+    if not same(got, want):
+        fails.append(f"{name}: {got.num_rows} rows from {fmt} differ from the lake's {want.num_rows}")
+        return False
+    return True
+
+
+def last_offsets(t):
+    """The last offset of each source partition's rows in t, by the key
+    a table records its offset under (cdclake.offset.<source>.<partition>)."""
+    last = {}
+    for src, part, off in zip(t.column("_cdc_source").to_pylist(), t.column("_cdc_partition").to_pylist(),
+                              t.column("_cdc_offset").to_pylist()):
+        p = f"cdclake.offset.{src}.{part}"
+        last[p] = max(last.get(p, -1), off)
+    return last
 
 
 def flat(t):
@@ -127,13 +153,7 @@ def main():
         tbl = cat.load_table(ident)
         got = tbl.scan().to_arrow()
         want = lake_table(lake, name)
-        names = sorted(want.column_names) if want is not None else []
-        top = sorted(f.name for f in tbl.schema().fields)
-        if top != names:
-            fails.append(f"{name}: columns {top}, the lake's files have {names}")
-            continue
-        if not same(got, want):
-            fails.append(f"{name}: {got.num_rows} rows from iceberg differ from the lake's {want.num_rows}")
+        if not compare(name, "iceberg", got, want, [f.name for f in tbl.schema().fields], fails):
             continue
         total += got.num_rows
         snap = tbl.current_snapshot()
@@ -142,12 +162,7 @@ def main():
             for k, v in props.items():
                 if k.startswith("cdclake.offset."):
                     offs[k] = max(offs.get(k, -1), int(v))
-        last = {}
-        for src, part, off in zip(want.column("_cdc_source").to_pylist(), want.column("_cdc_partition").to_pylist(),
-                                  want.column("_cdc_offset").to_pylist()):
-            p = f"cdclake.offset.{src}.{part}"
-            last[p] = max(last.get(p, -1), off)
-        for p, o in last.items():
+        for p, o in last_offsets(want).items():
             if offs.get(p, -1) <= o:
                 fails.append(f"{name}: the table records {p}={offs.get(p)}, not past its last row at {o}")
         snaps = tbl.metadata.snapshots
