@@ -344,6 +344,49 @@ land_iceberg_from_kafka() {
     die "Spark does not read the Iceberg tables landed from Kafka as their files"
 }
 step "land shop and maria from Kafka into Iceberg on S3 (kill -9, restart)" land_iceberg_from_kafka
+# The same topics into Delta tables on the S3 server, whose logs cdclake
+# writes beside the files (create-once versions: If-None-Match), with a
+# kill -9 and a restart, the current-state tables built as it lands and
+# checkpoints every 5 versions; delta-rs then reads every table and version
+# as exactly the rows of its files, with the offsets recorded
+# (testdata/e2e/delta.py), and Spark (Delta 4.2) reads them too
+# (testdata/e2e/delta_spark.py), both from the S3 server's folder.
+DELTA_LAKE=$DATA_DIR/s3/scratch/kafka-delta
+land_delta_from_kafka() {
+  local pid
+  rm -rf "$DELTA_LAKE"
+  {
+    printf 'progress_interval: 0s\ndefaults:\n  max_rows: 500\n  table_format: delta\nsink:\n  delta:\n    commit_interval: 1s\n    checkpoint_interval: 5\n'
+    printf '  current:\n    interval: 2s\n    buckets: 4\nroutes:\n'
+    key_routes "$E2E_DIR/capture/_postgres.json" shop.public.
+    key_routes "$E2E_DIR/capture/_mariadb.json" shop.
+  } >"$E2E_DIR/delta.yaml"
+  local run=(env AWS_ACCESS_KEY_ID="$S3_ACCESS_KEY" AWS_SECRET_ACCESS_KEY="$S3_SECRET_KEY" AWS_REGION=us-east-1
+    "$CDCLAKE_BIN" run --metrics-addr 127.0.0.1:0 --until-caught-up
+    --source "kafka://$KAFKA_BOOTSTRAP/(shop|maria)\..*?regex=true&group=e2e-delta&commit_interval=1s"
+    --sink "$(s3_sink scratch)&prefix=kafka-delta/" --config "$E2E_DIR/delta.yaml")
+  "${run[@]}" >"$E2E_DIR/cdclake-delta-0.log" 2>&1 &
+  pid=$!
+  for _ in $(seq 1 600); do
+    [[ -n $(find "$DELTA_LAKE" -name '*.parquet' -print -quit 2>/dev/null) ]] && break
+    sleep 0.05
+  done
+  kill -9 "$pid" 2>/dev/null || true
+  wait "$pid" 2>/dev/null || true
+  "${run[@]}" >"$E2E_DIR/cdclake-delta-1.log" 2>&1 || {
+    tail -n 30 "$E2E_DIR/cdclake-delta-1.log" >&2
+    die "the restarted Delta instance failed"
+  }
+  "$REPO_DIR/.venv/bin/python" "$REPO_DIR/testdata/e2e/delta.py" "$DELTA_LAKE" --current 13 --rows-of 4 >&2 ||
+    die "the Delta tables landed from Kafka do not read as their files"
+  [[ $E2E_SPARK == 1 ]] || return 0
+  JAVA_HOME=$(java_home) TZ=UTC SPARK_LOCAL_IP=$HOST \
+    "$ICEBERG_SPARK_VENV/bin/python" "$REPO_DIR/testdata/e2e/delta_spark.py" "$DELTA_LAKE" \
+    --jars "$ICEBERG_SPARK_JARS" --current 13 --versions-of 3 \
+    2> >(grep -v -E '^(WARNING|Using Spark|Setting default log level|To adjust logging|.*WARN NativeCodeLoader)' >&2) ||
+    die "Spark does not read the Delta tables landed from Kafka as their files"
+}
+step "land shop and maria from Kafka into Delta on S3 (kill -9, restart)" land_delta_from_kafka
 step "land shop (schemas)" land shop 'shop.*.ndjson' lake
 step "land shopraw (no schemas)" land shopraw '*shopraw*.ndjson' lake-raw
 # The same schemaless topics typed by a catalog of route types.
