@@ -11,7 +11,9 @@
 # Its summary line is printed and kept in $CDCLAKE_RUN/crash/summary.txt.
 # With CRASH_TABLE_FORMAT=iceberg every table is committed to Iceberg, the
 # committer is killed under a running instance, and pyiceberg reads the
-# tables back (make test's Python, .venv, must be set up).
+# tables back (make test's Python, .venv, must be set up); with
+# CRASH_TABLE_FORMAT=delta every table is a Delta table, the proxy loses
+# replies of log versions too, and delta-rs reads the tables back.
 #
 # usage: infra/crash-test.sh [short]   ("short" runs the CI sizes)
 set -euo pipefail

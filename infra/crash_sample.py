@@ -17,7 +17,7 @@ def main(lake):
             WITH landed AS (
                 SELECT _cdc_partition AS p, _cdc_offset AS o, count(*) AS n
                 FROM read_parquet('{lake}/**/*.parquet', union_by_name = true, filename = true)
-                WHERE filename NOT LIKE '%/_cdclake/%' AND filename NOT LIKE '%/_current/%'
+                WHERE filename NOT LIKE '%/_cdclake/%' AND filename NOT LIKE '%/_current/%' AND filename NOT LIKE '%/_delta_log/%'
                 GROUP BY ALL)
             SELECT coalesce(sum(n), 0), count(*) FILTER (WHERE n > 1) FROM landed""").fetchone()
     except (duckdb.IOException, duckdb.InvalidInputException) as e:

@@ -214,6 +214,7 @@ crash_harness() {
 }
 step "crash harness (short)" crash_harness
 step "crash harness with Iceberg tables (short)" crash_harness iceberg
+step "crash harness with Delta tables (short)" crash_harness delta
 if [[ -z $E2E_CDCLAKE ]]; then
   step "build cdclake" bash -c "cd '$REPO_DIR' && go build -o bin/cdclake ./cmd/cdclake && go build -o bin/cdclake-lakehouse ./cmd/cdclake-lakehouse"
 fi

@@ -57,7 +57,13 @@ import (
 // and expires all but their newest five snapshots, four times; at the
 // end pyiceberg must read each table as exactly the
 // lake's rows, every snapshot as its files, none referenced twice or
-// missing (testdata/e2e/iceberg.py).
+// missing (testdata/e2e/iceberg.py). With CDCLAKE_CRASH_TABLE_FORMAT=delta
+// every table is a Delta table (its log beside its files on the S3
+// server, checkpointed every 5 versions), whose commits the kills, the
+// group's scaling, the zombie, the outage and the lost replies cut and
+// race; at the end delta-rs must read each table and version as exactly
+// its files' rows with the offsets recorded, and each current-state table
+// as its newest manifest's files (testdata/e2e/delta.py).
 //
 // While it runs, DuckDB samples the lake every few seconds: no sample may
 // hold a message's row twice. At the end the lake must hold exactly the
@@ -85,11 +91,14 @@ func TestCrashHarness(t *testing.T) {
 		brokerDown = time.Duration(envInt(t, "CDCLAKE_CRASH_BROKER_DOWN", 10)) * time.Second
 	}
 	format := os.Getenv("CDCLAKE_CRASH_TABLE_FORMAT")
-	if format != "" && format != "iceberg" {
-		t.Fatalf("CDCLAKE_CRASH_TABLE_FORMAT %q: want iceberg or nothing", format)
+	if format != "" && format != "iceberg" && format != "delta" {
+		t.Fatalf("CDCLAKE_CRASH_TABLE_FORMAT %q: want iceberg, delta or nothing", format)
 	}
 	bin := build(t, "github.com/cdclake/cdclake/cmd/cdclake")
 	icePy := ""
+	if format == "delta" {
+		icePy = pyenv.Python(t, "read the Delta tables with delta-rs")
+	}
 	if format == "iceberg" {
 		icePy = pyenv.Python(t, "read the Iceberg tables with pyiceberg")
 		// The committer's binary, which cdclake starts.
@@ -146,6 +155,10 @@ func TestCrashHarness(t *testing.T) {
 		_ = os.Remove(catalog) // CDCLAKE_TEST_KEEP's, of an earlier run
 		tables = "  table_format: iceberg\n"
 		sinkCfg += "  iceberg:\n    catalog: sqlite://" + catalog + "\n    commit_interval: 500ms\n"
+	}
+	if format == "delta" {
+		tables = "  table_format: delta\n"
+		sinkCfg += "  delta:\n    commit_interval: 500ms\n    checkpoint_interval: 5\n"
 	}
 	if err := os.WriteFile(cfg, []byte("progress_interval: 0s\nshutdown_timeout: 2m\nsource:\n  block_lines: 500\n"+
 		"batch:\n  max_open_files: 24\n"+sinkCfg+"defaults:\n  max_rows: 4000\n  max_age: 2s\n  key: [id]\n"+tables+
@@ -245,7 +258,7 @@ func TestCrashHarness(t *testing.T) {
 	if data, _ := os.ReadFile(lossyRun.log); strings.Contains(string(data), "another instance took it over") {
 		t.Errorf("a lost reply was taken for another instance's state (%s)", lossyRun.log)
 	}
-	lostReplies := lost.count()
+	lostReplies, lostVersions := lost.count(), lost.versions()
 	if lostReplies == 0 {
 		t.Error("the proxy lost no reply: the round proves nothing")
 	}
@@ -438,6 +451,9 @@ func TestCrashHarness(t *testing.T) {
 	if format == "iceberg" {
 		verifyArgs = append(verifyArgs, "--plain-json") // Iceberg has no JSON type
 	}
+	if format == "delta" {
+		verifyArgs = append(verifyArgs, "--delta") // nor Delta, nor a time type
+	}
 	out, verr := exec.Command(py, verifyArgs...).CombinedOutput()
 	lines := strings.Split(strings.TrimSpace(string(out)), "\n")
 	summary := fmt.Sprintf("produced %d messages (%d change rows in %d tables); landed %d message rows; duplicates %d (worst sample %d, %d samples, %d unreadable); "+
@@ -482,6 +498,18 @@ func TestCrashHarness(t *testing.T) {
 		summary += "; " + clines[len(clines)-1]
 		if cerr != nil {
 			t.Errorf("the current-state Iceberg tables do not read as their manifests' files: %v\n%s", cerr, cout)
+		}
+	}
+	if format == "delta" {
+		dout, derr := exec.Command(icePy, filepath.Join(repo, "testdata", "e2e", "delta.py"), lakeDir, "--rows-of", "3",
+			"--current", strconv.Itoa(len(exp.Tables))).CombinedOutput()
+		dlines := strings.Split(strings.TrimSpace(string(dout)), "\n")
+		summary += fmt.Sprintf("; delta: %d lost replies of log versions; %s", lostVersions, dlines[len(dlines)-1])
+		if lostVersions == 0 {
+			t.Errorf("no reply of a Delta log version was lost")
+		}
+		if derr != nil {
+			t.Errorf("the Delta tables differ from the lake: %v\n%s", derr, dout)
 		}
 	}
 	t.Log(summary)

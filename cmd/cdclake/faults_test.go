@@ -21,12 +21,14 @@ import (
 
 // lostReplies is an HTTP proxy in front of the S3 server that forwards
 // the first conditional create (If-None-Match: *) of each of the first
-// max partition-state keys and then drops its reply: the object is
-// created, the client sees its connection reset, as after a timeout.
+// max partition-state keys (and as many Delta log versions) and then drops
+// its reply: the object is created, the client sees its connection reset,
+// as after a timeout.
 type lostReplies struct {
 	mu      sync.Mutex
 	seen    map[string]bool
 	dropped int
+	delta   int // of them, Delta log versions
 	max     int
 }
 
@@ -34,15 +36,23 @@ var errDropped = errors.New("reply dropped")
 
 func (l *lostReplies) RoundTrip(r *http.Request) (*http.Response, error) {
 	resp, err := http.DefaultTransport.RoundTrip(r)
+	version := strings.Contains(r.URL.Path, "/_delta_log/") && strings.HasSuffix(r.URL.Path, ".json")
 	if err != nil || r.Method != http.MethodPut || r.Header.Get("If-None-Match") != "*" ||
-		!strings.Contains(r.URL.Path, "/_cdclake/state/") {
+		!strings.Contains(r.URL.Path, "/_cdclake/state/") && !version {
 		return resp, err
 	}
 	l.mu.Lock()
-	drop := !l.seen[r.URL.Path] && l.dropped < l.max && resp.StatusCode == http.StatusOK
+	n := l.dropped - l.delta
+	if version {
+		n = l.delta
+	}
+	drop := !l.seen[r.URL.Path] && n < l.max && resp.StatusCode == http.StatusOK
 	l.seen[r.URL.Path] = true
 	if drop {
 		l.dropped++
+		if version {
+			l.delta++
+		}
 	}
 	l.mu.Unlock()
 	if !drop {
@@ -88,6 +98,13 @@ func (l *lostReplies) count() int {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.dropped
+}
+
+// versions returns how many of the lost replies were Delta log versions'.
+func (l *lostReplies) versions() int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.delta
 }
 
 // TestKafkaLostReply lands a topic into the S3 server through a proxy that

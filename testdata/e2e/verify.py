@@ -2,9 +2,11 @@
 expected.json: change-row counts, landed column types, event datasets, and the
 current state of every table rebuilt from its change rows.
 
-usage: verify.py LAKE_DIR EXPECTED_JSON [--plain-json] [--current]
+usage: verify.py LAKE_DIR EXPECTED_JSON [--plain-json] [--delta] [--current]
 With --plain-json, JSON columns must land as text (tables committed to
-Iceberg, which has no JSON type, hold them so). With --current, each
+Iceberg, which has no JSON type, hold them so). With --delta, JSON and
+times of day must land as text, HH:MM:SS.ffffff (tables committed to
+Delta, which has neither type, hold them so). With --current, each
 table's current-state table (cdclake snapshot, sink.current.interval: the
 files its newest manifest in LAKE_DIR/_current/TABLE/_manifest names)
 must hold exactly the expected state too. Prints one line per check and a closing "N passed, M failed" line; exits 1 on
@@ -32,10 +34,12 @@ LANDED = {
 }
 
 
-def as_text(kind, expr):
+def as_text(kind, expr, time_text=False):
     """SQL rendering a value as the text cdcgen expects."""
     if kind == "timestamp" or kind == "timestamptz":
         return f"strftime({expr}, '%Y-%m-%d %H:%M:%S.%f')"
+    if kind == "time" and time_text:
+        return expr
     if kind == "time":
         return f"strftime(DATE '2000-01-01' + {expr}, '%H:%M:%S.%f')"
     if kind == "blob":
@@ -58,9 +62,11 @@ def state_files(lake, table):
     return [os.path.join(lake, f) for f in json.load(open(manifests[-1]))["files"] if f]
 
 
-def main(lake, expected_path, plain_json=False, current=False):
+def main(lake, expected_path, plain_json=False, current=False, delta=False):
     exp = json.load(open(expected_path))
-    landed = dict(LANDED, json=("VARCHAR",)) if plain_json else LANDED
+    landed = dict(LANDED, json=("VARCHAR",)) if plain_json or delta else LANDED
+    if delta:
+        landed["time"] = ("VARCHAR",)
     con = duckdb.connect()
     con.execute("SET TimeZone='UTC'")
     passed, failed = 0, 0
@@ -74,8 +80,10 @@ def main(lake, expected_path, plain_json=False, current=False):
             failed += 1
 
     def scan(table):
-        return (f"read_parquet('{lake}/{table}/**/*.parquet', union_by_name=true, "
-                f"hive_partitioning=true)")
+        import glob
+        # A Delta table's checkpoints (_delta_log/) hold no change rows.
+        files = sorted(f for f in glob.glob(f"{lake}/{table}/**/*.parquet", recursive=True) if "/_delta_log/" not in f)
+        return f"read_parquet({files!r}, union_by_name=true, hive_partitioning=true)"
 
     for name, t in sorted(exp["tables"].items()):
         src = scan(name)
@@ -107,14 +115,14 @@ def main(lake, expected_path, plain_json=False, current=False):
         # that carried it (partial images list what they did not carry).
         key = t["key"]
         cols = sorted(t["columns"])
-        kexpr = as_text(t["columns"][key], keyexpr(key))
+        kexpr = as_text(t["columns"][key], keyexpr(key), delta)
         ops = con.execute(f"SELECT k, op FROM (SELECT {kexpr} AS k, _cdc_op AS op, row_number() OVER "
                           f"(PARTITION BY {kexpr} ORDER BY _cdc_offset DESC) AS rn FROM {src}) WHERE rn = 1").fetchall()
         state = {k: {} for k, op in ops if op != "DELETE"}
         # One query per column keeps each aggregation simple.
         for c in cols:
             sql = (f"SELECT k, v FROM (SELECT k, v, row_number() OVER (PARTITION BY k ORDER BY o DESC) AS rn "
-                   f"FROM (SELECT {kexpr} AS k, {as_text(t['columns'][c], img(c))} AS v, _cdc_offset AS o "
+                   f"FROM (SELECT {kexpr} AS k, {as_text(t['columns'][c], img(c), delta)} AS v, _cdc_offset AS o "
                    f"FROM {src} WHERE {carried(c)})) "
                    f"WHERE rn = 1")
             for k, v in con.execute(sql).fetchall():
@@ -141,8 +149,8 @@ def main(lake, expected_path, plain_json=False, current=False):
                 continue
             got = {}
             if files:
-                sel = ", ".join(f"{as_text(t['columns'][c], q(c))} AS {q(c)}" for c in cols)
-                for r in con.execute(f"SELECT {as_text(t['columns'][key], q(key))}, {sel} "
+                sel = ", ".join(f"{as_text(t['columns'][c], q(c), delta)} AS {q(c)}" for c in cols)
+                for r in con.execute(f"SELECT {as_text(t['columns'][key], q(key), delta)}, {sel} "
                                      f"FROM read_parquet({files!r}, union_by_name=true)").fetchall():
                     got.setdefault(r[0], []).append(dict(zip(cols, r[1:])))
             twice = [k for k, rows in got.items() if len(rows) > 1]
@@ -169,6 +177,7 @@ def main(lake, expected_path, plain_json=False, current=False):
 
 if __name__ == "__main__":
     flags = sys.argv[3:]
-    if len(sys.argv) < 3 or any(f not in ("--plain-json", "--current") for f in flags):
+    if len(sys.argv) < 3 or any(f not in ("--plain-json", "--delta", "--current") for f in flags):
         sys.exit(__doc__)
-    sys.exit(main(sys.argv[1], sys.argv[2], plain_json="--plain-json" in flags, current="--current" in flags))
+    sys.exit(main(sys.argv[1], sys.argv[2], plain_json="--plain-json" in flags, current="--current" in flags,
+                  delta="--delta" in flags))
