@@ -253,6 +253,12 @@ type Delta struct {
 	// CheckpointInterval is the number of versions between a table's
 	// checkpoints.
 	CheckpointInterval int `yaml:"checkpoint_interval"`
+	// ExpireOlderThan and RetainLast say when a current-state table's
+	// replaced files are deleted: once the newest RetainLast versions do
+	// not name them and they were replaced longer ago than
+	// ExpireOlderThan (0: at once).
+	ExpireOlderThan Duration `yaml:"expire_older_than"`
+	RetainLast      int      `yaml:"retain_last"`
 }
 
 // Batch bounds memory across all tables.
@@ -309,7 +315,7 @@ var Default = Config{
 			FetchMaxWait: Duration(500 * time.Millisecond)},
 		SchemaRegistry: SchemaRegistry{Timeout: Duration(10 * time.Second), CacheSize: 1024}},
 	Sink: Sink{RetryFor: Duration(10 * time.Minute), Iceberg: Iceberg{CommitInterval: Duration(10 * time.Second), CompactTargetSize: 128 << 20, RetainLast: 10},
-		Delta:   Delta{CommitInterval: Duration(10 * time.Second), CheckpointInterval: 10},
+		Delta:   Delta{CommitInterval: Duration(10 * time.Second), CheckpointInterval: 10, ExpireOlderThan: Duration(time.Hour), RetainLast: 10},
 		Current: Current{Buckets: 16}},
 	Batch: Batch{MaxBufferedBytes: 256 << 20, MaxOpenFiles: 8192},
 	Defaults: Route{Path: "{table}/date={date}", Layout: "images", MaxRows: 1_000_000, MaxBytes: 128 << 20,
@@ -393,6 +399,7 @@ func merge(def, c Config) Config {
 	out.Sink.Iceberg.RetainLast = cmp.Or(out.Sink.Iceberg.RetainLast, def.Sink.Iceberg.RetainLast)
 	out.Sink.Delta.CommitInterval = cmp.Or(out.Sink.Delta.CommitInterval, def.Sink.Delta.CommitInterval)
 	out.Sink.Delta.CheckpointInterval = cmp.Or(out.Sink.Delta.CheckpointInterval, def.Sink.Delta.CheckpointInterval)
+	out.Sink.Delta.RetainLast = cmp.Or(out.Sink.Delta.RetainLast, def.Sink.Delta.RetainLast)
 	out.Sink.Current.Buckets = cmp.Or(out.Sink.Current.Buckets, def.Sink.Current.Buckets)
 	o, do := &out.Observability, def.Observability
 	o.TableLabels = cmp.Or(o.TableLabels, do.TableLabels)
@@ -495,6 +502,12 @@ func (c *Config) Validate() error {
 	}
 	if c.Sink.Delta.CheckpointInterval < 1 {
 		bad("sink.delta.checkpoint_interval", "must be ≥ 1")
+	}
+	if c.Sink.Delta.ExpireOlderThan < 0 {
+		bad("sink.delta.expire_older_than", "must not be negative")
+	}
+	if c.Sink.Delta.RetainLast < 1 {
+		bad("sink.delta.retain_last", "must be ≥ 1")
 	}
 	c.validateCurrent(bad)
 	return errors.Join(errs...)

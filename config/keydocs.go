@@ -80,6 +80,8 @@ var keyDocs = map[string]keyDoc{
 	"defaults.table_format":                  {"Commit the tables' files to a lakehouse table format as they land: `none` (plain Parquet, the default), `iceberg` (needs `sink.iceberg.catalog`) or `delta` (the log is in the table's folder; the path must begin with `{table}/`); see docs/lakehouse.md. JSON columns are plain strings in such tables.", "iceberg"},
 	"sink.delta.commit_interval":             {"How often the files written to the tables with `table_format: delta` are committed, each table's in one version (also when 1,000 files wait, at a handover and at the end of a run).", "10s"},
 	"sink.delta.checkpoint_interval":         {"Versions between a Delta table's checkpoints (`_delta_log/<version>.checkpoint.parquet`), which readers start from.", "10"},
+	"sink.delta.expire_older_than":           {"After each build of a Delta current-state table, the files its versions replaced are deleted once they were replaced longer ago than this and none of the newest `retain_last` versions names them (reading an older version then fails). `0s`: as soon as `retain_last` allows.", "1h"},
+	"sink.delta.retain_last":                 {"The newest versions of a Delta current-state table whose files are kept, whatever their age.", "10"},
 	"routes":                                 {"Per-table settings: the first route whose `match` matches a table wins; a key a route leaves out takes the `defaults` value.", ""},
 	"routes[].match":                         {"Glob over qualified table names (`*` matches dots too). Required.", `"SALES.*"`},
 	"routes[].path":                          {"As `defaults.path`, for the tables of this route.", `"{table}/{yyyy}/{mm}"`},

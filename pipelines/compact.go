@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/apache/arrow-go/v18/arrow/memory"
+	"github.com/cdclake/cdclake/sinks/current"
 	"github.com/cdclake/cdclake/sinks/lake"
 	"github.com/cdclake/cdclake/sinks/lakehouse/delta"
 	"gocloud.dev/blob"
@@ -110,8 +111,13 @@ func (p *Plan) openCatalog(ctx context.Context, bucket *blob.Bucket, store delta
 		f.Iceberg = ice
 	}
 	if p.delta && bucket != nil {
+		root := func(dataset string) (string, error) { return p.BatchConfig(dataset).Path.Root(dataset) }
 		f.Delta = delta.New(bucket, store, delta.Config{
-			Root:               func(dataset string) (string, error) { return p.BatchConfig(dataset).Path.Root(dataset) },
+			Root: root,
+			StateRoot: func(dataset string) (string, error) {
+				r, err := root(dataset)
+				return current.DefaultInto(r), err
+			},
 			CheckpointInterval: p.cfg.Sink.Delta.CheckpointInterval,
 		}, log)
 	}

@@ -144,7 +144,19 @@ func (sb *stateBuilder) build(ctx context.Context, table string, o SnapshotOptio
 	err = sb.cat.SetFiles(ctx, StateTableName(table), lakehouse.FileSet{Location: into, Keys: res.StateFiles, Schema: res.Schema,
 		Properties: props})
 	if err != nil {
-		return res, fmt.Errorf("committing the state table %s to Iceberg: %w", StateTableName(table), err)
+		return res, fmt.Errorf("committing the state table %s to %s: %w", StateTableName(table), sb.plan.TableFormat(table), err)
+	}
+	if sb.plan.TableFormat(table) == "delta" {
+		// A Delta state table's replaced files go once no version to keep
+		// names them (lakehouse.Expiry); failing that, the next build tries.
+		d := sb.plan.cfg.Sink.Delta
+		exp, err := sb.cat.Expire(ctx, StateTableName(table), lakehouse.Expiry{OlderThan: time.Duration(d.ExpireOlderThan), RetainLast: d.RetainLast})
+		if err != nil {
+			sb.log.Warn("deleting the replaced files of a delta state table failed; the next build tries again",
+				"table", StateTableName(table), "err", err)
+		} else if exp.Files > 0 {
+			sb.log.Info("replaced files of a delta state table deleted", "table", StateTableName(table), "files", exp.Files)
+		}
 	}
 	return res, nil
 }

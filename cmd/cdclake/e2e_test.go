@@ -858,21 +858,7 @@ func TestIcebergStateTables(t *testing.T) {
 	// Each topic's second half lands from files of their own (a file
 	// source that lands a grown file again rewrites the files it wrote).
 	for i, part := range []string{"first half", "second half"} {
-		for _, f := range topics {
-			data, err := os.ReadFile(f)
-			if err != nil {
-				t.Fatal(err)
-			}
-			lines := strings.SplitAfter(string(data), "\n")
-			data = []byte(strings.Join(lines[:len(lines)/2], ""))
-			if i == 1 {
-				data = []byte(strings.Join(lines[len(lines)/2:], ""))
-			}
-			name := strings.TrimSuffix(filepath.Base(f), ".ndjson") + fmt.Sprintf(".%d.ndjson", i)
-			if err := os.WriteFile(filepath.Join(in, name), data, 0o644); err != nil {
-				t.Fatal(err)
-			}
-		}
+		writeHalf(t, topics, in, i)
 		runBin(t, cdclake, "run", "--config", cfgFile, "--source", filepath.Join(in, fmt.Sprintf("*.%d.ndjson", i)), "--sink", lakeDir)
 		check(part)
 	}
@@ -981,4 +967,94 @@ func TestDeltaTables(t *testing.T) {
 			}
 		})
 	}
+}
+
+// writeHalf writes the first (i 0) or second (i 1) half of the lines of
+// each topic's capture file into folder in, as <topic>.<i>.ndjson: a file
+// of its own, since a file source that lands a grown file again rewrites
+// the files it wrote.
+func writeHalf(t *testing.T, topics []string, in string, i int) {
+	t.Helper()
+	for _, f := range topics {
+		data, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		lines := strings.SplitAfter(string(data), "\n")
+		half := lines[:len(lines)/2]
+		if i == 1 {
+			half = lines[len(lines)/2:]
+		}
+		writeFile(t, filepath.Join(in, strings.TrimSuffix(filepath.Base(f), ".ndjson")+fmt.Sprintf(".%d.ndjson", i)), strings.Join(half, ""))
+	}
+}
+
+// TestDeltaStateTablesExpire lands the real PostgreSQL capture into Delta
+// tables in two halves, each run building the tables' current-state
+// tables, which keep their newest version only (sink.delta.retain_last 1,
+// expire_older_than 0s): after the second build the state tables'
+// folders hold exactly the files their Delta tables name, which delta-rs
+// reads as their newest manifests' files (delta.py --current).
+func TestDeltaStateTablesExpire(t *testing.T) {
+	py := python(t)
+	cdclake := build(t, "github.com/cdclake/cdclake/cmd/cdclake")
+	root := filepath.Join("..", "..")
+	capture := filepath.Join(root, "testdata", "debezium-real")
+	dir := t.TempDir()
+	keys := pgKeys(t, capture)
+	lakeDir, in := filepath.Join(dir, "lake"), filepath.Join(dir, "in")
+	cfg := writeFile(t, filepath.Join(dir, "delta.yaml"), "defaults:\n  table_format: delta\nsink:\n  delta:\n    expire_older_than: 0s\n"+
+		"    retain_last: 1\n  current:\n    interval: 1h\n    buckets: 4\n"+keyRoutes(keys))
+	if err := os.Mkdir(in, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	topics, err := filepath.Glob(filepath.Join(capture, "shop.*.ndjson"))
+	if err != nil || len(topics) == 0 {
+		t.Fatalf("no capture: %v", err)
+	}
+	for i := range 2 {
+		writeHalf(t, topics, in, i)
+		runBin(t, cdclake, "run", "--config", cfg, "--source", filepath.Join(in, fmt.Sprintf("*.%d.ndjson", i)), "--sink", lakeDir)
+	}
+	out, err := exec.Command(py, filepath.Join(root, "testdata", "e2e", "delta.py"), lakeDir, "--current", strconv.Itoa(len(keys))).CombinedOutput()
+	if err != nil {
+		t.Fatalf("delta.py: %v\n%s", err, out)
+	}
+	t.Log(strings.TrimSpace(string(out)))
+	replaced := 0
+	for name := range keys {
+		stateDir := filepath.Join(lakeDir, "_current", "shop.public."+name)
+		onDisk, _ := filepath.Glob(filepath.Join(stateDir, "bucket-*.parquet"))
+		var named []string
+		logs, _ := filepath.Glob(filepath.Join(stateDir, "_delta_log", "*.json"))
+		live := map[string]bool{}
+		for _, l := range logs {
+			data, _ := os.ReadFile(l)
+			for _, line := range strings.Split(strings.TrimSpace(string(data)), "\n") {
+				var a struct {
+					Add    *struct{ Path string } `json:"add"`
+					Remove *struct{ Path string } `json:"remove"`
+				}
+				_ = json.Unmarshal([]byte(line), &a)
+				switch {
+				case a.Add != nil:
+					live[a.Add.Path] = true
+				case a.Remove != nil:
+					delete(live, a.Remove.Path)
+					replaced++
+				}
+			}
+		}
+		for p := range live {
+			named = append(named, filepath.Join(stateDir, p))
+		}
+		slices.Sort(named)
+		if !slices.Equal(onDisk, named) {
+			t.Errorf("%s: %d files on disk, the table names %d", stateDir, len(onDisk), len(named))
+		}
+	}
+	if replaced == 0 {
+		t.Error("no state table replaced a file: the expiry is untested")
+	}
+	t.Logf("%d replaced state files deleted", replaced)
 }

@@ -72,6 +72,9 @@ type Store interface {
 type Config struct {
 	// Root returns the folder of a dataset's table, bucket-relative.
 	Root func(dataset string) (string, error)
+	// StateRoot returns the folder of a dataset's current-state table,
+	// for an Expire of one no SetFiles of this process named; nil: none.
+	StateRoot func(dataset string) (string, error)
 	// CheckpointInterval is the number of versions between checkpoints
 	// (default 10, as Delta's delta.checkpointInterval).
 	CheckpointInterval int
@@ -91,8 +94,9 @@ type Delta struct {
 	cfg    Config
 	log    *slog.Logger
 
-	mu     sync.Mutex
-	tables map[string]*table // by root
+	mu         sync.Mutex
+	tables     map[string]*table // by root
+	stateRoots map[string]string // current-state table → root, from SetFiles
 }
 
 type table struct {
@@ -113,7 +117,8 @@ func New(bucket *blob.Bucket, store Store, cfg Config, log *slog.Logger) *Delta 
 	if cfg.Engine == "" {
 		cfg.Engine = "cdclake"
 	}
-	return &Delta{bucket: bucket, store: store, cfg: cfg, log: log.With("component", "delta"), tables: map[string]*table{}}
+	return &Delta{bucket: bucket, store: store, cfg: cfg, log: log.With("component", "delta"), tables: map[string]*table{},
+		stateRoots: map[string]string{}}
 }
 
 // Close releases nothing: the tables are the lake's objects.

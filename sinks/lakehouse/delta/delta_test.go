@@ -422,3 +422,69 @@ func TestUpgradedTableRefused(t *testing.T) {
 		t.Errorf("commit to an upgraded table: %v", err)
 	}
 }
+
+// TestExpireStateTable: the files a current-state table's versions
+// replaced are deleted once neither the newest RetainLast versions name
+// them nor is the version that replaced them younger than OlderThan; a
+// dataset's table loses nothing.
+func TestExpireStateTable(t *testing.T) {
+	ctx := context.Background()
+	b := memblob.OpenBucket(nil)
+	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	d := delta.New(b, lake.New(b, memory.DefaultAllocator), delta.Config{
+		Root: func(ds string) (string, error) { return ds, nil },
+		Now:  func() time.Time { return now },
+	}, quiet)
+	var files []lakehouse.File
+	for i := range 4 {
+		files = append(files, put(t, b, "_current/x", schemaV1, "s", 0, int64(i*2), 2))
+	}
+	// Versions 0..3 each hold one file, an hour apart.
+	for i, f := range files {
+		now = now.Add(time.Hour)
+		if err := d.SetFiles(ctx, "x__current", lakehouse.FileSet{Location: "_current/x", Keys: []string{f.Key}, Schema: schemaV1,
+			Properties: map[string]string{"v": fmt.Sprint(i)}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	now = now.Add(time.Minute)
+	exists := func() (n int) {
+		for _, f := range files {
+			if ok, _ := b.Exists(ctx, f.Key); ok {
+				n++
+			}
+		}
+		return n
+	}
+	for _, tc := range []struct {
+		exp        lakehouse.Expiry
+		deleted    int
+		filesAfter int
+	}{
+		{lakehouse.Expiry{OlderThan: 24 * time.Hour, RetainLast: 1}, 0, 4},   // every replacement is younger
+		{lakehouse.Expiry{OlderThan: 90 * time.Minute, RetainLast: 1}, 1, 3}, // v0's file, replaced 2 h ago (v2's, 1 h ago, stays)
+		{lakehouse.Expiry{OlderThan: 0, RetainLast: 2}, 1, 2},                // v1's; version 2, kept, names v2's
+		{lakehouse.Expiry{OlderThan: 0, RetainLast: 1}, 1, 1},                // v2's: only version 3 is kept
+	} {
+		got, err := d.Expire(ctx, "x__current", tc.exp)
+		if err != nil || got.Files != tc.deleted || exists() != tc.filesAfter {
+			t.Errorf("%+v: deleted %d (%v), %d files left; want %d deleted, %d left", tc.exp, got.Files, err, exists(), tc.deleted, tc.filesAfter)
+		}
+	}
+	if got, _ := d.Files(ctx, "_current/x"); len(got) != 1 || got[0] != files[3].Key {
+		t.Errorf("the table holds %v, want %s", got, files[3].Key)
+	}
+	// A dataset's table: nothing is deleted.
+	if err := d.Commit(ctx, "y", []lakehouse.File{put(t, b, "y", schemaV1, "s", 0, 0, 2)}, nil, nil); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := d.Expire(ctx, "y", lakehouse.Expiry{RetainLast: 1}); err != nil || got.Files != 0 {
+		t.Errorf("a dataset's table expired %+v (%v)", got, err)
+	}
+	// A new process finds the folder by Config.StateRoot.
+	d2 := delta.New(b, lake.New(b, memory.DefaultAllocator), delta.Config{Root: func(ds string) (string, error) { return ds, nil },
+		StateRoot: func(ds string) (string, error) { return "_current/" + ds, nil }}, quiet)
+	if _, err := d2.Expire(ctx, "x__current", lakehouse.Expiry{RetainLast: 1}); err != nil {
+		t.Error(err)
+	}
+}

@@ -5,7 +5,6 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
-	"maps"
 	"slices"
 	"strconv"
 	"strings"
@@ -103,18 +102,15 @@ type snapshot struct {
 	schema   dataType
 	files    map[string]*addFile
 	removed  map[string]*removeFile
-	txns     map[string]int64
+	// removedAt is the version that removed each file of removed (at
+	// most: the version of the checkpoint it was read from).
+	removedAt map[string]int64
+	txns      map[string]int64
 }
 
 func newSnapshot() *snapshot {
-	return &snapshot{version: -1, files: map[string]*addFile{}, removed: map[string]*removeFile{}, txns: map[string]int64{}}
-}
-
-// clone returns a copy that apply may change without changing s.
-func (s *snapshot) clone() *snapshot {
-	c := *s
-	c.files, c.removed, c.txns = maps.Clone(s.files), maps.Clone(s.removed), maps.Clone(s.txns)
-	return &c
+	return &snapshot{version: -1, files: map[string]*addFile{}, removed: map[string]*removeFile{},
+		removedAt: map[string]int64{}, txns: map[string]int64{}}
 }
 
 // apply applies one version's actions.
@@ -138,11 +134,13 @@ func (s *snapshot) apply(version int64, acts []action) error {
 			path := unescape(f.Path)
 			s.files[path] = &f
 			delete(s.removed, path)
+			delete(s.removedAt, path)
 		case a.Remove != nil:
 			r := *a.Remove
 			path := unescape(r.Path)
 			delete(s.files, path)
 			s.removed[path] = &r
+			s.removedAt[path] = version
 		}
 	}
 	s.version = version

@@ -11,6 +11,7 @@ import (
 
 	"github.com/cdclake/cdclake/sinks/lakehouse"
 	"gocloud.dev/blob"
+	"gocloud.dev/gcerrors"
 )
 
 // SetFiles makes the table at set.Location hold exactly set.Keys, in one
@@ -20,6 +21,9 @@ import (
 // already with the same properties.
 func (d *Delta) SetFiles(ctx context.Context, name string, set lakehouse.FileSet) error {
 	root := strings.Trim(set.Location, "/")
+	d.mu.Lock()
+	d.stateRoots[name] = root // for Expire
+	d.mu.Unlock()
 	t := d.lock(root)
 	defer t.Unlock()
 	adds := map[string]*addFile{}
@@ -119,9 +123,56 @@ func (d *Delta) Compact(ctx context.Context, dataset string, opt lakehouse.Compa
 	return lakehouse.Compacted{}, fmt.Errorf("compacting the delta table of %s: %w", dataset, lakehouse.ErrUnsupported)
 }
 
-// Expire is not offered for Delta tables: ErrUnsupported.
-func (d *Delta) Expire(ctx context.Context, dataset string, exp lakehouse.Expiry) (lakehouse.Expired, error) {
-	return lakehouse.Expired{}, fmt.Errorf("expiring the delta table of %s: %w", dataset, lakehouse.ErrUnsupported)
+// Expire deletes the files of the current-state table name (a dataset's
+// StateSuffix table, which SetFiles sets) that its versions replaced,
+// once no version to keep names them: none of the newest exp.RetainLast,
+// and the version that replaced the file is older than exp.OlderThan.
+// The log keeps every version (reading one whose files are gone fails,
+// as time travel past Iceberg's expiry does). A dataset's own table is
+// left alone: cdclake removes no file from it. Expired.Files counts the
+// files deleted; Snapshots is 0, no version being dropped.
+func (d *Delta) Expire(ctx context.Context, name string, exp lakehouse.Expiry) (lakehouse.Expired, error) {
+	dataset, state := strings.CutSuffix(name, lakehouse.StateSuffix)
+	if !state {
+		return lakehouse.Expired{}, nil
+	}
+	d.mu.Lock()
+	root, ok := d.stateRoots[name]
+	d.mu.Unlock()
+	if !ok && d.cfg.StateRoot != nil {
+		r, err := d.cfg.StateRoot(dataset)
+		if err != nil {
+			return lakehouse.Expired{}, err
+		}
+		root, ok = strings.Trim(r, "/"), true
+	}
+	if !ok {
+		return lakehouse.Expired{}, fmt.Errorf("expiring %s: the folder of its delta table is not known", name)
+	}
+	t := d.lock(root)
+	defer t.Unlock()
+	if err := d.read(ctx, t); err != nil {
+		return lakehouse.Expired{}, err
+	}
+	s := t.snap
+	keep := max(exp.RetainLast, 1)
+	before := d.cfg.Now().Add(-exp.OlderThan).UnixMilli()
+	var out lakehouse.Expired
+	var errs []error
+	for _, p := range sortedKeys(s.removed) {
+		// A file removed at version r is named by the versions before r.
+		if s.files[p] != nil || s.removedAt[p] > s.version-int64(keep)+1 || s.removed[p].DeletionTimestamp > before {
+			continue
+		}
+		err := d.bucket.Delete(ctx, t.root+"/"+p)
+		switch {
+		case err == nil:
+			out.Files++
+		case gcerrors.Code(err) != gcerrors.NotFound:
+			errs = append(errs, err)
+		}
+	}
+	return out, errors.Join(errs...)
 }
 
 // Files returns the keys of the files the table of a dataset holds, for
