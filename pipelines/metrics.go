@@ -198,8 +198,8 @@ var (
 	descAssignedNow = desc("kafka_assigned_partitions", "Partitions assigned to this instance.")
 	descUnclaimed   = desc("kafka_unclaimed_partitions", "Assigned partitions whose state in the lake could not be claimed: "+
 		"they wait, unread, and are claimed again every commit interval.")
-	descCommits = desc("table_commits_total", "Snapshots committed to lakehouse tables, one per table and commit "+
-		"(table_format: iceberg).")
+	descCommits = desc("table_commits_total", "Snapshots (Iceberg) and versions (Delta) committed to lakehouse tables, "+
+		"one per table and commit (table_format: iceberg or delta).")
 	descCommitFiles  = desc("table_commit_files_total", "Files added to lakehouse tables.")
 	descCommitErrors = desc("table_commit_errors_total", "Commits to a lakehouse table that failed (each logged at WARN): "+
 		"the files stay held and are committed again; past sink.retry_for the run fails.")
