@@ -259,6 +259,9 @@ type Delta struct {
 	// ExpireOlderThan (0: at once).
 	ExpireOlderThan Duration `yaml:"expire_older_than"`
 	RetainLast      int      `yaml:"retain_last"`
+	// LogRetention is how long a table's log keeps the versions before a
+	// checkpoint older than it; 0: forever.
+	LogRetention Duration `yaml:"log_retention"`
 }
 
 // Batch bounds memory across all tables.
@@ -315,7 +318,8 @@ var Default = Config{
 			FetchMaxWait: Duration(500 * time.Millisecond)},
 		SchemaRegistry: SchemaRegistry{Timeout: Duration(10 * time.Second), CacheSize: 1024}},
 	Sink: Sink{RetryFor: Duration(10 * time.Minute), Iceberg: Iceberg{CommitInterval: Duration(10 * time.Second), CompactTargetSize: 128 << 20, RetainLast: 10},
-		Delta:   Delta{CommitInterval: Duration(10 * time.Second), CheckpointInterval: 10, ExpireOlderThan: Duration(time.Hour), RetainLast: 10},
+		Delta: Delta{CommitInterval: Duration(10 * time.Second), CheckpointInterval: 10, ExpireOlderThan: Duration(time.Hour), RetainLast: 10,
+			LogRetention: Duration(30 * 24 * time.Hour)},
 		Current: Current{Buckets: 16}},
 	Batch: Batch{MaxBufferedBytes: 256 << 20, MaxOpenFiles: 8192},
 	Defaults: Route{Path: "{table}/date={date}", Layout: "images", MaxRows: 1_000_000, MaxBytes: 128 << 20,
@@ -508,6 +512,9 @@ func (c *Config) Validate() error {
 	}
 	if c.Sink.Delta.RetainLast < 1 {
 		bad("sink.delta.retain_last", "must be ≥ 1")
+	}
+	if c.Sink.Delta.LogRetention < 0 {
+		bad("sink.delta.log_retention", "must not be negative")
 	}
 	c.validateCurrent(bad)
 	return errors.Join(errs...)

@@ -119,6 +119,7 @@ func (p *Plan) openCatalog(ctx context.Context, bucket *blob.Bucket, store delta
 				return current.DefaultInto(r), err
 			},
 			CheckpointInterval: p.cfg.Sink.Delta.CheckpointInterval,
+			LogRetention:       time.Duration(p.cfg.Sink.Delta.LogRetention),
 		}, log)
 	}
 	return f, nil

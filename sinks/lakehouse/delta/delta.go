@@ -78,6 +78,10 @@ type Config struct {
 	// CheckpointInterval is the number of versions between checkpoints
 	// (default 10, as Delta's delta.checkpointInterval).
 	CheckpointInterval int
+	// LogRetention is how long the log files of the versions before a
+	// checkpoint are kept once that checkpoint's own commit is older than
+	// it (Delta's delta.logRetentionDuration); 0: forever.
+	LogRetention time.Duration
 	// Engine names the writer in each commit's commitInfo.
 	Engine string
 	// Now is the clock of commitInfo and txn timestamps (default
@@ -416,6 +420,9 @@ func (d *Delta) commit(ctx context.Context, t *table, op string, plan func(*snap
 			if err := d.checkpoint(ctx, t); err != nil {
 				d.log.Warn("writing a delta checkpoint failed; readers replay the commits, and the next interval writes one",
 					"table", t.root, "version", v, "err", err)
+			} else if err := d.cleanLog(ctx, t.root); err != nil {
+				d.log.Warn("deleting a delta table's old log files failed; the next checkpoint tries again",
+					"table", t.root, "err", err)
 			}
 		}
 		return nil
@@ -438,6 +445,59 @@ func (d *Delta) checkpoint(ctx context.Context, t *table) error {
 	}
 	last, _ := json.Marshal(lastCheckpoint{Version: t.snap.version, Size: int64(len(acts))})
 	return d.store.WriteObject(ctx, lastCheckpointKey(t.root), last, "application/json")
+}
+
+// cleanLog deletes the log files (commits and checkpoints) of the versions
+// before the newest checkpoint whose own commit is older than the log
+// retention: readers start from that checkpoint, and time travel reaches
+// back to it.
+func (d *Delta) cleanLog(ctx context.Context, root string) error {
+	if d.cfg.LogRetention <= 0 {
+		return nil
+	}
+	cutoff := d.cfg.Now().Add(-d.cfg.LogRetention)
+	type entry struct {
+		key     string
+		version int64
+	}
+	var all []entry
+	commitAt := map[int64]time.Time{}
+	var checkpoints []int64
+	it := d.bucket.List(&blob.ListOptions{Prefix: root + "/_delta_log/"})
+	for {
+		obj, err := it.Next(ctx)
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			return err
+		}
+		v, cp, ok := logVersion(path.Base(obj.Key))
+		if !ok {
+			continue
+		}
+		all = append(all, entry{obj.Key, v})
+		if cp {
+			checkpoints = append(checkpoints, v)
+		} else {
+			commitAt[v] = obj.ModTime
+		}
+	}
+	from := int64(-1)
+	for _, cp := range checkpoints {
+		if at, ok := commitAt[cp]; ok && at.Before(cutoff) {
+			from = max(from, cp)
+		}
+	}
+	var errs []error
+	for _, e := range all {
+		if e.version < from {
+			if err := d.bucket.Delete(ctx, e.key); err != nil && gcerrors.Code(err) != gcerrors.NotFound {
+				errs = append(errs, err)
+			}
+		}
+	}
+	return errors.Join(errs...)
 }
 
 // read brings t's snapshot up to the table's newest version: from its

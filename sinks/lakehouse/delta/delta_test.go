@@ -488,3 +488,48 @@ func TestExpireStateTable(t *testing.T) {
 		t.Error(err)
 	}
 }
+
+// TestLogCleanup: once a checkpoint's commit is older than the log
+// retention, the log files of the versions before it are deleted at the
+// next checkpoint; a new reader reads the same table from what is left.
+func TestLogCleanup(t *testing.T) {
+	ctx := context.Background()
+	b := memblob.OpenBucket(nil)
+	d := delta.New(b, lake.New(b, memory.DefaultAllocator), delta.Config{
+		Root: func(ds string) (string, error) { return ds, nil }, CheckpointInterval: 5, LogRetention: time.Nanosecond,
+	}, quiet)
+	p := lakehouse.Partition{Source: "s"}
+	for i := range 12 {
+		f := put(t, b, "x", schemaV1, "s", 0, int64(i), 1)
+		if err := d.Commit(ctx, "x", []lakehouse.File{f}, map[lakehouse.Partition]int64{p: int64(i + 1)}, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Checkpoints at 5 and 10: at 10, its own commit is older than the
+	// retention already, so every version before 10 goes.
+	logs := logKeys(t, b, "x")
+	want := []string{"00000000000000000010.checkpoint.parquet", "00000000000000000010.json", "00000000000000000011.json", "_last_checkpoint"}
+	if !slices.Equal(logs, want) {
+		t.Errorf("log %v,\nwant %v", logs, want)
+	}
+	r := open(b, 5)
+	if offs, err := r.Offsets(ctx, "x"); err != nil || offs[p] != 12 {
+		t.Errorf("offsets %v (%v), want 12", offs, err)
+	}
+	if files, err := r.Files(ctx, "x"); err != nil || len(files) != 12 {
+		t.Errorf("%d files (%v), want 12", len(files), err)
+	}
+	// Within the retention, every version's log stays.
+	keep := delta.New(b, lake.New(b, memory.DefaultAllocator), delta.Config{
+		Root: func(ds string) (string, error) { return ds, nil }, CheckpointInterval: 5, LogRetention: time.Hour,
+	}, quiet)
+	for i := range 11 {
+		f := put(t, b, "y", schemaV1, "s", 0, int64(i), 1)
+		if err := keep.Commit(ctx, "y", []lakehouse.File{f}, nil, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if logs := logKeys(t, b, "y"); len(logs) != 11+2+1 {
+		t.Errorf("log %v, want 11 commits, 2 checkpoints and _last_checkpoint", logs)
+	}
+}
