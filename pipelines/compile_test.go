@@ -55,3 +55,25 @@ func TestCompileCompressionLevel(t *testing.T) {
 		}
 	}
 }
+
+// TestCompileDeltaPaths: a Delta table is the folder of its files, so a
+// route committed to Delta must have a path that begins with {table}/.
+func TestCompileDeltaPaths(t *testing.T) {
+	for path, ok := range map[string]bool{
+		"{table}/date={date}": true, "{table}": true, "{table}/{yyyy}/{mm}": true,
+		"{date}/{table}": false, "{table}_{date}": false, "lake/{table}/{date}": false,
+	} {
+		cfg, err := config.Load("")
+		if err != nil {
+			t.Fatal(err)
+		}
+		cfg.Defaults.Path, cfg.Defaults.TableFormat = path, "delta"
+		_, err = Compile(cfg)
+		switch {
+		case ok && err != nil:
+			t.Errorf("%q: %v", path, err)
+		case !ok && (err == nil || !strings.Contains(err.Error(), "must begin with {table}/")):
+			t.Errorf("%q: error %v, want the path refused", path, err)
+		}
+	}
+}

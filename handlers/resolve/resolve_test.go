@@ -360,3 +360,40 @@ func TestRestoreKeepsVersionNumbers(t *testing.T) {
 		t.Errorf("a new shape after the restore: version %d, want 3", v3.Version)
 	}
 }
+
+// TestTextForDelta: with TimeAsText a time of day lands as text (its
+// unit's count as HH:MM:SS.fraction), and with NullAsText an inferred
+// column first seen NULL lands as text that takes any later value, with
+// no new version; a types: string override does the first in any route.
+func TestTextForDelta(t *testing.T) {
+	dbz, _ := debezium.New(debezium.Options{})
+	str, _ := schema.ParseType("string")
+	opts := map[string]*resolve.TableOptions{
+		"s.public.t": {TimeAsText: true, NullAsText: true},
+		"s.public.u": {Overrides: map[string]schema.Type{"clock": str}},
+		"s.public.v": {NullAsText: true},
+	}
+	r := newResolver(opts)
+	clock := `{"type":"int64","optional":true,"name":"io.debezium.time.MicroTime","field":"clock"}`
+	for _, table := range []string{"t", "u"} {
+		msg := strings.ReplaceAll(connectMsg(`{"type":"int32","field":"id"},`+clock, `{"id":1,"clock":45296789012}`), "s.public.t", "s.public."+table)
+		msg = strings.Replace(msg, `"table":"t"`, `"table":"`+table+`"`, 1)
+		tb := resolveOK(t, r, decoded(t, dbz, msg), dbz)
+		if got := columns(tb); got != "id:int32 clock:string/e8" || tb.Columns[1].Type.Enc != schema.EncDuration {
+			t.Errorf("s.public.%s: %s (enc %v), want clock as duration text", table, got, tb.Columns[1].Type.Enc)
+		}
+	}
+	if got := string(schema.AppendDuration(nil, 45296789012, schema.Micros)); got != "12:34:56.789012" {
+		t.Errorf("the text of 45296789012 µs: %s", got)
+	}
+	msg := func(after string) *change.Change {
+		return decoded(t, dbz, `{"op":"c","after":`+after+`,"source":{"db":"s","schema":"public","table":"v"}}`)
+	}
+	t1 := resolveOK(t, r, msg(`{"id":1,"note":null}`), dbz)
+	if got := columns(t1); got != "id:int64 note:string/e5" {
+		t.Fatalf("first NULL: %s", got)
+	}
+	if t2 := resolveOK(t, r, msg(`{"id":2,"note":7}`), dbz); t2 != t1 {
+		t.Errorf("a later number made version %d: %s", t2.Version, columns(t2))
+	}
+}
