@@ -31,25 +31,12 @@ import os
 import sys
 from urllib.parse import unquote
 
-import pyarrow as pa
 from deltalake import DeltaTable
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from current_iceberg import files_table  # noqa: E402
+from deltalog import txns  # noqa: E402
 from iceberg import compare, lake_table, last_offsets, same  # noqa: E402  (the same row comparison)
-
-
-def txns(root, version):
-    """The offsets the table records as of a version, from its log's
-    commits (cdclake never removes them)."""
-    out = {}
-    for v in range(version + 1):
-        with open(os.path.join(root, "_delta_log", f"{v:020d}.json")) as f:
-            for line in f:
-                a = json.loads(line)
-                if "txn" in a and a["txn"]["appId"].startswith("cdclake.offset."):
-                    out[a["txn"]["appId"]] = a["txn"]["version"]
-    return out
 
 
 def main():

@@ -30,6 +30,9 @@ from collections import Counter
 from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from deltalog import txns  # noqa: E402
+
 LOCAL = {"spark.driver.memory": "1g", "spark.ui.enabled": "false", "spark.ui.showConsoleProgress": "false",
          "spark.driver.bindAddress": "127.0.0.1", "spark.driver.host": "127.0.0.1",
          "spark.sql.session.timeZone": "UTC", "spark.sql.shuffle.partitions": "4",
@@ -52,17 +55,6 @@ def session(jars_dir):
 
 def keys(df):
     return Counter(tuple(r) for r in df.select(*KEY).collect())
-
-
-def txns(root, version):
-    out = {}
-    for v in range(version + 1):
-        with open(os.path.join(root, "_delta_log", f"{v:020d}.json")) as f:
-            for line in f:
-                a = json.loads(line)
-                if "txn" in a and a["txn"]["appId"].startswith("cdclake.offset."):
-                    out[a["txn"]["appId"]] = a["txn"]["version"]
-    return out
 
 
 def main():
