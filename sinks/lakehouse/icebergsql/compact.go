@@ -2,8 +2,6 @@ package icebergsql
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"path"
@@ -11,18 +9,12 @@ import (
 	"strings"
 	"time"
 
-	"github.com/apache/arrow-go/v18/arrow"
-	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/memory"
-	"github.com/apache/arrow-go/v18/parquet/file"
-	"github.com/apache/arrow-go/v18/parquet/pqarrow"
 	"github.com/apache/iceberg-go"
 	icebergio "github.com/apache/iceberg-go/io"
 	"github.com/apache/iceberg-go/table"
-	"github.com/cdclake/cdclake/internal/arrowmerge"
-	"github.com/cdclake/cdclake/sinks"
 	"github.com/cdclake/cdclake/sinks/lakehouse"
-	"github.com/cdclake/cdclake/sinks/parquet"
+	"github.com/cdclake/cdclake/sinks/lakehouse/rewrite"
 )
 
 // CompactedPrefix is where compacted files go, under the warehouse: out of
@@ -99,13 +91,13 @@ func (c *Iceberg) compact(ctx context.Context, l *tableLock, dataset string, opt
 	}
 	var remove, add []string
 	for _, g := range groups {
-		for _, bin := range bins(g, opt.TargetBytes) {
+		for _, bin := range rewrite.Bins(g, func(f dataFile) int64 { return f.size }, opt.TargetBytes) {
 			if len(bin) < opt.MinFiles {
 				continue
 			}
 			key := compactedKey(dataset, bin)
-			rows, size, err := rewrite(ctx, fs, wfs, c.location(key), bin, opt)
-			if errors.Is(err, arrowmerge.ErrNoMerge) {
+			rows, size, err := rewriteBin(ctx, fs, wfs, c.location(key), bin, opt)
+			if errors.Is(err, rewrite.ErrNoMerge) {
 				c.log.Warn("files not compacted: their schemas do not merge", "table", dataset, "first", bin[0].key, "err", err)
 				done.Skipped++
 				continue
@@ -218,141 +210,53 @@ func partitionKey(df iceberg.DataFile) string {
 	return b.String()
 }
 
-// bins cuts a partition's files, in order, into runs of about target
-// bytes: a run ends with the file that brings it to target.
-func bins(files []dataFile, target int64) [][]dataFile {
-	var out [][]dataFile
-	var cur []dataFile
-	var size int64
-	for _, f := range files {
-		cur = append(cur, f)
-		size += f.size
-		if size >= target {
-			out = append(out, cur)
-			cur, size = nil, 0
-		}
-	}
-	if len(cur) > 0 {
-		out = append(out, cur)
-	}
-	return out
-}
-
 // compactedKey is the key of the file that replaces bin: under
 // CompactedPrefix, in its first file's directory within the dataset, named
 // after the keys it replaces, so that compacting the same files again
 // (after a failed commit) writes the same file.
 func compactedKey(dataset string, bin []dataFile) string {
-	h := sha256.New()
-	for _, f := range bin {
-		h.Write([]byte(f.key))
-		h.Write([]byte{'\n'})
+	keys := make([]string, len(bin))
+	for i, f := range bin {
+		keys[i] = f.key
 	}
 	dir := path.Dir(bin[0].key)
 	if rest, ok := strings.CutPrefix(bin[0].key, CompactedPrefix); ok {
 		dir = path.Dir(rest)
 	}
 	dir = strings.TrimPrefix(strings.TrimPrefix(dir, dataset), "/")
-	return path.Join(CompactedPrefix+dataset, dir, "compacted-"+hex.EncodeToString(h.Sum(nil))[:20]+".parquet")
+	return path.Join(CompactedPrefix+dataset, dir, rewrite.Name(keys))
 }
 
-// rewrite writes the rows of bin, in order, to the file at location, under
-// the schema that merges theirs; it returns its rows and size.
-func rewrite(ctx context.Context, fs icebergio.IO, wfs icebergio.WriteFileIO, location string, bin []dataFile, opt lakehouse.Compaction) (int64, int64, error) {
-	mem := memory.DefaultAllocator
-	var tables []arrow.Table
+// rewriteBin writes the rows of bin, in order, to the file at location,
+// under the schema that merges theirs; it returns its rows and size.
+func rewriteBin(ctx context.Context, fs icebergio.IO, wfs icebergio.WriteFileIO, location string, bin []dataFile, opt lakehouse.Compaction) (int64, int64, error) {
+	var in []rewrite.Input
 	defer func() {
-		for _, t := range tables {
-			t.Release()
+		for _, f := range in {
+			f.R.(icebergio.File).Close()
 		}
 	}()
 	for _, f := range bin {
-		t, err := readTable(ctx, fs, f.path, mem)
+		r, err := fs.Open(f.path)
 		if err != nil {
-			return 0, 0, err
+			return 0, 0, fmt.Errorf("opening %s: %w", f.path, err)
 		}
-		tables = append(tables, t)
-	}
-	target := tables[0].Schema()
-	for _, t := range tables[1:] {
-		var ok bool
-		if target, ok = arrowmerge.Schemas(target, t.Schema()); !ok {
-			return 0, 0, fmt.Errorf("%w: %s and %s", arrowmerge.ErrNoMerge, tables[0].Schema(), t.Schema())
-		}
-	}
-	target = arrowmerge.WithoutFieldIDs(target)
-	var parts []sinks.Part
-	defer func() {
-		for _, p := range parts {
-			p.Record.Release()
-		}
-	}()
-	var rows int64
-	for _, t := range tables {
-		tr := array.NewTableReader(t, 1<<16)
-		for tr.Next() {
-			rec, err := arrowmerge.Record(tr.RecordBatch(), target, mem)
-			if err != nil {
-				tr.Release()
-				return 0, 0, err
-			}
-			parts = append(parts, sinks.Part{Record: rec, Ranges: [][2]int{{0, int(rec.NumRows())}}})
-			rows += rec.NumRows()
-		}
-		err := tr.Err()
-		tr.Release()
-		if err != nil {
-			return 0, 0, err
-		}
+		in = append(in, rewrite.Input{Name: f.path, R: r})
 	}
 	w, err := wfs.Create(location)
 	if err != nil {
 		return 0, 0, fmt.Errorf("creating %s: %w", location, err)
 	}
-	cw := &countingWriter{w: w}
-	popt := parquet.Options{Compression: opt.Compression, Level: opt.Level, RowGroupRows: opt.RowGroupRows}
-	if err := parquet.WriteParts(cw, parts, popt, mem); err != nil {
+	done, err := rewrite.Files(ctx, w, in, rewrite.Options{Compression: opt.Compression, Level: opt.Level, RowGroupRows: opt.RowGroupRows},
+		memory.DefaultAllocator)
+	if err != nil {
 		w.Close()
 		return 0, 0, fmt.Errorf("writing %s: %w", location, err)
 	}
 	if err := w.Close(); err != nil {
 		return 0, 0, fmt.Errorf("writing %s: %w", location, err)
 	}
-	return rows, cw.n, nil
-}
-
-type countingWriter struct {
-	w interface{ Write([]byte) (int, error) }
-	n int64
-}
-
-func (c *countingWriter) Write(p []byte) (int, error) {
-	n, err := c.w.Write(p)
-	c.n += int64(n)
-	return n, err
-}
-
-// readTable reads a Parquet file whole, with the Arrow schema it stores.
-func readTable(ctx context.Context, fs icebergio.IO, location string, mem memory.Allocator) (arrow.Table, error) {
-	f, err := fs.Open(location)
-	if err != nil {
-		return nil, fmt.Errorf("opening %s: %w", location, err)
-	}
-	defer f.Close()
-	pr, err := file.NewParquetReader(f)
-	if err != nil {
-		return nil, fmt.Errorf("reading %s: %w", location, err)
-	}
-	defer pr.Close()
-	fr, err := pqarrow.NewFileReader(pr, pqarrow.ArrowReadProperties{BatchSize: 1 << 16}, mem)
-	if err != nil {
-		return nil, fmt.Errorf("reading %s: %w", location, err)
-	}
-	t, err := fr.ReadTable(ctx)
-	if err != nil {
-		return nil, fmt.Errorf("reading %s: %w", location, err)
-	}
-	return t, nil
+	return done.Rows, done.Bytes, nil
 }
 
 // Datasets returns the datasets of the catalog's tables under the
