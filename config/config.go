@@ -253,8 +253,14 @@ type Delta struct {
 	// CheckpointInterval is the number of versions between a table's
 	// checkpoints.
 	CheckpointInterval int `yaml:"checkpoint_interval"`
-	// ExpireOlderThan and RetainLast say when a current-state table's
-	// replaced files are deleted: once the newest RetainLast versions do
+	// CompactInterval is how often a run compacts the tables it commits
+	// to (cdclake compact); 0: never.
+	CompactInterval Duration `yaml:"compact_interval"`
+	// CompactTargetSize is the size compacted files aim at.
+	CompactTargetSize Size `yaml:"compact_target_size"`
+	// ExpireOlderThan and RetainLast say when the files cdclake wrote for
+	// a table and its versions replaced (a current-state table's, a
+	// compaction's) are deleted: once the newest RetainLast versions do
 	// not name them and they were replaced longer ago than
 	// ExpireOlderThan (0: at once).
 	ExpireOlderThan Duration `yaml:"expire_older_than"`
@@ -318,7 +324,7 @@ var Default = Config{
 			FetchMaxWait: Duration(500 * time.Millisecond)},
 		SchemaRegistry: SchemaRegistry{Timeout: Duration(10 * time.Second), CacheSize: 1024}},
 	Sink: Sink{RetryFor: Duration(10 * time.Minute), Iceberg: Iceberg{CommitInterval: Duration(10 * time.Second), CompactTargetSize: 128 << 20, RetainLast: 10},
-		Delta: Delta{CommitInterval: Duration(10 * time.Second), CheckpointInterval: 10, ExpireOlderThan: Duration(time.Hour), RetainLast: 10,
+		Delta: Delta{CommitInterval: Duration(10 * time.Second), CheckpointInterval: 10, CompactTargetSize: 128 << 20, ExpireOlderThan: Duration(time.Hour), RetainLast: 10,
 			LogRetention: Duration(30 * 24 * time.Hour)},
 		Current: Current{Buckets: 16}},
 	Batch: Batch{MaxBufferedBytes: 256 << 20, MaxOpenFiles: 8192},
@@ -404,6 +410,7 @@ func merge(def, c Config) Config {
 	out.Sink.Delta.CommitInterval = cmp.Or(out.Sink.Delta.CommitInterval, def.Sink.Delta.CommitInterval)
 	out.Sink.Delta.CheckpointInterval = cmp.Or(out.Sink.Delta.CheckpointInterval, def.Sink.Delta.CheckpointInterval)
 	out.Sink.Delta.RetainLast = cmp.Or(out.Sink.Delta.RetainLast, def.Sink.Delta.RetainLast)
+	out.Sink.Delta.CompactTargetSize = cmp.Or(out.Sink.Delta.CompactTargetSize, def.Sink.Delta.CompactTargetSize)
 	out.Sink.Current.Buckets = cmp.Or(out.Sink.Current.Buckets, def.Sink.Current.Buckets)
 	o, do := &out.Observability, def.Observability
 	o.TableLabels = cmp.Or(o.TableLabels, do.TableLabels)
@@ -506,6 +513,12 @@ func (c *Config) Validate() error {
 	}
 	if c.Sink.Delta.CheckpointInterval < 1 {
 		bad("sink.delta.checkpoint_interval", "must be ≥ 1")
+	}
+	if c.Sink.Delta.CompactInterval < 0 {
+		bad("sink.delta.compact_interval", "must not be negative")
+	}
+	if c.Sink.Delta.CompactTargetSize <= 0 {
+		bad("sink.delta.compact_target_size", "must be positive")
 	}
 	if c.Sink.Delta.ExpireOlderThan < 0 {
 		bad("sink.delta.expire_older_than", "must not be negative")

@@ -69,13 +69,11 @@ type committer struct {
 	// claimed a partition (state.Journal.Check); asked for each partition
 	// with files in a commit round, before it.
 	owns func(ctx context.Context, source string, part int32) error
-	// compactEvery, when positive, is how often the tables this run
-	// committed to are compacted (compaction: each table's settings).
+	// compactEvery, when positive, is how often the compaction loop
+	// looks for tables due (the shortest of their intervals); maintain
+	// says how each table is compacted, and how often.
 	compactEvery time.Duration
-	compaction   func(table string) lakehouse.Compaction
-	// expiry, when set, is what each compaction also expires, of the
-	// table and of its current-state table.
-	expiry *lakehouse.Expiry
+	maintain     func(table string) maintenance
 	// committedTo are the tables this run committed files to.
 	committedTo map[string]bool
 	// failing is, per table whose commits fail, when they started to.
@@ -178,60 +176,86 @@ func (c *committer) run(ctx context.Context, fail func(error) error) {
 	}
 }
 
-// compactLoop compacts the tables this run committed to every
-// compactEvery, one after the other, until ctx ends. Compaction runs
-// beside the commits (the catalog serializes a table's, and one that
-// another overtook is tried again); a table that cannot be compacted is
-// logged at WARN and counted, and landing goes on.
+// maintenance is how a run compacts a table: how often (0: never), with
+// what settings, and what each compaction also expires of the table and
+// of its current-state table (nil: nothing).
+type maintenance struct {
+	every      time.Duration
+	compaction lakehouse.Compaction
+	expiry     *lakehouse.Expiry
+}
+
+// compactLoop compacts the tables this run committed to, each every its
+// maintenance interval, one after the other, until ctx ends. Compaction
+// runs beside the commits (the catalog serializes a table's, and one
+// that another overtook is tried again); a table that cannot be
+// compacted is logged at WARN and counted, and landing goes on.
 func (c *committer) compactLoop(ctx context.Context) {
+	start := time.Now()
+	last := map[string]time.Time{} // each table's last compaction
 	every(ctx, c.compactEvery, func() {
 		c.mu.Lock()
 		tables := slices.Sorted(maps.Keys(c.committedTo))
 		c.mu.Unlock()
 		for _, table := range tables {
-			done, err := c.ice.Compact(ctx, table, c.compaction(table))
-			if errors.Is(err, lakehouse.ErrUnsupported) {
-				continue // a Delta table: not compacted by cdclake
+			m := c.maintain(table)
+			since, ok := last[table]
+			if !ok {
+				since = start
 			}
-			if ctx.Err() != nil {
-				return
-			}
-			c.mu.Lock()
-			c.compacted += int64(done.Replaced)
-			if err != nil {
-				c.compactErrors++
-			}
-			c.mu.Unlock()
-			switch {
-			case err != nil:
-				c.log.Warn("compacting a lakehouse table failed; it is compacted again next time", "table", table, "err", err)
-			case done.Written > 0:
-				c.log.Info("lakehouse table compacted", "table", table, "replaced", done.Replaced, "written", done.Written,
-					"rows", done.Rows)
-			}
-			if c.expiry == nil {
+			// A tenth of slack: the ticks of an equal interval are due.
+			if m.every <= 0 || time.Since(since) < m.every-m.every/10 {
 				continue
 			}
-			for _, name := range []string{table, table + lakehouse.StateSuffix} {
-				exp, err := c.ice.Expire(ctx, name, *c.expiry)
-				if ctx.Err() != nil {
-					return
-				}
-				c.mu.Lock()
-				c.expired += int64(exp.Snapshots)
-				if err != nil {
-					c.compactErrors++
-				}
-				c.mu.Unlock()
-				if err != nil {
-					c.log.Warn("expiring a lakehouse table's snapshots failed; they are expired next time", "table", name, "err", err)
-				}
+			last[table] = time.Now()
+			c.compactTable(ctx, table, m)
+			if ctx.Err() != nil {
+				return
 			}
 		}
 	})
 }
 
-// every runs f every d until ctx ends.
+// compactTable compacts a table, then expires it and its current-state
+// table as m says.
+func (c *committer) compactTable(ctx context.Context, table string, m maintenance) {
+	done, err := c.ice.Compact(ctx, table, m.compaction)
+	if ctx.Err() != nil {
+		return
+	}
+	c.mu.Lock()
+	c.compacted += int64(done.Replaced)
+	if err != nil {
+		c.compactErrors++
+	}
+	c.mu.Unlock()
+	switch {
+	case err != nil:
+		c.log.Warn("compacting a lakehouse table failed; it is compacted again next time", "table", table, "err", err)
+	case done.Written > 0:
+		c.log.Info("lakehouse table compacted", "table", table, "replaced", done.Replaced, "written", done.Written,
+			"rows", done.Rows)
+	}
+	if m.expiry == nil {
+		return
+	}
+	for _, name := range []string{table, table + lakehouse.StateSuffix} {
+		exp, err := c.ice.Expire(ctx, name, *m.expiry)
+		if ctx.Err() != nil {
+			return
+		}
+		c.mu.Lock()
+		c.expired += int64(exp.Snapshots)
+		if err != nil {
+			c.compactErrors++
+		}
+		c.mu.Unlock()
+		if err != nil {
+			c.log.Warn("expiring a lakehouse table's snapshots failed; they are expired next time", "table", name, "err", err)
+		}
+	}
+}
+
 func every(ctx context.Context, d time.Duration, f func()) {
 	t := time.NewTicker(d)
 	defer t.Stop()

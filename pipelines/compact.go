@@ -39,14 +39,16 @@ type Maintenance struct {
 // empty: every table the catalog holds) into files of about
 // m.TargetBytes, in one snapshot per table, with each table's route's
 // Parquet settings (lakehouse.Compaction), then expires their old
-// snapshots if m says so, and those of their current-state tables. It starts the committer process as a run does;
-// landing may go on meanwhile. It returns what it did, table by table, and
-// the errors of the tables it could not maintain.
-func (s *Setup) Compact(ctx context.Context, tables []string, m Maintenance, log *slog.Logger) ([]TableCompaction, error) {
-	if s.Plan == nil || s.Plan.iceberg == nil {
-		return nil, errors.New("no route has table_format iceberg: there is no table to compact")
+// snapshots if m says so, and those of their current-state tables. It
+// opens the catalogs as a run does (Iceberg's committer process, the
+// Delta tables in the lake in bucket); landing may go on meanwhile. It
+// returns what it did, table by table, and the errors of the tables it
+// could not maintain.
+func (s *Setup) Compact(ctx context.Context, bucket *blob.Bucket, tables []string, m Maintenance, log *slog.Logger) ([]TableCompaction, error) {
+	if s.Plan == nil || !s.Plan.Commits() {
+		return nil, errors.New("no route has table_format iceberg or delta: there is no table to compact")
 	}
-	cat, err := s.Plan.startCatalog(ctx, nil, log)
+	cat, err := s.Plan.startCatalog(ctx, bucket, log)
 	if err != nil {
 		return nil, err
 	}
@@ -123,6 +125,44 @@ func (p *Plan) openCatalog(ctx context.Context, bucket *blob.Bucket, store delta
 		}, log)
 	}
 	return f, nil
+}
+
+// maintenance returns how a run compacts each table (its format's
+// settings, its route's Parquet settings), and how often the compaction
+// loop looks for tables due: the shortest interval of the table formats
+// its routes use (0: none compacts).
+func (p *Plan) maintenance() (time.Duration, func(table string) maintenance) {
+	ice, dl := p.cfg.Sink.Iceberg, p.cfg.Sink.Delta
+	var used []time.Duration
+	if p.iceberg != nil {
+		used = append(used, time.Duration(ice.CompactInterval))
+	}
+	if p.delta {
+		used = append(used, time.Duration(dl.CompactInterval))
+	}
+	var tick time.Duration
+	for _, every := range used {
+		if every > 0 && (tick == 0 || every < tick) {
+			tick = every
+		}
+	}
+	return tick, func(table string) maintenance {
+		w := p.BatchConfig(table).Write
+		comp := lakehouse.Compaction{MinFiles: 2, Compression: w.Compression, Level: w.CompressionLevel, RowGroupRows: w.RowGroupRows}
+		if p.TableFormat(table) == "delta" {
+			comp.TargetBytes = int64(dl.CompactTargetSize)
+			// Versions are never dropped: the files compactions replaced
+			// are, as the current-state tables' are after each build.
+			return maintenance{every: time.Duration(dl.CompactInterval), compaction: comp,
+				expiry: &lakehouse.Expiry{OlderThan: time.Duration(dl.ExpireOlderThan), RetainLast: dl.RetainLast}}
+		}
+		comp.TargetBytes = int64(ice.CompactTargetSize)
+		m := maintenance{every: time.Duration(ice.CompactInterval), compaction: comp}
+		if older := time.Duration(ice.ExpireOlderThan); older > 0 {
+			m.expiry = &lakehouse.Expiry{OlderThan: older, RetainLast: ice.RetainLast}
+		}
+		return m
+	}
 }
 
 // commitInterval is how often a run commits: the shortest interval of the

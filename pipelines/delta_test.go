@@ -78,3 +78,35 @@ func TestDeltaCheckpointsWhileLanding(t *testing.T) {
 		t.Errorf("no table was checkpointed: %s", out)
 	}
 }
+
+// TestDeltaCompactsWhileLanding: with sink.delta.compact_interval, a run
+// compacts the Delta tables it commits to as it lands, and expires the
+// compacted files later compactions replaced: every version reads as its
+// files, each compaction as its parent's rows (delta.py), and no row lands
+// twice.
+func TestDeltaCompactsWhileLanding(t *testing.T) {
+	py := pyenv.Python(t, "read the tables with delta-rs")
+	broker := kafkatest.Cluster(t)
+	topic := kafkatest.TopicFormat(t, broker, 3, 1500, 7, gen.Debezium)
+	dir := t.TempDir()
+	compact := func(cfg *config.Config) {
+		asDelta(cfg)
+		cfg.Source.BlockLines = 50 // a run of several compactions
+		cfg.Sink.Delta.CompactInterval = config.Duration(300 * time.Millisecond)
+		cfg.Sink.Delta.CompactTargetSize = 1 << 20
+		cfg.Sink.Delta.ExpireOlderThan = 0
+		cfg.Sink.Delta.RetainLast = 1
+	}
+	slow := pipelines.WithBatchFault(func() { time.Sleep(100 * time.Millisecond) })
+	if err := landIcebergWith(t, broker, topic, dir, compact, slow); err != nil {
+		t.Fatal(err)
+	}
+	out := checkDelta(t, py, dir, "--rows-of", "6")
+	if !strings.Contains(out, " compactions") || !strings.Contains(out, "versions with expired compacted files") {
+		t.Errorf("no compaction, or none expired, was read back: %s", out)
+	}
+	compacted, _ := filepath.Glob(filepath.Join(dir, "lake", "*", "_compacted", "*", "*.parquet"))
+	if len(compacted) == 0 {
+		t.Error("no compacted file is left")
+	}
+}

@@ -204,7 +204,7 @@ var (
 	descCommitErrors = desc("table_commit_errors_total", "Commits to a lakehouse table that failed (each logged at WARN): "+
 		"the files stay held and are committed again; past sink.retry_for the run fails.")
 	descCompacted = desc("table_compacted_files_total", "Files of lakehouse tables that the run's compaction "+
-		"(sink.iceberg.compact_interval) rewrote into larger ones.")
+		"(sink.iceberg.compact_interval, sink.delta.compact_interval) rewrote into larger ones.")
 	descCompactErrors = desc("table_compact_errors_total", "Compactions and snapshot expiries of a lakehouse table that failed "+
 		"(each logged at WARN); landing goes on, and the table is compacted again next time.")
 	descExpired = desc("table_expired_snapshots_total", "Snapshots of lakehouse tables that the run's expiry "+

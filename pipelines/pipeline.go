@@ -309,15 +309,7 @@ func New(plan *Plan, src source.Source, bucket *blob.Bucket, log *slog.Logger, o
 		}
 		p.commits = newCommitter(ice, b, log, plan.commitInterval(), time.Duration(cfg.Sink.RetryFor))
 		p.commits.fault = o.commitFault
-		p.commits.compactEvery = time.Duration(cfg.Sink.Iceberg.CompactInterval)
-		if older := time.Duration(cfg.Sink.Iceberg.ExpireOlderThan); older > 0 {
-			p.commits.expiry = &lakehouse.Expiry{OlderThan: older, RetainLast: cfg.Sink.Iceberg.RetainLast}
-		}
-		p.commits.compaction = func(table string) lakehouse.Compaction {
-			w := plan.BatchConfig(table).Write
-			return lakehouse.Compaction{TargetBytes: int64(cfg.Sink.Iceberg.CompactTargetSize), MinFiles: 2,
-				Compression: w.Compression, Level: w.CompressionLevel, RowGroupRows: w.RowGroupRows}
-		}
+		p.commits.compactEvery, p.commits.maintain = plan.maintenance()
 		p.commits.granularity = func(table string) string { return plan.BatchConfig(table).Path.Granularity() }
 		if p.current != nil {
 			p.current.sb.cat = ice // the state of a table committed to Iceberg is an Iceberg table too

@@ -80,7 +80,7 @@ func init() {
 		{"validate", "check a config as run would, reporting every problem with its key path",
 			"cdclake validate [--config] FILE [--check-connections] [--source URL] [--sink URL]",
 			"cdclake validate cdclake.yaml --check-connections", validateCmd},
-		{"compact", "rewrite the small files of the Iceberg tables into larger ones, in one snapshot per table",
+		{"compact", "rewrite the small files of the Iceberg and Delta tables into larger ones, in one snapshot (version) per table",
 			"cdclake compact [--config FILE] [--sink URL] [--table NAME]... [--target-size BYTES] [--min-files N] [--expire-older-than DURATION] [--retain-last N]",
 			"cdclake compact --config cdclake.yaml --table inventory.public.orders --target-size 268435456", compactCmd},
 		{"snapshot", "build or bring up to date the tables' current-state tables: the latest row per key",
@@ -404,14 +404,14 @@ func maintenance(name string, s *settings, stderr io.Writer) (ctx context.Contex
 func compactCmd(args []string, stdout, stderr io.Writer) int {
 	fs := flagSet("compact", stdout)
 	var s settings
-	fs.StringVar(&s.config, "config", "", "config file (YAML; docs/configuration.md): its routes with table_format iceberg and sink.iceberg")
+	fs.StringVar(&s.config, "config", "", "config file (YAML; docs/configuration.md): its routes with table_format iceberg or delta, sink.iceberg and sink.delta")
 	fs.StringVar(&s.opts.Sink, "sink", "", "lake URL, overriding sink.url (the warehouse comes from it unless sink.iceberg.warehouse is set)")
 	var tables tableList
 	fs.Var(&tables, "table", "a table (dataset name) to compact; repeat for more (default: every table of the catalog)")
 	target := fs.Int64("target-size", 128<<20, "the size compacted files aim at, in bytes; smaller files are rewritten together")
 	minFiles := fs.Int("min-files", 2, "the fewest small files a compacted file replaces")
-	expireAfter := fs.Duration("expire-older-than", 0, "then drop the snapshots older than this (e.g. 168h), and the table's own files only they refer to; 0: keep every snapshot")
-	retain := fs.Int("retain-last", 10, "with --expire-older-than, the newest snapshots kept whatever their age")
+	expireAfter := fs.Duration("expire-older-than", 0, "then drop the snapshots older than this (e.g. 168h), and the table's own files only they refer to (Delta: keep every version, delete the compacted files no version to keep names); 0: keep every snapshot and file")
+	retain := fs.Int("retain-last", 10, "with --expire-older-than, the newest snapshots (versions) kept whatever their age")
 	if rc := parseFlags(fs, args, stderr); rc >= 0 {
 		return rc
 	}
@@ -428,7 +428,13 @@ func compactCmd(args []string, stdout, stderr io.Writer) int {
 	if !ok {
 		return exitFailed
 	}
-	done, err := setup.Compact(ctx, tables, m, configLogger(cfg, stderr))
+	bucket, closeLake, err := openLake(ctx, setup, false) // Delta tables are in the lake
+	if err != nil {
+		fmt.Fprintf(stderr, "cdclake compact: %s\n", secrets.Redact(err.Error()))
+		return exitFailed
+	}
+	defer closeLake()
+	done, err := setup.Compact(ctx, bucket, tables, m, configLogger(cfg, stderr))
 	for _, d := range done {
 		if d.Written == 0 && d.Skipped == 0 {
 			fmt.Fprintf(stdout, "%s: nothing to compact", d.Table)
@@ -438,8 +444,11 @@ func compactCmd(args []string, stdout, stderr io.Writer) int {
 		if d.Skipped > 0 {
 			fmt.Fprintf(stdout, "; %d groups left: their schemas do not merge", d.Skipped)
 		}
-		if d.Expired.Snapshots > 0 {
+		switch {
+		case d.Expired.Snapshots > 0:
 			fmt.Fprintf(stdout, "; %d snapshots expired, %d of their files deleted", d.Expired.Snapshots, d.Expired.Files)
+		case d.Expired.Files > 0: // Delta: no version is dropped
+			fmt.Fprintf(stdout, "; %d replaced files deleted", d.Expired.Files)
 		}
 		fmt.Fprintln(stdout)
 	}

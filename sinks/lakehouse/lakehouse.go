@@ -113,7 +113,9 @@ type FileSet struct {
 // file: the same rows, in the same order, under the table's schema as of
 // the group (a column a file lacks is NULL). The lake's own files stay
 // where they are, for readers of the plain lake; the compacted files go
-// under _cdclake/iceberg/<dataset>/, named after the files they replace.
+// where the format's Catalog says (Iceberg: under _cdclake/iceberg/<dataset>/;
+// Delta: under the table's _compacted/), named after the files they
+// replace.
 type Compaction struct {
 	TargetBytes int64
 	MinFiles    int
@@ -155,10 +157,6 @@ type Compacted struct {
 // change the format cannot evolve. Trying again does not help; the route's
 // types or table_format must change.
 var ErrSchema = errors.New("the lakehouse table cannot hold the file's schema")
-
-// ErrUnsupported is returned by a Catalog for an operation its table
-// format does not offer (Delta tables are not compacted by cdclake).
-var ErrUnsupported = errors.New("not supported by the table format")
 
 // ErrOtherLake is returned for a table the catalog holds at another
 // location than the lake's: another lake (another sink prefix or bucket)

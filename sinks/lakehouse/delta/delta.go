@@ -35,6 +35,13 @@
 // and cdclake at its start, read it and the few commits after it. A
 // failed checkpoint is logged and written at the next interval: readers
 // replay the commits.
+//
+// # Compaction
+//
+// Compact rewrites a table's small files folder by folder into files
+// under its CompactedDir, in an OPTIMIZE version that removes them and
+// adds the new ones without a data change; Expire deletes the compacted
+// files later versions replaced. The lake's own files are never deleted.
 package delta
 
 import (

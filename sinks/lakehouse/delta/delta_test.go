@@ -46,6 +46,12 @@ var (
 // of source src, under table, and returns it as a lakehouse.File.
 func put(t *testing.T, b *blob.Bucket, table string, sch *arrow.Schema, src string, part int32, first int64, rows int) lakehouse.File {
 	t.Helper()
+	return putIn(t, b, table, "date=2024-05-01", sch, src, part, first, rows)
+}
+
+// putIn is put into the table's folder dir.
+func putIn(t *testing.T, b *blob.Bucket, table, dir string, sch *arrow.Schema, src string, part int32, first int64, rows int) lakehouse.File {
+	t.Helper()
 	bld := array.NewRecordBuilder(memory.DefaultAllocator, sch)
 	defer bld.Release()
 	base := time.Date(2024, 5, 1, 10, 0, 0, 0, time.UTC)
@@ -76,7 +82,7 @@ func put(t *testing.T, b *blob.Bucket, table string, sch *arrow.Schema, src stri
 	if err := w.Close(); err != nil {
 		t.Fatal(err)
 	}
-	key := fmt.Sprintf("%s/date=2024-05-01/%s-p%d-o%020d.parquet", table, src, part, first)
+	key := fmt.Sprintf("%s/%s/%s-p%d-o%020d.parquet", table, dir, src, part, first)
 	if err := b.WriteAll(context.Background(), key, buf.Bytes(), nil); err != nil {
 		t.Fatal(err)
 	}

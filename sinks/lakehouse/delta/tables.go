@@ -11,7 +11,6 @@ import (
 
 	"github.com/cdclake/cdclake/sinks/lakehouse"
 	"gocloud.dev/blob"
-	"gocloud.dev/gcerrors"
 )
 
 // SetFiles makes the table at set.Location hold exactly set.Keys, in one
@@ -118,23 +117,29 @@ func (d *Delta) Datasets(ctx context.Context) ([]string, error) {
 	return out, nil
 }
 
-// Compact is not offered for Delta tables: ErrUnsupported.
-func (d *Delta) Compact(ctx context.Context, dataset string, opt lakehouse.Compaction) (lakehouse.Compacted, error) {
-	return lakehouse.Compacted{}, fmt.Errorf("compacting the delta table of %s: %w", dataset, lakehouse.ErrUnsupported)
-}
-
-// Expire deletes the files of the current-state table name (a dataset's
-// StateSuffix table, which SetFiles sets) that its versions replaced,
-// once no version to keep names them: none of the newest exp.RetainLast,
-// and the version that replaced the file is older than exp.OlderThan.
-// The log keeps every version (reading one whose files are gone fails,
-// as time travel past Iceberg's expiry does). A dataset's own table is
-// left alone: cdclake removes no file from it. Expired.Files counts the
-// files deleted; Snapshots is 0, no version being dropped.
+// Expire deletes the files cdclake wrote for the table name that its
+// versions replaced, once no version to keep names them: none of the
+// newest exp.RetainLast, and the version that replaced the file is older
+// than exp.OlderThan. Of a dataset's table, those are the compacted files
+// (the lake's own files stay, even those a compaction replaced), with
+// the compacted files no version names (a compaction whose commit
+// failed) once older than exp.OlderThan and an hour; of a current-state
+// table (a dataset's StateSuffix table, which SetFiles sets), every file
+// it replaced. The log keeps every version (reading one whose files are
+// gone fails, as time travel past Iceberg's expiry does). Expired.Files
+// counts the files deleted; Snapshots is 0, no version being dropped.
 func (d *Delta) Expire(ctx context.Context, name string, exp lakehouse.Expiry) (lakehouse.Expired, error) {
 	dataset, state := strings.CutSuffix(name, lakehouse.StateSuffix)
 	if !state {
-		return lakehouse.Expired{}, nil
+		t, err := d.open(ctx, name)
+		if err != nil {
+			return lakehouse.Expired{}, err
+		}
+		defer t.Unlock()
+		if t.snap.version < 0 {
+			return lakehouse.Expired{}, nil
+		}
+		return d.expireCompacted(ctx, t, exp)
 	}
 	d.mu.Lock()
 	root, ok := d.stateRoots[name]
@@ -154,25 +159,7 @@ func (d *Delta) Expire(ctx context.Context, name string, exp lakehouse.Expiry) (
 	if err := d.read(ctx, t); err != nil {
 		return lakehouse.Expired{}, err
 	}
-	s := t.snap
-	keep := max(exp.RetainLast, 1)
-	before := d.cfg.Now().Add(-exp.OlderThan).UnixMilli()
-	var out lakehouse.Expired
-	var errs []error
-	for _, p := range sortedKeys(s.removed) {
-		// A file removed at version r is named by the versions before r.
-		if s.files[p] != nil || s.removedAt[p] > s.version-int64(keep)+1 || s.removed[p].DeletionTimestamp > before {
-			continue
-		}
-		err := d.bucket.Delete(ctx, t.root+"/"+p)
-		switch {
-		case err == nil:
-			out.Files++
-		case gcerrors.Code(err) != gcerrors.NotFound:
-			errs = append(errs, err)
-		}
-	}
-	return out, errors.Join(errs...)
+	return d.deleteReplaced(ctx, t, exp, func(string) bool { return true })
 }
 
 // Files returns the keys of the files the table of a dataset holds, for
