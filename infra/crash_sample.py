@@ -17,7 +17,9 @@ def main(lake):
             WITH landed AS (
                 SELECT _cdc_partition AS p, _cdc_offset AS o, count(*) AS n
                 FROM read_parquet('{lake}/**/*.parquet', union_by_name = true, filename = true)
-                WHERE filename NOT LIKE '%/_cdclake/%' AND filename NOT LIKE '%/_current/%' AND filename NOT LIKE '%/_delta_log/%'
+                -- not in a hidden folder: cdclake's own, the current-state tables,
+                -- a Delta table's log and compacted files
+                WHERE NOT regexp_matches(substr(filename, {len(lake) + 2}), '(^|/)[_.][^/]*/')
                 GROUP BY ALL)
             SELECT coalesce(sum(n), 0), count(*) FILTER (WHERE n > 1) FROM landed""").fetchone()
     except (duckdb.IOException, duckdb.InvalidInputException) as e:
@@ -28,4 +30,4 @@ def main(lake):
 
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1]))
+    sys.exit(main(sys.argv[1].rstrip("/")))

@@ -9,8 +9,10 @@ Parquet files (read with pyarrow), value for value, with the same column
 names; the table's txn actions must record an offset (appId
 cdclake.offset.<source>.<partition>) for every source partition of those
 rows, past the last offset of each. Time travel: no version may refer to a
-data file twice, or to one that is missing, and each must keep its
-parent's files (cdclake only appends to a dataset's table); a version read
+data file twice, or to one that is missing (but the compacted files of an
+older version, which expiry deletes), and each must keep its parent's
+files (cdclake only appends to a dataset's table) or, an OPTIMIZE
+(cdclake compact), read as its parent's rows; a version read
 as of itself must hold the rows of the files it names (--rows-of N: of N
 versions per table, evenly spaced, the last among them; all by default),
 and record offsets for them. --versions is the most versions any table may
@@ -35,7 +37,7 @@ from deltalake import DeltaTable
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from current_iceberg import files_table  # noqa: E402
-from deltalog import txns  # noqa: E402
+from deltalog import expired, operation, txns  # noqa: E402
 from iceberg import compare, lake_table, last_offsets, same  # noqa: E402  (the same row comparison)
 
 
@@ -50,6 +52,7 @@ def main():
     args = ap.parse_args()
     lake = os.path.abspath(args.lake)
     fails, seen, total, nversions, ncheckpoints = [], set(), 0, 0, 0
+    ncompactions, nexpired = 0, 0
     for log in sorted(glob.glob(os.path.join(lake, "*", "_delta_log"))):
         root = os.path.dirname(log)
         name = os.path.basename(root)
@@ -84,12 +87,21 @@ def main():
             twice = sorted({f for f in files if files.count(f) > 1})
             if twice:
                 fails.append(f"{name}: version {v} refers to {len(twice)} data files twice, {twice[0]} first")
+            if expired(root, files, v, version):
+                nexpired += 1
+                parent = None
+                continue
             missing = [f for f in files if not os.path.exists(f)]
             if missing:
                 fails.append(f"{name}: version {v} refers to {len(missing)} missing files, {missing[0]} first")
                 continue
-            if not parent <= set(files):
-                fails.append(f"{name}: version {v} lost files of its parent")
+            if parent is not None and not parent <= set(files):
+                if operation(root, v) != "OPTIMIZE":
+                    fails.append(f"{name}: version {v} lost files of its parent")
+                elif not same(lake_table(lake, name, sorted(files)), lake_table(lake, name, sorted(parent))):
+                    fails.append(f"{name}: the compaction at version {v} changed the rows")
+                else:
+                    ncompactions += 1
             parent = set(files)
             if v not in check or not files:
                 continue
@@ -119,6 +131,8 @@ def main():
     if fails:
         sys.exit(1)
     print(f"ok {len(seen)} tables, {total} rows, {nversions} versions, {ncheckpoints} checkpoints"
+          + (f", {ncompactions} compactions" if ncompactions else "")
+          + (f", {nexpired} versions with expired compacted files" if nexpired else "")
           + (f", {ncurrent} current-state tables" if args.current is not None else ""))
 
 

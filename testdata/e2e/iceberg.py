@@ -54,9 +54,11 @@ def plain(t):
 
 def lake_table(lake, dataset, files=None):
     """The rows of a dataset's Parquet files in the lake (or of files)."""
+    root = os.path.join(lake, dataset)
     paths = files if files is not None else sorted(
-        p for p in glob.glob(os.path.join(lake, dataset, "**", "*.parquet"), recursive=True)
-        if "/_delta_log/" not in p)  # a Delta table's checkpoints
+        p for p in glob.glob(os.path.join(root, "**", "*.parquet"), recursive=True)
+        # not in a hidden folder: a Delta table's log and compacted files
+        if not any(s.startswith(("_", ".")) for s in os.path.relpath(p, root).split(os.sep)[:-1]))
     parts = [plain(pq.read_table(p)) for p in paths]
     if not parts:
         return None

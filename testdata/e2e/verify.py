@@ -81,8 +81,10 @@ def main(lake, expected_path, plain_json=False, current=False, delta=False):
 
     def scan(table):
         import glob
-        # A Delta table's checkpoints (_delta_log/) hold no change rows.
-        files = sorted(f for f in glob.glob(f"{lake}/{table}/**/*.parquet", recursive=True) if "/_delta_log/" not in f)
+        # Hidden folders (a Delta table's _delta_log/ and _compacted/) hold
+        # no change rows of their own.
+        files = sorted(f for f in glob.glob(f"{lake}/{table}/**/*.parquet", recursive=True)
+                       if not any(s.startswith(("_", ".")) for s in f[len(f"{lake}/{table}/"):].split("/")[:-1]))
         return f"read_parquet({files!r}, union_by_name=true, hive_partitioning=true)"
 
     for name, t in sorted(exp["tables"].items()):

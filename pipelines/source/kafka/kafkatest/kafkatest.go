@@ -326,17 +326,17 @@ func FieldTypes(t testing.TB, dir, prefix, name string) map[string]int {
 }
 
 // eachParquet calls f with a reader of every Parquet file of the lake in
-// dir (but those under _cdclake/, _current/ and a Delta table's
-// _delta_log/) and its path relative to dir.
+// dir but those in hidden folders (_cdclake/, _current/, a Delta table's
+// _delta_log/ and _compacted/), and its path relative to dir.
 func eachParquet(dir string, f func(rel string, fr *pqarrow.FileReader) error) error {
 	if _, err := os.Stat(dir); errors.Is(err, fs.ErrNotExist) {
 		return nil // nothing landed yet
 	}
 	return filepath.WalkDir(dir, func(path string, d os.DirEntry, err error) error {
-		if err == nil && d.IsDir() && (d.Name() == "_cdclake" || d.Name() == "_current" || d.Name() == "_delta_log") {
+		if err == nil && d.IsDir() && path != dir && (strings.HasPrefix(d.Name(), "_") || strings.HasPrefix(d.Name(), ".")) {
 			// cdclake's own (states, Iceberg's compacted files), the
 			// current-state tables, whose rows are no change rows, and
-			// Delta's checkpoints
+			// Delta's checkpoints and compacted files
 			return filepath.SkipDir
 		}
 		if err != nil || d.IsDir() || !strings.HasSuffix(path, ".parquet") {
