@@ -946,9 +946,9 @@ func TestDeltaTables(t *testing.T) {
 			if err := os.WriteFile(cfg, []byte("defaults:\n  table_format: delta\n"+tc.extra), 0o644); err != nil {
 				t.Fatal(err)
 			}
-			check := func() string {
+			check := func(versions int) string {
 				t.Helper()
-				args := []string{filepath.Join(root, "testdata", "e2e", "delta.py"), lakeDir, "--versions", "1"}
+				args := []string{filepath.Join(root, "testdata", "e2e", "delta.py"), lakeDir, "--versions", strconv.Itoa(versions)}
 				if tc.current >= 0 {
 					args = append(args, "--current", strconv.Itoa(tc.current))
 				}
@@ -959,11 +959,26 @@ func TestDeltaTables(t *testing.T) {
 				return strings.TrimSpace(string(out))
 			}
 			runBin(t, cdclake, "run", "--source", tc.source, "--sink", lakeDir, "--config", cfg)
-			first := check()
+			first := check(1)
 			t.Log(first)
 			runBin(t, cdclake, "run", "--source", tc.source, "--sink", lakeDir, "--config", cfg)
-			if again := check(); again != first {
+			if again := check(1); again != first {
 				t.Errorf("landed again: %s, first %s", again, first)
+			}
+			// Compacted into small files, then those into one a folder,
+			// the replaced compacted files expired: the same rows, each
+			// compaction reading as its parent (delta.py).
+			small, _ := runBin(t, cdclake, "compact", "--config", cfg, "--sink", lakeDir, "--target-size", "12288")
+			large, _ := runBin(t, cdclake, "compact", "--config", cfg, "--sink", lakeDir, "--target-size", "1073741824",
+				"--expire-older-than", "1ns", "--retain-last", "1")
+			t.Logf("compact --target-size 12288:\n%scompact --target-size 1GiB --expire-older-than 1ns:\n%s", small, large)
+			if !strings.Contains(small, " files into ") || !strings.Contains(large, "replaced files deleted") {
+				t.Errorf("the compactions compacted or expired nothing:\n%s%s", small, large)
+			}
+			compacted := check(3)
+			t.Log(compacted)
+			if rows := func(s string) string { return strings.Join(strings.Fields(s)[:5], " ") }; rows(compacted) != rows(first) {
+				t.Errorf("compacted: %s, landed: %s", compacted, first)
 			}
 		})
 	}
