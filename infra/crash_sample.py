@@ -17,9 +17,9 @@ def main(lake):
             WITH landed AS (
                 SELECT _cdc_partition AS p, _cdc_offset AS o, count(*) AS n
                 FROM read_parquet('{lake}/**/*.parquet', union_by_name = true, filename = true)
-                -- not in a hidden folder: cdclake's own, the current-state tables,
-                -- a Delta table's log and compacted files
-                WHERE NOT regexp_matches(substr(filename, {len(lake) + 2}), '(^|/)[_.][^/]*/')
+                -- neither cdclake's own, nor the current-state tables, nor in a
+                -- dataset's hidden folder (a Delta table's log and compacted files)
+                WHERE NOT regexp_matches(substr(filename, {len(lake) + 2}), '^(_cdclake|_current)/|^[^/]+/(.*/)?[_.][^/]*/')
                 GROUP BY ALL)
             SELECT coalesce(sum(n), 0), count(*) FILTER (WHERE n > 1) FROM landed""").fetchone()
     except (duckdb.IOException, duckdb.InvalidInputException) as e:

@@ -326,14 +326,18 @@ func FieldTypes(t testing.TB, dir, prefix, name string) map[string]int {
 }
 
 // eachParquet calls f with a reader of every Parquet file of the lake in
-// dir but those in hidden folders (_cdclake/, _current/, a Delta table's
-// _delta_log/ and _compacted/), and its path relative to dir.
+// dir but cdclake's own (_cdclake/), the current-state tables' (_current/)
+// and those in a dataset's hidden folders (a Delta table's _delta_log/ and
+// _compacted/), and its path relative to dir. The lake's own datasets
+// (_ddl/, _stream_metadata/) are read: their rows are messages too.
 func eachParquet(dir string, f func(rel string, fr *pqarrow.FileReader) error) error {
 	if _, err := os.Stat(dir); errors.Is(err, fs.ErrNotExist) {
 		return nil // nothing landed yet
 	}
 	return filepath.WalkDir(dir, func(path string, d os.DirEntry, err error) error {
-		if err == nil && d.IsDir() && path != dir && (strings.HasPrefix(d.Name(), "_") || strings.HasPrefix(d.Name(), ".")) {
+		top := filepath.Dir(path) == filepath.Clean(dir)
+		if err == nil && d.IsDir() && path != dir && (top && (d.Name() == "_cdclake" || d.Name() == "_current") ||
+			!top && (strings.HasPrefix(d.Name(), "_") || strings.HasPrefix(d.Name(), "."))) {
 			// cdclake's own (states, Iceberg's compacted files), the
 			// current-state tables, whose rows are no change rows, and
 			// Delta's checkpoints and compacted files
