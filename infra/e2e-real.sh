@@ -347,8 +347,9 @@ land_iceberg_from_kafka() {
 step "land shop and maria from Kafka into Iceberg on S3 (kill -9, restart)" land_iceberg_from_kafka
 # The same topics into Delta tables on the S3 server, whose logs cdclake
 # writes beside the files (create-once versions: If-None-Match), with a
-# kill -9 and a restart, the current-state tables built as it lands and
-# checkpoints every 5 versions; delta-rs then reads every table and version
+# kill -9 and a restart, the current-state tables built as it lands,
+# checkpoints every 5 versions and compactions every 2 s, then cdclake
+# compact; delta-rs then reads every table and version
 # as exactly the rows of its files, with the offsets recorded
 # (testdata/e2e/delta.py), and Spark (Delta 4.2) reads them too
 # (testdata/e2e/delta_spark.py), both from the S3 server's folder.
@@ -358,6 +359,7 @@ land_delta_from_kafka() {
   rm -rf "$DELTA_LAKE"
   {
     printf 'progress_interval: 0s\ndefaults:\n  max_rows: 500\n  table_format: delta\nsink:\n  delta:\n    commit_interval: 1s\n    checkpoint_interval: 5\n'
+    printf '    compact_interval: 2s\n    compact_target_size: 1MiB\n    expire_older_than: 0s\n    retain_last: 2\n'
     printf '  current:\n    interval: 2s\n    buckets: 4\nroutes:\n'
     key_routes "$E2E_DIR/capture/_postgres.json" shop.public.
     key_routes "$E2E_DIR/capture/_mariadb.json" shop.
@@ -378,6 +380,15 @@ land_delta_from_kafka() {
     tail -n 30 "$E2E_DIR/cdclake-delta-1.log" >&2
     die "the restarted Delta instance failed"
   }
+  # Then cdclake compact, as a CronJob runs it: each table's files into one
+  # a folder, the compacted files they replace expired.
+  env AWS_ACCESS_KEY_ID="$S3_ACCESS_KEY" AWS_SECRET_ACCESS_KEY="$S3_SECRET_KEY" AWS_REGION=us-east-1 \
+    "$CDCLAKE_BIN" compact --config "$E2E_DIR/delta.yaml" --sink "$(s3_sink scratch)&prefix=kafka-delta/" \
+    --target-size 1073741824 --expire-older-than 1ns --retain-last 1 >"$E2E_DIR/compact-delta.log" 2>&1 || {
+    tail -n 30 "$E2E_DIR/compact-delta.log" >&2
+    die "cdclake compact failed on the Delta tables"
+  }
+  log "cdclake compact (Delta): $(grep -c ' files into ' "$E2E_DIR/compact-delta.log") tables compacted, $(grep -c 'nothing to compact' "$E2E_DIR/compact-delta.log") left"
   "$REPO_DIR/.venv/bin/python" "$REPO_DIR/testdata/e2e/delta.py" "$DELTA_LAKE" --current 13 --rows-of 4 >&2 ||
     die "the Delta tables landed from Kafka do not read as their files"
   [[ $E2E_SPARK == 1 ]] || return 0
