@@ -670,8 +670,8 @@ func (c *Config) validateIceberg(bad func(string, string, ...any)) {
 		bad("sink.iceberg.catalog", "is required for the tables with table_format iceberg")
 	}
 	if ice.Catalog != "" && !strings.HasPrefix(ice.Catalog, "sqlite://") && !strings.HasPrefix(ice.Catalog, "postgres://") &&
-		!strings.HasPrefix(ice.Catalog, "postgresql://") {
-		bad("sink.iceberg.catalog", "%q: want sqlite:///path.db or postgres://…", ice.Catalog)
+		!strings.HasPrefix(ice.Catalog, "postgresql://") && !strings.HasPrefix(ice.Catalog, "http://") && !strings.HasPrefix(ice.Catalog, "https://") {
+		bad("sink.iceberg.catalog", "%q: want sqlite:///path.db, postgres://… or a REST catalog's http(s)://…", ice.Catalog)
 	}
 	if ice.CommitInterval <= 0 {
 		bad("sink.iceberg.commit_interval", "must be positive")

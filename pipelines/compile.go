@@ -14,6 +14,7 @@ import (
 	"github.com/cdclake/cdclake/pipelines/source/kafka"
 
 	"github.com/cdclake/cdclake/config"
+	"github.com/cdclake/cdclake/config/secrets"
 	"github.com/cdclake/cdclake/handlers/avro"
 	"github.com/cdclake/cdclake/handlers/batch"
 	"github.com/cdclake/cdclake/handlers/classify"
@@ -108,6 +109,14 @@ func Compile(cfg *config.Config) (*Plan, error) {
 		if r.format == "iceberg" && p.iceberg == nil {
 			ice := cfg.Sink.Iceberg
 			p.iceberg = &lakehouse.Config{Catalog: ice.Catalog, Warehouse: ice.Warehouse, Properties: maps.Clone(ice.Properties)}
+			for k, v := range ice.Properties {
+				// A REST catalog's credential or token, a store's
+				// secret key: never in a log line or an error.
+				if lk := strings.ToLower(k); strings.Contains(lk, "secret") || strings.Contains(lk, "token") ||
+					strings.Contains(lk, "credential") || strings.Contains(lk, "password") {
+					secrets.Remember(v)
+				}
+			}
 			if ice.Namespace != "" {
 				p.iceberg.Namespace = strings.Split(ice.Namespace, ".")
 			}

@@ -264,25 +264,33 @@ func rewriteBin(ctx context.Context, fs icebergio.IO, wfs icebergio.WriteFileIO,
 // (lakehouse.StateSuffix).
 func (c *Iceberg) Datasets(ctx context.Context) ([]string, error) {
 	root := slices.Clone(c.cfg.Namespace)
-	// The SQL catalog lists every namespace under the parent, at any
-	// depth, the parent among them.
-	spaces, err := c.cat.ListNamespaces(ctx, root)
-	if err != nil {
-		return nil, fmt.Errorf("listing the iceberg namespaces: %w", err)
-	}
-	seen := map[string]bool{}
+	seen := map[string]bool{strings.Join(root, "\x00"): true}
 	var out []string
-	for _, ns := range spaces {
-		if len(ns) == 0 || seen[strings.Join(ns, "\x00")] {
-			continue
-		}
-		seen[strings.Join(ns, "\x00")] = true
-		for id, err := range c.cat.ListTables(ctx, ns) {
-			if err != nil {
-				return nil, fmt.Errorf("listing the tables of %s: %w", strings.Join(ns, "."), err)
+	// A SQL catalog lists every namespace under the parent, at any depth,
+	// the parent among them; a REST catalog lists its children: each
+	// namespace's tables and children are listed once.
+	queue := []table.Identifier{root}
+	for len(queue) > 0 {
+		ns := queue[0]
+		queue = queue[1:]
+		if len(ns) > 0 {
+			for id, err := range c.cat.ListTables(ctx, ns) {
+				if err != nil {
+					return nil, fmt.Errorf("listing the tables of %s: %w", strings.Join(ns, "."), err)
+				}
+				if name := strings.Join(id[len(root):], "."); !strings.HasSuffix(name, lakehouse.StateSuffix) {
+					out = append(out, name)
+				}
 			}
-			if name := strings.Join(id[len(root):], "."); !strings.HasSuffix(name, lakehouse.StateSuffix) {
-				out = append(out, name)
+		}
+		children, err := c.cat.ListNamespaces(ctx, ns)
+		if err != nil {
+			return nil, fmt.Errorf("listing the iceberg namespaces: %w", err)
+		}
+		for _, child := range children {
+			if len(child) > 0 && !seen[strings.Join(child, "\x00")] {
+				seen[strings.Join(child, "\x00")] = true
+				queue = append(queue, child)
 			}
 		}
 	}

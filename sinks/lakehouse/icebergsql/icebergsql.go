@@ -1,5 +1,6 @@
 // Package icebergsql is lakehouse.Catalog for Iceberg tables in a SQL
-// catalog, through iceberg-go: see package lakehouse for what it does.
+// catalog (SQLite, PostgreSQL) or a REST catalog, through iceberg-go: see
+// package lakehouse for what it does.
 // Only the cdclake-lakehouse binary links it (and tests): iceberg-go costs
 // every process that links it about 90 ms and 32 MB at start.
 package icebergsql
@@ -21,6 +22,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/iceberg-go"
 	"github.com/apache/iceberg-go/catalog"
+	"github.com/apache/iceberg-go/catalog/rest"
 	sqlcat "github.com/apache/iceberg-go/catalog/sql"
 	_ "github.com/apache/iceberg-go/io/gocloud/s3" // s3:// warehouses
 	"github.com/apache/iceberg-go/table"
@@ -28,12 +30,12 @@ import (
 	_ "modernc.org/sqlite" // the database/sql driver "sqlite"
 )
 
-// Iceberg commits files to the Iceberg tables of a SQL catalog. It is safe
-// for concurrent use; commits of one table are serialized.
+// Iceberg commits files to the Iceberg tables of a SQL or REST catalog.
+// It is safe for concurrent use; commits of one table are serialized.
 type Iceberg struct {
 	cfg lakehouse.Config
-	db  *sql.DB
-	cat *sqlcat.Catalog
+	db  *sql.DB // a SQL catalog's; nil for a REST catalog
+	cat catalog.Catalog
 	log *slog.Logger
 
 	mu     sync.Mutex
@@ -49,6 +51,9 @@ type tableLock struct {
 func Open(ctx context.Context, cfg lakehouse.Config, log *slog.Logger) (*Iceberg, error) {
 	if cfg.Name == "" {
 		cfg.Name = "cdclake"
+	}
+	if u, err := url.Parse(cfg.Catalog); err == nil && (u.Scheme == "http" || u.Scheme == "https") {
+		return openREST(ctx, cfg, log)
 	}
 	driver, dsn, dialect, err := database(cfg.Catalog)
 	if err != nil {
@@ -77,6 +82,30 @@ func Open(ctx context.Context, cfg lakehouse.Config, log *slog.Logger) (*Iceberg
 	return &Iceberg{cfg: cfg, db: db, cat: cat, log: log.With("component", "iceberg"), tables: map[string]*tableLock{}}, nil
 }
 
+// openREST opens the REST catalog at cfg.Catalog (its URI, the prefix
+// and warehouse its /v1/config gives included), passing cfg.Properties to
+// it and to the file IO (credential and token authenticate; s3.* reach
+// the store).
+func openREST(ctx context.Context, cfg lakehouse.Config, log *slog.Logger) (*Iceberg, error) {
+	props := iceberg.Properties{}
+	maps.Copy(props, cfg.Properties)
+	opts := []rest.Option{rest.WithAdditionalProps(props)}
+	if cred := props["credential"]; cred != "" {
+		opts = append(opts, rest.WithCredential(cred))
+	}
+	if token := props["token"]; token != "" {
+		opts = append(opts, rest.WithOAuthToken(token))
+	}
+	if wh := props["warehouse"]; wh != "" {
+		opts = append(opts, rest.WithWarehouseLocation(wh))
+	}
+	cat, err := rest.NewCatalog(ctx, cfg.Name, cfg.Catalog, opts...)
+	if err != nil {
+		return nil, fmt.Errorf("iceberg REST catalog %s: %w", cfg.Catalog, err)
+	}
+	return &Iceberg{cfg: cfg, cat: cat, log: log.With("component", "iceberg"), tables: map[string]*tableLock{}}, nil
+}
+
 // database returns the database/sql driver, its data source name and the
 // catalog's dialect for a catalog URL.
 func database(catalogURL string) (driver, dsn string, dialect sqlcat.SupportedDialect, err error) {
@@ -101,8 +130,13 @@ func database(catalogURL string) (driver, dsn string, dialect sqlcat.SupportedDi
 	return "", "", "", fmt.Errorf("iceberg catalog %q: the scheme must be sqlite or postgres", catalogURL)
 }
 
-// Close closes the catalog's database.
-func (c *Iceberg) Close() error { return c.db.Close() }
+// Close closes a SQL catalog's database.
+func (c *Iceberg) Close() error {
+	if c.db == nil {
+		return nil
+	}
+	return c.db.Close()
+}
 
 // Identifier returns the Iceberg identifier of a dataset: its dots make
 // namespaces under lakehouse.Config.Namespace.
@@ -147,7 +181,29 @@ func (c *Iceberg) loadAt(ctx context.Context, dataset, dir string) (*table.Table
 		return nil, fmt.Errorf("%w: %s is at %s, not at %s where this lake's files of it are: give each lake a catalog "+
 			"or a sink.iceberg.namespace of its own", lakehouse.ErrOtherLake, strings.Join(tbl.Identifier(), "."), at, want)
 	}
-	return tbl, nil
+	return noReplay(ctx, tbl)
+}
+
+// noReplay returns tbl with iceberg-go's own commit retries off
+// (commit.retry.num-retries 0), setting the property on a table made
+// before cdclake did so. On a conflict (a REST catalog's 409, a SQL
+// catalog's lost race) iceberg-go would refresh the table and replay the
+// commit's updates, the offsets among them, computed from the table as it
+// was: another instance's newer offsets would go back. cdclake plans a
+// conflicting commit again from the table as it is (againOnConflict).
+func noReplay(ctx context.Context, tbl *table.Table) (*table.Table, error) {
+	if tbl.Properties()[table.CommitNumRetriesKey] == "0" {
+		return tbl, nil
+	}
+	tx := tbl.NewTransaction()
+	if err := tx.SetProperties(iceberg.Properties{table.CommitNumRetriesKey: "0"}); err != nil {
+		return nil, err
+	}
+	next, err := tx.Commit(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("turning off iceberg-go's commit retries on %s: %w", strings.Join(tbl.Identifier(), "."), err)
+	}
+	return next, nil
 }
 
 // Offsets returns the source partitions' offsets a dataset's table records
@@ -406,7 +462,7 @@ func (c *Iceberg) createAt(ctx context.Context, dataset, dir string, sch *arrow.
 		catalog.WithLocation(c.location(dir)),
 		catalog.WithProperties(iceberg.Properties{
 			table.DefaultNameMappingKey: nameMapping(isch),
-			"commit.retry.num-retries":  "10",
+			table.CommitNumRetriesKey:   "0", // see noReplay
 			"format-version":            "3",
 		}),
 	}
@@ -428,6 +484,17 @@ func (c *Iceberg) createAt(ctx context.Context, dataset, dir string, sch *arrow.
 		return nil, fmt.Errorf("creating the iceberg table of %s: %w", dataset, err)
 	}
 	c.log.Info("iceberg table created", "table", strings.Join(id, "."), "location", tbl.Location())
+	// A REST catalog assigns the schema's field ids afresh, in its own
+	// order: the name mapping must be the created schema's.
+	if m := nameMapping(tbl.Schema()); tbl.Properties()[table.DefaultNameMappingKey] != m {
+		tx := tbl.NewTransaction()
+		if err := tx.SetProperties(iceberg.Properties{table.DefaultNameMappingKey: m}); err != nil {
+			return nil, err
+		}
+		if tbl, err = tx.Commit(ctx); err != nil {
+			return nil, fmt.Errorf("setting the name mapping of %s: %w", strings.Join(id, "."), err)
+		}
+	}
 	return tbl, nil
 }
 

@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -120,10 +121,46 @@ func versions(t *testing.T, mem memory.Allocator, n int) (rec, evolved arrow.Rec
 	return rec, evolved
 }
 
+// run tells the REST catalogs' namespaces of one test process from
+// another's: the server outlives the tests.
+var run = strconv.FormatInt(time.Now().UnixNano(), 36)
+
+// catalogOf returns the catalog of a test's tables, whose lake is in dir:
+// a SQLite file there or, with CDCLAKE_TEST_ICEBERG_REST (infra/start.sh
+// iceberg-rest), that REST catalog, under a namespace of the test's own.
+func catalogOf(t *testing.T, dir string) lakehouse.Config {
+	cfg := lakehouse.Config{Catalog: "sqlite://" + filepath.Join(dir, "catalog.db")}
+	if u := os.Getenv("CDCLAKE_TEST_ICEBERG_REST"); u != "" {
+		cfg = lakehouse.Config{Catalog: u, Namespace: []string{"test_" + run + "_" + strings.ReplaceAll(t.Name(), "/", "_")}}
+	}
+	return cfg
+}
+
+// pyLoad is Python that opens the catalog of catalogOf (its arguments:
+// pyArgs) as cat, and names the test table ident.
+const pyLoad = `
+import sys
+lake, uri, ns = sys.argv[1], sys.argv[2], sys.argv[3]
+if uri.startswith("http"):
+    from pyiceberg.catalog.rest import RestCatalog
+    cat = RestCatalog("cdclake", uri=uri)
+else:
+    from pyiceberg.catalog.sql import SqlCatalog
+    cat = SqlCatalog("cdclake", uri="sqlite:///" + lake + "/catalog.db", warehouse="file://" + lake)
+ident = tuple(([ns] if ns else []) + ["inventory", "public", "customers"])
+`
+
+// pyArgs are pyLoad's arguments for the lake in dir.
+func pyArgs(t *testing.T, dir string) []string {
+	cfg := catalogOf(t, dir)
+	return []string{dir, cfg.Catalog, strings.Join(cfg.Namespace, ".")}
+}
+
 func open(t *testing.T, dir string) *icebergsql.Iceberg {
 	t.Helper()
-	c, err := icebergsql.Open(context.Background(), lakehouse.Config{Catalog: "sqlite://" + filepath.Join(dir, "catalog.db"),
-		Warehouse: "file://" + dir}, slog.New(slog.DiscardHandler))
+	cfg := catalogOf(t, dir)
+	cfg.Warehouse = "file://" + dir
+	c, err := icebergsql.Open(context.Background(), cfg, slog.New(slog.DiscardHandler))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -180,13 +217,10 @@ func scan(t *testing.T, dir string) (rows, nulls int) {
 	t.Helper()
 	py := pyenv.Python(t, "read the table with pyiceberg")
 	script := `
-import sys
-from pyiceberg.catalog.sql import SqlCatalog
-cat = SqlCatalog("cdclake", uri="sqlite:///" + sys.argv[1] + "/catalog.db", warehouse="file://" + sys.argv[1])
-t = cat.load_table(("inventory", "public", "customers")).scan().to_arrow()
+` + pyLoad + `t = cat.load_table(ident).scan().to_arrow()
 print(t.num_rows, t.column("loyalty_tier").null_count)
 `
-	out, err := exec.Command(py, "-c", script, dir).CombinedOutput()
+	out, err := exec.Command(py, append([]string{"-c", script}, pyArgs(t, dir)...)...).CombinedOutput()
 	if err != nil {
 		t.Fatalf("pyiceberg: %v\n%s", err, out)
 	}
@@ -259,10 +293,7 @@ func TestIcebergNullColumns(t *testing.T) {
 	}
 	py := pyenv.Python(t, "read the table with pyiceberg")
 	script := `
-import sys
-from pyiceberg.catalog.sql import SqlCatalog
-cat = SqlCatalog("cdclake", uri="sqlite:///" + sys.argv[1] + "/catalog.db", warehouse="file://" + sys.argv[1])
-tbl = cat.load_table(("inventory", "public", "customers"))
+` + pyLoad + `tbl = cat.load_table(ident)
 t = tbl.scan().to_arrow().sort_by("_cdc_offset")
 after = t.column("after").combine_chunks()
 print(t.num_rows, t.column("note").type, t.column("note").null_count, after.field("note").null_count,
@@ -270,7 +301,7 @@ print(t.num_rows, t.column("note").type, t.column("note").null_count, after.fiel
 `
 	read := func(when string) {
 		t.Helper()
-		out, err := exec.Command(py, "-c", script, dir).CombinedOutput()
+		out, err := exec.Command(py, append([]string{"-c", script}, pyArgs(t, dir)...)...).CombinedOutput()
 		if err != nil {
 			t.Fatalf("pyiceberg %s: %v\n%s", when, err, out)
 		}
@@ -299,8 +330,9 @@ func TestIcebergOtherLake(t *testing.T) {
 	c := open(t, dir)
 	must(t, c.Commit(ctx, dataset, []lakehouse.File{lake{t, dir, mem}.write(rec, 0, 10)}, map[lakehouse.Partition]int64{part: 10}, nil))
 	// The other lake shares the first one's catalog.
-	o, err := icebergsql.Open(ctx, lakehouse.Config{Catalog: "sqlite://" + filepath.Join(dir, "catalog.db"),
-		Warehouse: "file://" + other}, slog.New(slog.DiscardHandler))
+	cfg := catalogOf(t, dir)
+	cfg.Warehouse = "file://" + other
+	o, err := icebergsql.Open(ctx, cfg, slog.New(slog.DiscardHandler))
 	must(t, err)
 	defer o.Close()
 	err = o.Commit(ctx, dataset, []lakehouse.File{lake{t, other, mem}.write(rec, 10, 20)}, map[lakehouse.Partition]int64{part: 20}, nil)
@@ -352,10 +384,7 @@ func TestIcebergCompact(t *testing.T) {
 	}
 	py := pyenv.Python(t, "read the table with pyiceberg")
 	script := `
-import sys
-from pyiceberg.catalog.sql import SqlCatalog
-cat = SqlCatalog("cdclake", uri="sqlite:///" + sys.argv[1] + "/catalog.db", warehouse="file://" + sys.argv[1])
-tbl = cat.load_table(("inventory", "public", "customers"))
+` + pyLoad + `tbl = cat.load_table(ident)
 cur = tbl.current_snapshot()
 files = sorted(t.file.file_path.rsplit("/", 3)[-3] for t in tbl.scan().plan_files())
 now = tbl.scan().to_arrow().sort_by("_cdc_offset")
@@ -365,7 +394,7 @@ before = tbl.scan(snapshot_id=cur.parent_snapshot_id).to_arrow().sort_by("_cdc_o
 print(cur.summary.operation.value, len(files), now.num_rows, now.cast(before.schema).equals(before),
       now.column("loyalty_tier").null_count)
 `
-	out, err := exec.Command(py, "-c", script, dir).CombinedOutput()
+	out, err := exec.Command(py, append([]string{"-c", script}, pyArgs(t, dir)...)...).CombinedOutput()
 	if err != nil {
 		t.Fatalf("pyiceberg: %v\n%s", err, out)
 	}
@@ -393,13 +422,9 @@ print(cur.summary.operation.value, len(files), now.num_rows, now.cast(before.sch
 	if lakeFiles != 5 {
 		t.Errorf("%d of the lake's 5 files are left", lakeFiles)
 	}
-	out, err = exec.Command(py, "-c", `
-import sys
-from pyiceberg.catalog.sql import SqlCatalog
-cat = SqlCatalog("cdclake", uri="sqlite:///" + sys.argv[1] + "/catalog.db", warehouse="file://" + sys.argv[1])
-tbl = cat.load_table(("inventory", "public", "customers"))
+	out, err = exec.Command(py, append([]string{"-c", pyLoad + `tbl = cat.load_table(ident)
 print(len(tbl.metadata.snapshots), tbl.scan().to_arrow().num_rows)
-`, dir).CombinedOutput()
+`}, pyArgs(t, dir)...)...).CombinedOutput()
 	if err != nil || strings.TrimSpace(string(out)) != "1 250" {
 		t.Errorf("after the expiry pyiceberg reads %q (%v), want 1 snapshot of 250 rows", out, err)
 	}
@@ -457,13 +482,9 @@ func TestIcebergCommitOvertaken(t *testing.T) {
 		t.Errorf("compacting: %+v %v, want the 3 files in one", done, err)
 	}
 	py := pyenv.Python(t, "read the table with pyiceberg")
-	out, err := exec.Command(py, "-c", `
-import sys
-from pyiceberg.catalog.sql import SqlCatalog
-cat = SqlCatalog("cdclake", uri="sqlite:///" + sys.argv[1] + "/catalog.db", warehouse="file://" + sys.argv[1])
-t = cat.load_table(("inventory", "public", "customers")).scan().to_arrow()
+	out, err := exec.Command(py, append([]string{"-c", pyLoad + `t = cat.load_table(ident).scan().to_arrow()
 print(t.num_rows, len(set(t.column("_cdc_offset").to_pylist())))
-`, dir).CombinedOutput()
+`}, pyArgs(t, dir)...)...).CombinedOutput()
 	if err != nil || strings.TrimSpace(string(out)) != "300 300" {
 		t.Errorf("pyiceberg reads %q (%v), want 300 rows, 300 offsets", out, err)
 	}
