@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Installs the pinned services into $CDCLAKE_CACHE (idempotent: what is there
-# is reused). Usage: infra/install.sh [kafka|debezium|registry|versitygw|postgres|mariadb|python|iceberg-spark ...]
+# is reused). Usage: infra/install.sh [kafka|debezium|registry|versitygw|postgres|mariadb|python|iceberg-spark|iceberg-rest ...]
 # (default: all). The independent downloads run in parallel.
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
@@ -275,8 +275,47 @@ install_iceberg-spark() {
   log "iceberg-spark: $reqs ready in $((SECONDS - t))s"
 }
 
+# Iceberg's REST catalog as Apache Iceberg's tests serve it: the
+# fixture's jars (versions.env says which and why) and RestCatalog.java, a
+# launcher that serves the fixture's servlet on $HOST only (the fixture's
+# own main listens on every interface), compiled against them.
+install_iceberg-rest() {
+  local deps
+  # A dependency with a classifier, and one without its dependencies.
+  classified() { printf '    <dependency><groupId>%s</groupId><artifactId>%s</artifactId><version>%s</version><classifier>%s</classifier></dependency>\n' "$@"; }
+  alone() { printf '    <dependency><groupId>%s</groupId><artifactId>%s</artifactId><version>%s</version><exclusions><exclusion><groupId>*</groupId><artifactId>*</artifactId></exclusion></exclusions></dependency>\n' "$@"; }
+  deps=$(
+    classified org.apache.iceberg iceberg-open-api "$ICEBERG_REST_VERSION" test-fixtures
+    dep org.apache.iceberg iceberg-core "$ICEBERG_REST_VERSION"
+    classified org.apache.iceberg iceberg-core "$ICEBERG_REST_VERSION" tests
+    dep org.eclipse.jetty.ee10 jetty-ee10-servlet "$JETTY_VERSION"
+    dep org.eclipse.jetty.compression jetty-compression-server "$JETTY_VERSION"
+    dep org.eclipse.jetty.compression jetty-compression-gzip "$JETTY_VERSION"
+    dep org.xerial sqlite-jdbc "$SQLITE_JDBC_VERSION"
+    dep org.slf4j slf4j-simple "$SLF4J_VERSION"
+    alone org.apache.hadoop hadoop-common "$HADOOP_VERSION"
+    alone org.apache.hadoop hadoop-auth "$HADOOP_VERSION"
+    dep com.fasterxml.woodstox woodstox-core "$WOODSTOX_VERSION"
+    dep org.codehaus.woodstox stax2-api "$STAX2_VERSION"
+    dep org.apache.hadoop.thirdparty hadoop-shaded-guava "$HADOOP_SHADED_GUAVA_VERSION"
+    dep commons-collections commons-collections "$COMMONS_COLLECTIONS_VERSION"
+    dep org.apache.commons commons-configuration2 "$COMMONS_CONFIGURATION2_VERSION"
+  )
+  mvn_copy iceberg-rest "$ICEBERG_REST_LIBS" "$deps"
+  local src=$INFRA_DIR/iceberg-rest/RestCatalog.java out=$ICEBERG_REST_LIBS/launcher sum
+  sum=$(sha256sum "$src" | cut -c1-16)
+  if [[ -f $out/.complete && "$(cat "$out/.complete")" == "$sum" ]]; then
+    log "iceberg-rest: launcher cached in $out"
+    return 0
+  fi
+  rm -rf "$out" && mkdir -p "$out"
+  "$(java_home)/bin/javac" -nowarn -cp "$ICEBERG_REST_LIBS/*" -d "$out" "$src" || die "iceberg-rest: compiling $src failed"
+  printf '%s' "$sum" >"$out/.complete"
+  log "iceberg-rest: launcher compiled"
+}
+
 components=("$@")
-[[ ${#components[@]} -gt 0 ]] || components=(postgres mariadb kafka debezium registry versitygw python iceberg-spark)
+[[ ${#components[@]} -gt 0 ]] || components=(postgres mariadb kafka debezium registry versitygw python iceberg-spark iceberg-rest)
 
 # Maven installs share the local repository and run one after the other
 # (Kafka, Debezium, then the registry build and its converter); the other
@@ -285,9 +324,9 @@ declare -A lanes=()
 maven_lane=()
 for c in "${components[@]}"; do
   case $c in
-  kafka | debezium | registry | iceberg-spark) maven_lane+=("$c") ;;
+  kafka | debezium | registry | iceberg-spark | iceberg-rest) maven_lane+=("$c") ;;
   versitygw | python | postgres | mariadb) lanes[$c]=1 ;;
-  *) die "unknown component $c (kafka debezium registry versitygw postgres mariadb python iceberg-spark)" ;;
+  *) die "unknown component $c (kafka debezium registry versitygw postgres mariadb python iceberg-spark iceberg-rest)" ;;
   esac
 done
 

@@ -31,6 +31,7 @@ S3_BUCKETS=${S3_BUCKETS:-lake lake-raw lake-catalog lake-maria lake-avro scratch
 # Apicurio Registry: its Confluent-compatible API is $REGISTRY_URL/apis/ccompat/v7,
 # its own $REGISTRY_URL/apis/registry/v2 (what the Avro converter talks to).
 REGISTRY_PORT=${REGISTRY_PORT:-58081}
+ICEBERG_REST_PORT=${ICEBERG_REST_PORT:-58181}
 
 KAFKA_BOOTSTRAP=$HOST:$KAFKA_PORT
 # A second listener, SASL_SSL (SCRAM-SHA-256/512) with a certificate of a CA
@@ -68,6 +69,10 @@ VPY=$VENV/bin/python
 # pyspark for Iceberg's Spark runtime, and its jars (install.sh iceberg-spark).
 ICEBERG_SPARK_VENV=$INFRA_DIR/.venv-iceberg-spark
 ICEBERG_SPARK_JARS=$CDCLAKE_CACHE/iceberg-spark-$ICEBERG_VERSION
+# Iceberg's REST catalog (install.sh iceberg-rest): its jars, and the
+# launcher that serves it on $HOST only.
+ICEBERG_REST_LIBS=$CDCLAKE_CACHE/iceberg-rest-$ICEBERG_REST_VERSION
+ICEBERG_REST_URL=http://$HOST:$ICEBERG_REST_PORT
 PG_BIN=${PG_BIN:-/usr/lib/postgresql/$PG_MAJOR/bin}
 PG_DATA=$DATA_DIR/postgres
 PG_SOCKET_DIR=$CDCLAKE_RUN/pgsock

@@ -13,6 +13,7 @@ KAFKA_TIMEOUT=${KAFKA_TIMEOUT:-90}
 CONNECT_TIMEOUT=${CONNECT_TIMEOUT:-180}
 S3_TIMEOUT=${S3_TIMEOUT:-30}
 REGISTRY_TIMEOUT=${REGISTRY_TIMEOUT:-60}
+ICEBERG_REST_TIMEOUT=${ICEBERG_REST_TIMEOUT:-60}
 
 # ---------------------------------------------------------------- PostgreSQL
 start_postgres() {
@@ -335,12 +336,33 @@ create_buckets() {
   done
 }
 
+# ------------------------------------------------ Iceberg REST catalog
+# Apache Iceberg's REST fixture (infra/iceberg-rest/RestCatalog.java) on a
+# JDBC catalog in a SQLite file; the tables' metadata go where cdclake puts
+# each table (its lake), other namespaces' under the warehouse folder.
+start_iceberg_rest() {
+  local logf=$LOG_DIR/iceberg-rest.log dir=$DATA_DIR/iceberg-rest
+  [[ -f $ICEBERG_REST_LIBS/.complete && -f $ICEBERG_REST_LIBS/launcher/.complete ]] ||
+    die "the Iceberg REST catalog is not installed ($ICEBERG_REST_LIBS); run infra/install.sh iceberg-rest"
+  if running iceberg-rest; then
+    log "iceberg-rest: already running on $ICEBERG_REST_URL"
+    return 0
+  fi
+  port_free_or_ours iceberg-rest "$ICEBERG_REST_PORT"
+  mkdir -p "$dir/warehouse"
+  log "iceberg REST catalog $ICEBERG_REST_VERSION: starting on $ICEBERG_REST_URL (JDBC catalog $dir/catalog.db)"
+  start_bg iceberg-rest "$logf" "$(java_bin)" -Xmx256m "${JVM_COMMON_OPTS[@]}" \
+    -cp "$ICEBERG_REST_LIBS/*:$ICEBERG_REST_LIBS/launcher" RestCatalog "$HOST" "$ICEBERG_REST_PORT" "$dir/catalog.db" "$dir/warehouse"
+}
+
+iceberg_rest_ready() { curl -fsS -o /dev/null --max-time 2 "$ICEBERG_REST_URL/v1/config"; }
+
 # ---------------------------------------------------------------------- main
 services=("$@")
 [[ ${#services[@]} -gt 0 ]] || services=(postgres mariadb kafka s3 registry connect)
 want() { local s; for s in "${services[@]}"; do [[ $s == "$1" ]] && return 0; done; return 1; }
 for s in "${services[@]}"; do
-  case $s in postgres | mariadb | kafka | registry | connect | s3) ;; *) die "unknown service $s (postgres mariadb kafka registry connect s3)" ;; esac
+  case $s in postgres | mariadb | kafka | registry | connect | s3 | iceberg-rest) ;; *) die "unknown service $s (postgres mariadb kafka registry connect s3 iceberg-rest)" ;; esac
 done
 
 t0=$SECONDS
@@ -348,6 +370,7 @@ t0=$SECONDS
 if want kafka; then start_kafka; fi
 if want s3; then start_s3; fi
 if want registry; then start_registry; fi
+if want iceberg-rest; then start_iceberg_rest; fi
 if want postgres; then start_postgres; fi
 if want mariadb; then start_mariadb; fi
 if want kafka; then
@@ -356,6 +379,9 @@ fi
 if want s3; then
   wait_until "versitygw on $HOST:$S3_PORT" "$S3_TIMEOUT" "$LOG_DIR/versitygw.log" versitygw s3_ready
   create_buckets
+fi
+if want iceberg-rest; then
+  wait_until "iceberg-rest on $ICEBERG_REST_URL (/v1/config)" "$ICEBERG_REST_TIMEOUT" "$LOG_DIR/iceberg-rest.log" iceberg-rest iceberg_rest_ready
 fi
 if want registry; then
   wait_until "registry on $REGISTRY_URL (/apis/ccompat/v7)" "$REGISTRY_TIMEOUT" "$LOG_DIR/registry.log" registry registry_ready

@@ -23,6 +23,7 @@ row kafka "$KAFKA_BOOTSTRAP"
 row connect "$CONNECT_URL"
 row registry "$REGISTRY_URL/apis/ccompat/v7"
 row versitygw "http://$HOST:$S3_PORT"
+row iceberg-rest "$ICEBERG_REST_URL"
 if running connect; then
   for c in $(curl -fsS --max-time 5 "$CONNECT_URL/connectors" | tr -d '[]"' | tr , ' '); do
     printf 'connector %-14s %s\n' "$c" "$(curl -fsS --max-time 5 "$CONNECT_URL/connectors/$c/status" | tr -d '\n' | cut -c1-200)"

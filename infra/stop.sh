@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Stops every service started by infra/start.sh (Connect, the registry, Kafka,
 # versitygw, PostgreSQL, MariaDB).
-# Usage: infra/stop.sh [--purge] | infra/stop.sh s3 | kafka | connect | registry
+# Usage: infra/stop.sh [--purge] | infra/stop.sh s3 | kafka | connect | registry | iceberg-rest
 #   --purge   also deletes the services' data ($CDCLAKE_RUN/data, conf, pids);
 #             logs and the download cache are kept.
 #   s3        stops only the S3 server (an outage; infra/start.sh s3 ends it).
@@ -32,7 +32,11 @@ for a in "$@"; do
     stop_pid registry 30
     exit 0
     ;;
-  *) die "usage: infra/stop.sh [--purge] | infra/stop.sh s3 | kafka | connect | registry" ;;
+  iceberg-rest)
+    stop_pid iceberg-rest 15
+    exit 0
+    ;;
+  *) die "usage: infra/stop.sh [--purge] | infra/stop.sh s3 | kafka | connect | registry | iceberg-rest" ;;
   esac
 done
 
@@ -40,6 +44,7 @@ done
 # their converters may call) are still there.
 stop_pid connect 60
 stop_pid registry 30
+stop_pid iceberg-rest 15
 stop_pid kafka 60
 stop_pid versitygw 10
 if [[ -f $PG_DATA/postmaster.pid && -x $PG_BIN/pg_ctl ]]; then

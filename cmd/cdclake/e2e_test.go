@@ -563,7 +563,8 @@ func snapshot(t *testing.T, cdclake, dir, saved, prefix string) {
 }
 
 // TestIcebergTables lands the samples and the real capture with their
-// tables committed to Iceberg (a SQLite catalog beside a file:// lake) and
+// tables committed to Iceberg (a SQLite catalog beside a file:// lake, or
+// the REST catalog at $CDCLAKE_TEST_ICEBERG_REST) and
 // checks with pyiceberg (testdata/e2e/iceberg.py) that every table reads
 // exactly the rows of its Parquet files, records its partitions' offsets,
 // and that every snapshot reads as its files; then lands the same input
@@ -586,12 +587,18 @@ func TestIcebergTables(t *testing.T) {
 			dir := t.TempDir()
 			lakeDir, catalog := filepath.Join(dir, "lake"), filepath.Join(dir, "catalog.db")
 			cfg := filepath.Join(dir, "iceberg.yaml")
-			if err := os.WriteFile(cfg, []byte("defaults:\n  table_format: iceberg\nsink:\n  iceberg:\n    catalog: sqlite://"+
-				catalog+"\n"+tc.extra), 0o644); err != nil {
+			sink, reader := "    catalog: sqlite://"+catalog+"\n", []string{catalog, lakeDir}
+			if rest := os.Getenv("CDCLAKE_TEST_ICEBERG_REST"); rest != "" {
+				// A REST catalog (infra/start.sh iceberg-rest), the
+				// tables under a namespace of the run's own.
+				ns := fmt.Sprintf("e2e_%s_%d", tc.name, time.Now().UnixNano())
+				sink, reader = "    catalog: "+rest+"\n    namespace: "+ns+"\n", []string{rest, lakeDir, "--namespace", ns}
+			}
+			if err := os.WriteFile(cfg, []byte("defaults:\n  table_format: iceberg\nsink:\n  iceberg:\n"+sink+tc.extra), 0o644); err != nil {
 				t.Fatal(err)
 			}
 			check := func() string {
-				args := []string{filepath.Join(root, "testdata", "e2e", "iceberg.py"), catalog, lakeDir, "--snapshots", "4"}
+				args := append([]string{filepath.Join(root, "testdata", "e2e", "iceberg.py")}, append(slices.Clone(reader), "--snapshots", "4")...)
 				if tc.plain != "" {
 					args = append(args, "--plain", tc.plain)
 				}
@@ -617,7 +624,7 @@ func TestIcebergTables(t *testing.T) {
 			}
 			same := func(when string) {
 				t.Helper()
-				cmd := exec.Command(py, filepath.Join(root, "testdata", "e2e", "iceberg.py"), catalog, lakeDir, "--snapshots", "5")
+				cmd := exec.Command(py, append([]string{filepath.Join(root, "testdata", "e2e", "iceberg.py")}, append(slices.Clone(reader), "--snapshots", "5")...)...)
 				if tc.plain != "" {
 					cmd.Args = append(cmd.Args, "--plain", tc.plain)
 				}

@@ -1,10 +1,13 @@
 """Checks the Iceberg tables of a lake against the lake's Parquet files.
 
-usage: iceberg.py CATALOG_DB LAKE_DIR [--plain DATASET ...] [--snapshots N]
+usage: iceberg.py CATALOG LAKE_DIR [--plain DATASET ...] [--snapshots N]
                   [--rows-of N] [--warehouse s3://bucket/prefix --s3-endpoint URL]
+                  [--namespace NS]
 
-For every table of the SQL catalog (pyiceberg's SqlCatalog on the SQLite
-file), pyiceberg's scan must return exactly the rows of the dataset's
+For every table of the catalog (pyiceberg's SqlCatalog on the SQLite file
+CATALOG, or its RestCatalog at CATALOG, an http:// URI; with --namespace,
+the tables under NS, named without it), pyiceberg's scan must return
+exactly the rows of the dataset's
 Parquet files in the lake (read with pyarrow), value for value, with the
 same column names; the table must record a source offset
 (cdclake.offset.*, in its current snapshot or its properties) for every
@@ -28,6 +31,7 @@ import sys
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
+from pyiceberg.catalog.rest import RestCatalog
 from pyiceberg.catalog.sql import SqlCatalog
 
 
@@ -132,6 +136,7 @@ def main():
     ap.add_argument("--rows-of", type=int, default=0)
     ap.add_argument("--warehouse")
     ap.add_argument("--s3-endpoint")
+    ap.add_argument("--namespace")
     args = ap.parse_args()
     lake = os.path.abspath(args.lake)
     warehouse = args.warehouse or "file://" + lake
@@ -140,15 +145,19 @@ def main():
         props = {"s3.endpoint": args.s3_endpoint, "s3.region": os.environ.get("AWS_REGION", "us-east-1"),
                  "s3.access-key-id": os.environ["AWS_ACCESS_KEY_ID"],
                  "s3.secret-access-key": os.environ["AWS_SECRET_ACCESS_KEY"], "s3.force-virtual-addressing": "false"}
-    cat = SqlCatalog("cdclake", uri="sqlite:///" + os.path.abspath(args.catalog), warehouse=warehouse, **props)
+    if args.catalog.startswith(("http://", "https://")):
+        cat = RestCatalog("cdclake", uri=args.catalog, **props)
+    else:
+        cat = SqlCatalog("cdclake", uri="sqlite:///" + os.path.abspath(args.catalog), warehouse=warehouse, **props)
+    root = tuple(args.namespace.split(".")) if args.namespace else ()
 
     def local(location):
         """The lake folder's path of a table's data file."""
         return os.path.join(lake, location.removeprefix(warehouse.rstrip("/") + "/"))
 
     fails, seen, total, nsnaps, ncompact = [], set(), 0, 0, 0
-    for ident in tables(cat):
-        name = ".".join(ident)
+    for ident in tables(cat, root):
+        name = ".".join(ident[len(root):])
         if name.endswith("__current"):
             continue  # a current-state table: current_iceberg.py checks it
         seen.add(name)
