@@ -27,7 +27,8 @@ import (
 	_ "github.com/apache/iceberg-go/io/gocloud/s3" // s3:// warehouses
 	"github.com/apache/iceberg-go/table"
 	"github.com/cdclake/cdclake/sinks/lakehouse"
-	_ "modernc.org/sqlite" // the database/sql driver "sqlite"
+	_ "github.com/jackc/pgx/v5/stdlib" // the database/sql driver "pgx"
+	_ "modernc.org/sqlite"             // the database/sql driver "sqlite"
 )
 
 // Iceberg commits files to the Iceberg tables of a SQL or REST catalog.
@@ -125,7 +126,7 @@ func database(catalogURL string) (driver, dsn string, dialect sqlcat.SupportedDi
 		q.Add("_pragma", "journal_mode(WAL)")
 		return "sqlite", "file:" + p + "?" + q.Encode(), sqlcat.SQLite, nil
 	case "postgres", "postgresql":
-		return "postgres", catalogURL, sqlcat.Postgres, nil
+		return "pgx", catalogURL, sqlcat.Postgres, nil
 	}
 	return "", "", "", fmt.Errorf("iceberg catalog %q: the scheme must be sqlite or postgres", catalogURL)
 }

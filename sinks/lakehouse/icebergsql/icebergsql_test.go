@@ -126,11 +126,12 @@ func versions(t *testing.T, mem memory.Allocator, n int) (rec, evolved arrow.Rec
 var run = strconv.FormatInt(time.Now().UnixNano(), 36)
 
 // catalogOf returns the catalog of a test's tables, whose lake is in dir:
-// a SQLite file there or, with CDCLAKE_TEST_ICEBERG_REST (infra/start.sh
-// iceberg-rest), that REST catalog, under a namespace of the test's own.
+// a SQLite file there or, with CDCLAKE_TEST_ICEBERG_CATALOG, that catalog
+// (a REST catalog's URI, infra/start.sh iceberg-rest; a PostgreSQL
+// database's postgres:// URL), under a namespace of the test's own.
 func catalogOf(t *testing.T, dir string) lakehouse.Config {
 	cfg := lakehouse.Config{Catalog: "sqlite://" + filepath.Join(dir, "catalog.db")}
-	if u := os.Getenv("CDCLAKE_TEST_ICEBERG_REST"); u != "" {
+	if u := os.Getenv("CDCLAKE_TEST_ICEBERG_CATALOG"); u != "" {
 		cfg = lakehouse.Config{Catalog: u, Namespace: []string{"test_" + run + "_" + strings.ReplaceAll(t.Name(), "/", "_")}}
 	}
 	return cfg
@@ -144,6 +145,9 @@ lake, uri, ns = sys.argv[1], sys.argv[2], sys.argv[3]
 if uri.startswith("http"):
     from pyiceberg.catalog.rest import RestCatalog
     cat = RestCatalog("cdclake", uri=uri)
+elif uri.startswith("postgres"):
+    from pyiceberg.catalog.sql import SqlCatalog
+    cat = SqlCatalog("cdclake", uri="postgresql+psycopg://" + uri.split("://", 1)[1], warehouse="file://" + lake)
 else:
     from pyiceberg.catalog.sql import SqlCatalog
     cat = SqlCatalog("cdclake", uri="sqlite:///" + lake + "/catalog.db", warehouse="file://" + lake)
