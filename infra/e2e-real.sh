@@ -345,26 +345,31 @@ land_iceberg_from_kafka() {
     die "Spark does not read the Iceberg tables landed from Kafka as their files"
 }
 step "land shop and maria from Kafka into Iceberg on S3 (kill -9, restart)" land_iceberg_from_kafka
-# The same Iceberg tables through a REST catalog: Apache Iceberg's REST
-# fixture (infra/start.sh iceberg-rest) on a JDBC catalog of its own. The
+# The same Iceberg tables through the other catalogs: Apache Iceberg's REST
+# fixture (infra/start.sh iceberg-rest) on a JDBC catalog of its own, and
+# PostgreSQL (a database of its own on the infra's server). For each, the
 # catalog package's tests (commits, schema evolution, a commit another
 # instance overtook, compaction, expiry) and TestIcebergTables (the samples
 # and both captures landed twice, compacted, expired, and read back by
-# pyiceberg's RestCatalog) run against it, each under a namespace of its own.
-iceberg_rest() {
-  local out
-  "$INFRA_DIR/start.sh" iceberg-rest
-  out=$(cd "$REPO_DIR" && CDCLAKE_TEST_ICEBERG_REST=$ICEBERG_REST_URL CDCLAKE_PYTHON="$REPO_DIR/.venv/bin/python" \
-    go test -count=1 -v -run 'TestIceberg' ./sinks/lakehouse/icebergsql/ 2>&1 &&
-    cd "$REPO_DIR" && CDCLAKE_TEST_ICEBERG_REST=$ICEBERG_REST_URL CDCLAKE_PYTHON="$REPO_DIR/.venv/bin/python" \
-    go test -count=1 -v -run 'TestIcebergTables$' ./cmd/cdclake/ 2>&1) || {
-    echo "$out" | grep -v '^time=' | tail -n 40 >&2
-    die "the Iceberg tables through the REST catalog failed"
-  }
-  grep -q -- '--- PASS: TestIcebergTables ' <<<"$out" || die "TestIcebergTables did not run"
-  log "iceberg REST catalog: $(grep -c -- '--- PASS: TestIceberg' <<<"$out") tests passed; $(grep -o 'ok [0-9]* tables, [0-9]* rows' <<<"$out" | tr '\n' ';')"
+# pyiceberg) run against it, each under a namespace of its own.
+iceberg_catalogs() {
+  local out url pg="postgres://postgres@$HOST:$PG_PORT/iceberg_catalog?sslmode=disable"
+  "$INFRA_DIR/start.sh" iceberg-rest postgres
+  psql -X -q -h "$HOST" -p "$PG_PORT" -U postgres -d postgres -c "DROP DATABASE IF EXISTS iceberg_catalog" \
+    -c "CREATE DATABASE iceberg_catalog" || die "creating the database iceberg_catalog failed"
+  for url in "$ICEBERG_REST_URL" "$pg"; do
+    out=$(cd "$REPO_DIR" && CDCLAKE_TEST_ICEBERG_CATALOG=$url CDCLAKE_PYTHON="$REPO_DIR/.venv/bin/python" \
+      go test -count=1 -v -run 'TestIceberg' ./sinks/lakehouse/icebergsql/ 2>&1 &&
+      cd "$REPO_DIR" && CDCLAKE_TEST_ICEBERG_CATALOG=$url CDCLAKE_PYTHON="$REPO_DIR/.venv/bin/python" \
+      go test -count=1 -v -run 'TestIcebergTables$' ./cmd/cdclake/ 2>&1) || {
+      echo "$out" | grep -v '^time=' | tail -n 40 >&2
+      die "the Iceberg tables through the catalog $url failed"
+    }
+    grep -q -- '--- PASS: TestIcebergTables ' <<<"$out" || die "TestIcebergTables did not run"
+    log "iceberg catalog ${url%%://*}: $(grep -c -- '--- PASS: TestIceberg' <<<"$out") tests passed; $(grep -o 'ok [0-9]* tables, [0-9]* rows' <<<"$out" | tr '\n' ';')"
+  done
 }
-step "Iceberg tables through a REST catalog" iceberg_rest
+step "Iceberg tables through REST and PostgreSQL catalogs" iceberg_catalogs
 # The same topics into Delta tables on the S3 server, whose logs cdclake
 # writes beside the files (create-once versions: If-None-Match), with a
 # kill -9 and a restart, the current-state tables built as it lands,

@@ -564,7 +564,7 @@ func snapshot(t *testing.T, cdclake, dir, saved, prefix string) {
 
 // TestIcebergTables lands the samples and the real capture with their
 // tables committed to Iceberg (a SQLite catalog beside a file:// lake, or
-// the REST catalog at $CDCLAKE_TEST_ICEBERG_REST) and
+// the catalog at $CDCLAKE_TEST_ICEBERG_CATALOG, REST or PostgreSQL) and
 // checks with pyiceberg (testdata/e2e/iceberg.py) that every table reads
 // exactly the rows of its Parquet files, records its partitions' offsets,
 // and that every snapshot reads as its files; then lands the same input
@@ -588,11 +588,12 @@ func TestIcebergTables(t *testing.T) {
 			lakeDir, catalog := filepath.Join(dir, "lake"), filepath.Join(dir, "catalog.db")
 			cfg := filepath.Join(dir, "iceberg.yaml")
 			sink, reader := "    catalog: sqlite://"+catalog+"\n", []string{catalog, lakeDir}
-			if rest := os.Getenv("CDCLAKE_TEST_ICEBERG_REST"); rest != "" {
-				// A REST catalog (infra/start.sh iceberg-rest), the
-				// tables under a namespace of the run's own.
+			if other := os.Getenv("CDCLAKE_TEST_ICEBERG_CATALOG"); other != "" {
+				// A REST catalog (infra/start.sh iceberg-rest) or a
+				// PostgreSQL database, the tables under a namespace of
+				// the run's own.
 				ns := fmt.Sprintf("e2e_%s_%d", tc.name, time.Now().UnixNano())
-				sink, reader = "    catalog: "+rest+"\n    namespace: "+ns+"\n", []string{rest, lakeDir, "--namespace", ns}
+				sink, reader = "    catalog: "+other+"\n    namespace: "+ns+"\n", []string{other, lakeDir, "--namespace", ns}
 			}
 			if err := os.WriteFile(cfg, []byte("defaults:\n  table_format: iceberg\nsink:\n  iceberg:\n"+sink+tc.extra), 0o644); err != nil {
 				t.Fatal(err)

@@ -5,7 +5,7 @@ usage: iceberg.py CATALOG LAKE_DIR [--plain DATASET ...] [--snapshots N]
                   [--namespace NS]
 
 For every table of the catalog (pyiceberg's SqlCatalog on the SQLite file
-CATALOG, or its RestCatalog at CATALOG, an http:// URI; with --namespace,
+CATALOG or on a postgres:// URL, or its RestCatalog at an http:// URI; with --namespace,
 the tables under NS, named without it), pyiceberg's scan must return
 exactly the rows of the dataset's
 Parquet files in the lake (read with pyarrow), value for value, with the
@@ -147,6 +147,8 @@ def main():
                  "s3.secret-access-key": os.environ["AWS_SECRET_ACCESS_KEY"], "s3.force-virtual-addressing": "false"}
     if args.catalog.startswith(("http://", "https://")):
         cat = RestCatalog("cdclake", uri=args.catalog, **props)
+    elif args.catalog.startswith(("postgres://", "postgresql://")):
+        cat = SqlCatalog("cdclake", uri="postgresql+psycopg://" + args.catalog.split("://", 1)[1], warehouse=warehouse, **props)
     else:
         cat = SqlCatalog("cdclake", uri="sqlite:///" + os.path.abspath(args.catalog), warehouse=warehouse, **props)
     root = tuple(args.namespace.split(".")) if args.namespace else ()
