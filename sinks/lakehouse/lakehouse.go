@@ -6,7 +6,7 @@
 //
 // Iceberg keeps a table's snapshots in a catalog; cdclake uses a SQL
 // catalog (SQLite for a single node and tests, PostgreSQL in production)
-// through iceberg-go. Each route table is an Iceberg table of the same
+// or a REST catalog, through iceberg-go. Each route table is an Iceberg table of the same
 // name, its dots making namespaces (db.public.orders is the table orders
 // in the namespace db.public, under Config.Namespace). A table is made at
 // its first commit, in format version 3 (nanosecond timestamps, columns of
@@ -171,7 +171,8 @@ const OffsetPrefix = "cdclake.offset."
 // Config says where the catalog is and how Iceberg reaches the lake.
 type Config struct {
 	// Catalog is the SQL catalog's database: sqlite:///path/catalog.db (or
-	// sqlite://relative/path.db), or postgres://user@host/db?... .
+	// sqlite://relative/path.db), or postgres://user@host/db?... ; or a
+	// REST catalog's URI, http(s)://host:port[/path].
 	Catalog string
 	// Name is the catalog's name in its database (iceberg_tables'
 	// catalog_name); empty: cdclake.
