@@ -486,7 +486,7 @@ func (c *committer) commitTable(ctx context.Context, table string, fs []*batch.C
 			continue // in the table: committed before its offset was recorded
 		}
 		files = append(files, lakehouse.File{Key: f.Key, Table: table, Schema: f.Schema, Source: p.Source,
-			Partition: f.Partition, First: f.First, Granularity: c.granularity(table)})
+			Partition: f.Partition, First: f.First, Granularity: c.granularity(table), Bytes: f.Bytes, Footer: f.Footer})
 	}
 	recorded := map[lakehouse.Partition]int64{}
 	for p, r := range raw {

@@ -108,6 +108,11 @@ type File struct {
 	// error means the file must not be written any more (its partition
 	// went to another instance during the retries), and Write returns it.
 	Check func(ctx context.Context) error
+	// Footer is set by a Write that stored the file, when the sink kept
+	// it: the file's Parquet footer (its serialized FileMetaData), from
+	// which a table format's commit takes the file's stats without
+	// reading it back.
+	Footer []byte
 }
 
 // Part is a run of a file's rows: the [start, end) ranges of Record.

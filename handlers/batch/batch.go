@@ -152,6 +152,11 @@ type Committing struct {
 	Source    string
 	Partition int32
 	First     int64
+	// Bytes is the file's size and Footer its Parquet footer, when the
+	// sink kept it (sinks.File.Footer); a file handed over again after a
+	// claim has neither.
+	Bytes  int64
+	Footer []byte
 }
 
 // WrittenFile is a stored file, as Config.Written is told of it.

@@ -213,7 +213,7 @@ func (b *Batcher) wroteInLine(ctx context.Context, p *partition, buf *buffer, f 
 	p.detach(buf)
 	b.nopen.Add(-1)
 	b.unaccount(buf)
-	b.handOver(p, buf, f)
+	b.handOver(p, buf, f, n)
 	p.tracker.close(buf)
 	buf.release()
 	if journaled {
@@ -279,21 +279,21 @@ func (b *Batcher) writeBeside(ctx context.Context, p *partition, buf *buffer, f 
 		// counters after an offset commit sees the file.
 		b.count(buf, f, n, cause, took)
 		p.mu.Lock()
-		b.handOver(p, buf, f)
+		b.handOver(p, buf, f, n)
 		p.tracker.close(buf)
 		p.mu.Unlock()
 	}()
 }
 
-// handOver hands f, the written file of buf, to Config.Commit when its
-// table is committed to a table format, holding its first offset from
-// counting as durable until the commit releases it; p's lock is held.
-func (b *Batcher) handOver(p *partition, buf *buffer, f *sinks.File) {
+// handOver hands f, the written file of buf (n bytes), to Config.Commit
+// when its table is committed to a table format, holding its first offset
+// from counting as durable until the commit releases it; p's lock is held.
+func (b *Batcher) handOver(p *partition, buf *buffer, f *sinks.File, n int64) {
 	if f.Rows == 0 || b.cfg.Commit == nil || !b.tables(buf.key.table).Commit {
 		return
 	}
 	c := &Committing{Key: f.Key, Table: buf.table.Name, Schema: buf.table.Arrow,
-		Source: buf.src.Source, Partition: buf.src.Partition, First: buf.src.Offset}
+		Source: buf.src.Source, Partition: buf.src.Partition, First: buf.src.Offset, Bytes: n, Footer: f.Footer}
 	p.tracker.open(c.First, c)
 	b.cfg.Commit(c)
 }

@@ -97,7 +97,24 @@ func (s *Sink) writeEncoded(ctx context.Context, f *sinks.File) (int64, error) {
 		})
 		return err
 	}))
+	if err == nil {
+		f.Footer = footer(e.body.tail(footerTail))
+	}
 	return n, err
+}
+
+// tail returns a copy of the last n bytes (all, if fewer).
+func (b *blocks) tail(n int) []byte {
+	n = int(min(int64(n), b.n))
+	out := make([]byte, n)
+	at := n
+	for i := len(b.list) - 1; i >= 0 && at > 0; i-- {
+		blk := b.list[i]
+		k := min(len(blk), at)
+		copy(out[at-k:at], blk[len(blk)-k:])
+		at -= k
+	}
+	return out
 }
 
 // blocks is an in-memory file in blocks of up to blockSize bytes.

@@ -11,3 +11,6 @@ import (
 func SetSync(b *blob.Bucket, sync func(*os.File) error) {
 	localOf(b).sync = sync
 }
+
+// Footer is footer, for tests.
+var Footer = footer

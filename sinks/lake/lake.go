@@ -22,6 +22,7 @@ package lake
 import (
 	"bytes"
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"hash/maphash"
@@ -277,14 +278,55 @@ func (s *Sink) Write(ctx context.Context, f *sinks.File) (int64, error) {
 		return s.writeEncoded(ctx, f)
 	}
 	var n int64
+	tail := &tailWriter{keep: footerTail}
 	err := s.do(ctx, OpData, f.Key, checked(ctx, f, func() error {
 		var err error
 		n, err = s.put(ctx, f.Key, parquetType, f.Once, func(w io.Writer) error {
-			return parquet.WriteParts(w, f.Parts, parquetOptions(f.Options), s.mem)
+			tail.buf = tail.buf[:0]
+			return parquet.WriteParts(io.MultiWriter(w, tail), f.Parts, parquetOptions(f.Options), s.mem)
 		})
 		return err
 	}))
+	if err == nil {
+		f.Footer = footer(tail.buf)
+	}
 	return n, err
+}
+
+// footerTail is how much of a file's end Write keeps to find its footer
+// in: a footer larger than that (a file of thousands of row groups or
+// columns) is not kept, and a commit reads it from the store.
+const footerTail = 256 << 10
+
+// footer returns the Parquet footer (serialized FileMetaData) that the
+// end of a file, tail, holds; nil when tail does not hold it whole.
+func footer(tail []byte) []byte {
+	if len(tail) < 8 || string(tail[len(tail)-4:]) != "PAR1" {
+		return nil
+	}
+	n := int(binary.LittleEndian.Uint32(tail[len(tail)-8:]))
+	if n <= 0 || n > len(tail)-8 {
+		return nil
+	}
+	return bytes.Clone(tail[len(tail)-8-n : len(tail)-8])
+}
+
+// tailWriter keeps the last keep bytes written to it (or a little more).
+type tailWriter struct {
+	keep int
+	buf  []byte
+}
+
+func (t *tailWriter) Write(p []byte) (int, error) {
+	if len(p) >= t.keep {
+		t.buf = append(t.buf[:0], p[len(p)-t.keep:]...)
+		return len(p), nil
+	}
+	if len(t.buf)+len(p) > 2*t.keep {
+		t.buf = append(t.buf[:0], t.buf[len(t.buf)-(t.keep-len(p)):]...)
+	}
+	t.buf = append(t.buf, p...)
+	return len(p), nil
 }
 
 // checked runs f.Check, when set, before every attempt of write after the

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/apache/arrow-go/v18/arrow/memory"
+	"github.com/apache/arrow-go/v18/parquet/metadata"
 	"github.com/cdclake/cdclake/sinks"
 	"github.com/cdclake/cdclake/sinks/lake"
 	"github.com/cdclake/cdclake/sinks/parquet"
@@ -414,5 +415,55 @@ func TestRetriesAskTheCheck(t *testing.T) {
 	f.Check = func(context.Context) error { return nil }
 	if _, err := s.Write(context.Background(), f); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestFooterKept: a file written from its parts and one written from an
+// encoder both keep their footer, which is the stored file's own and
+// parses as its metadata; one whose footer outgrows what Write keeps
+// keeps none.
+func TestFooterKept(t *testing.T) {
+	ctx := context.Background()
+	b := memblob.OpenBucket(nil)
+	s := lake.New(b, memory.DefaultAllocator)
+	rec := sinktest.Record(memory.DefaultAllocator, 10, 0)
+	defer rec.Release()
+	parts := sinktest.NewFile(sinktest.KeyA, rec, [][2]int{{0, 10}})
+	if _, err := s.Write(ctx, parts); err != nil {
+		t.Fatal(err)
+	}
+	enc, err := s.NewEncoder(rec.Schema(), parts.Options)
+	if err != nil {
+		t.Fatal(err)
+	}
+	encoded := sinktest.NewFile(sinktest.KeyB, rec, [][2]int{{0, 10}})
+	encoded.Encoder = enc
+	if _, err := s.Write(ctx, encoded); err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range []*sinks.File{parts, encoded} {
+		if f.Footer == nil {
+			t.Fatalf("%s: no footer kept", f.Key)
+		}
+		sinktest.CheckFooter(t, b, f)
+		md, err := metadata.NewFileMetaData(f.Footer, nil)
+		if err != nil || md.NumRows != 10 {
+			t.Errorf("%s: the footer parses as %v rows (%v), want 10", f.Key, md, err)
+		}
+	}
+	for _, tc := range []struct {
+		tail []byte
+		ok   bool
+	}{
+		{nil, false},
+		{[]byte("PAR1"), false},
+		{append([]byte{1, 2, 3, 0, 0, 0}, "PAR1"...), false}, // 0-byte footer
+		{append([]byte{7, 3, 0, 0, 0}, "PAR1"...), false},    // 3 bytes claimed, 1 there
+		{append([]byte{7, 8, 9, 3, 0, 0, 0}, "PAR1"...), true},
+		{append([]byte{7, 8, 9, 3, 0, 0, 0}, "PARX"...), false},
+	} {
+		if got := lake.Footer(tc.tail); (got != nil) != tc.ok {
+			t.Errorf("Footer(%v) = %v, want found: %v", tc.tail, got, tc.ok)
+		}
 	}
 }

@@ -205,6 +205,11 @@ type File struct {
 	// (hour, day, month, year; "": none): a table made for the file is
 	// partitioned by it.
 	Granularity string
+	// Bytes and Footer, when known, are the file's size and its Parquet
+	// footer (serialized FileMetaData), which spare a Catalog reading them
+	// back from the store (Delta's stats).
+	Bytes  int64
+	Footer []byte
 }
 
 // Partition names a source partition in the offsets a commit records.

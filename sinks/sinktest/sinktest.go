@@ -76,6 +76,25 @@ func readsBackEqual(t *testing.T, open Open) {
 		t.Errorf("Write returned %d bytes, the object has %d", n, attrs.Size)
 	}
 	CheckRows(t, mem, b, KeyA, rec, f.Parts[0].Ranges)
+	CheckFooter(t, b, f)
+}
+
+// CheckFooter checks that the footer a Write kept (sinks.File.Footer), if
+// any, is the stored file's own: its last bytes before the footer's
+// length and PAR1.
+func CheckFooter(t *testing.T, b *blob.Bucket, f *sinks.File) {
+	t.Helper()
+	if f.Footer == nil {
+		return
+	}
+	data, err := b.ReadAll(context.Background(), f.Key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := len(f.Footer)
+	if len(data) < n+8 || !bytes.Equal(data[len(data)-8-n:len(data)-8], f.Footer) || string(data[len(data)-4:]) != "PAR1" {
+		t.Errorf("the footer Write kept (%d bytes) is not %s's", n, f.Key)
+	}
 }
 
 // partsMakeTheSameFile checks that the same rows split into parts at other

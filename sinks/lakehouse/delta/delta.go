@@ -61,6 +61,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/apache/arrow-go/v18/parquet/metadata"
 	"github.com/cdclake/cdclake/sinks"
 	"github.com/cdclake/cdclake/sinks/lake"
 	"github.com/cdclake/cdclake/sinks/lakehouse"
@@ -359,6 +360,20 @@ func (d *Delta) addOf(ctx context.Context, root string, f lakehouse.File, cache 
 	rel, err := relative(root, f.Key)
 	if err != nil {
 		return nil, err
+	}
+	if f.Footer != nil && f.Bytes > 0 {
+		// Known from the write: nothing is read back.
+		md, err := metadata.NewFileMetaData(f.Footer, nil)
+		if err == nil {
+			stats, _, err := statsOfMeta(md, f.Schema)
+			if err == nil {
+				a := &addFile{Path: escape(rel), PartitionValues: map[string]string{}, Size: f.Bytes,
+					ModificationTime: d.cfg.Now().UnixMilli(), DataChange: true, Stats: stats}
+				cache[f.Key] = a
+				return a, nil
+			}
+		}
+		d.log.Warn("a written file's footer does not parse; its stats are read from the store", "key", f.Key, "err", err)
 	}
 	attrs, err := d.bucket.Attributes(ctx, f.Key)
 	if err != nil {

@@ -3,6 +3,7 @@ package delta_test
 import (
 	"bytes"
 	"context"
+	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -353,27 +354,48 @@ func TestLostCommitReply(t *testing.T) {
 }
 
 // TestStats: each add's stats count rows and NULLs, and bound integers
-// and UTC timestamps (to the millisecond, outward), nested ones too.
+// and UTC timestamps (to the millisecond, outward), nested ones too; the
+// same from the footer a write kept as from the stored file.
 func TestStats(t *testing.T) {
 	ctx := context.Background()
-	b := memblob.OpenBucket(nil)
-	d := open(b, 10)
-	if err := d.Commit(ctx, "x", []lakehouse.File{put(t, b, "x", schemaV2, "s", 3, 7, 4)}, nil, nil); err != nil {
-		t.Fatal(err)
-	}
-	data, _ := b.ReadAll(ctx, "x/_delta_log/00000000000000000000.json")
-	var stats string
-	for _, line := range strings.Split(string(data), "\n") {
-		var a struct{ Add *struct{ Stats string } }
-		if json.Unmarshal([]byte(line), &a) == nil && a.Add != nil {
-			stats = a.Add.Stats
-		}
-	}
 	want := `{"numRecords":4,"minValues":{"_cdc_offset":7,"_cdc_partition":3,"_cdc_ts":"2024-05-01T10:00:07.001Z","after":{"id":70}},` +
 		`"maxValues":{"_cdc_offset":10,"_cdc_partition":3,"_cdc_ts":"2024-05-01T10:00:10.002Z","after":{"id":100}},` +
 		`"nullCount":{"_cdc_offset":0,"_cdc_partition":0,"_cdc_source":0,"_cdc_ts":0,"after":{"email":4,"id":0,"name":0}}}`
-	if stats != want {
-		t.Errorf("stats\n%s\nwant\n%s", stats, want)
+	// Read back from the store, or from the footer and size the write
+	// kept: then the object is deleted first, so that nothing but the
+	// footer can give them.
+	for _, kept := range []bool{false, true} {
+		b := memblob.OpenBucket(nil)
+		d := open(b, 10)
+		f := put(t, b, "x", schemaV2, "s", 3, 7, 4)
+		data, _ := b.ReadAll(ctx, f.Key)
+		if kept {
+			n := int(binary.LittleEndian.Uint32(data[len(data)-8:]))
+			f.Footer, f.Bytes = data[len(data)-8-n:len(data)-8], int64(len(data))
+			if err := b.Delete(ctx, f.Key); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := d.Commit(ctx, "x", []lakehouse.File{f}, nil, nil); err != nil {
+			t.Fatalf("footer kept %v: %v", kept, err)
+		}
+		log, _ := b.ReadAll(ctx, "x/_delta_log/00000000000000000000.json")
+		var stats string
+		var size int64
+		for _, line := range strings.Split(string(log), "\n") {
+			var a struct {
+				Add *struct {
+					Stats string
+					Size  int64
+				}
+			}
+			if json.Unmarshal([]byte(line), &a) == nil && a.Add != nil {
+				stats, size = a.Add.Stats, a.Add.Size
+			}
+		}
+		if stats != want || size != int64(len(data)) {
+			t.Errorf("footer kept %v: size %d, stats\n%s\nwant %d,\n%s", kept, size, stats, len(data), want)
+		}
 	}
 }
 

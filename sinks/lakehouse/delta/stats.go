@@ -33,7 +33,11 @@ func statsOf(r parquet.ReaderAtSeeker, sch *arrow.Schema) (string, int64, error)
 		return "", 0, err
 	}
 	defer rdr.Close()
-	md := rdr.MetaData()
+	return statsOfMeta(rdr.MetaData(), sch)
+}
+
+// statsOfMeta is statsOf from a file's metadata.
+func statsOfMeta(md *metadata.FileMetaData, sch *arrow.Schema) (string, int64, error) {
 	st := fileStats{NumRecords: md.NumRows, MinValues: map[string]any{}, MaxValues: map[string]any{}, NullCount: map[string]any{}}
 	for c := 0; c < md.Schema.NumColumns(); c++ {
 		path := md.Schema.Column(c).ColumnPath()
