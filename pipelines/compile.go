@@ -248,6 +248,10 @@ func (p *Plan) TableFormat(table string) string { return p.route(table).format }
 // format.
 func (p *Plan) Commits() bool { return p.iceberg != nil || p.delta }
 
+// Delta reports whether a route's tables are Delta tables, whose logs are
+// in the lake itself.
+func (p *Plan) Delta() bool { return p.delta }
+
 // Key returns the key columns a table's route names (route key).
 func (p *Plan) Key(table string) []string { return p.route(table).key }
 

@@ -428,12 +428,16 @@ func compactCmd(args []string, stdout, stderr io.Writer) int {
 	if !ok {
 		return exitFailed
 	}
-	bucket, closeLake, err := openLake(ctx, setup, false) // Delta tables are in the lake
-	if err != nil {
-		fmt.Fprintf(stderr, "cdclake compact: %s\n", secrets.Redact(err.Error()))
-		return exitFailed
+	var bucket *blob.Bucket
+	if setup.Plan != nil && setup.Plan.Delta() { // Delta tables are in the lake
+		b, closeLake, err := openLake(ctx, setup, false)
+		if err != nil {
+			fmt.Fprintf(stderr, "cdclake compact: %s\n", secrets.Redact(err.Error()))
+			return exitFailed
+		}
+		defer closeLake()
+		bucket = b
 	}
-	defer closeLake()
 	done, err := setup.Compact(ctx, bucket, tables, m, configLogger(cfg, stderr))
 	for _, d := range done {
 		if d.Written == 0 && d.Skipped == 0 {
