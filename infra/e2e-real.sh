@@ -354,7 +354,7 @@ step "land shop and maria from Kafka into Iceberg on S3 (kill -9, restart)" land
 # pyiceberg) run against it, each under a namespace of its own.
 iceberg_catalogs() {
   local out url pg="postgres://postgres@$HOST:$PG_PORT/iceberg_catalog?sslmode=disable"
-  "$INFRA_DIR/start.sh" iceberg-rest postgres
+  "$INFRA_DIR/start.sh" iceberg-rest postgres || die "starting the Iceberg REST catalog failed"
   psql -X -q -h "$HOST" -p "$PG_PORT" -U postgres -d postgres -c "DROP DATABASE IF EXISTS iceberg_catalog" \
     -c "CREATE DATABASE iceberg_catalog" || die "creating the database iceberg_catalog failed"
   for url in "$ICEBERG_REST_URL" "$pg"; do
