@@ -3,6 +3,7 @@ package lake
 import (
 	"bytes"
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
@@ -98,9 +99,23 @@ func (s *Sink) writeEncoded(ctx context.Context, f *sinks.File) (int64, error) {
 		return err
 	}))
 	if err == nil {
-		f.Footer = footer(e.body.tail(footerTail))
+		f.Footer = e.body.footer()
 	}
 	return n, err
+}
+
+// footer returns the Parquet footer of the file b holds; nil when it has
+// none.
+func (b *blocks) footer() []byte {
+	end := b.tail(8)
+	if len(end) < 8 || string(end[4:]) != "PAR1" {
+		return nil
+	}
+	n := int64(binary.LittleEndian.Uint32(end))
+	if n <= 0 || n > b.n-8 {
+		return nil
+	}
+	return b.tail(int(n) + 8)[:n]
 }
 
 // tail returns a copy of the last n bytes (all, if fewer).

@@ -293,9 +293,10 @@ func (s *Sink) Write(ctx context.Context, f *sinks.File) (int64, error) {
 	return n, err
 }
 
-// footerTail is how much of a file's end Write keeps to find its footer
-// in: a footer larger than that (a file of thousands of row groups or
-// columns) is not kept, and a commit reads it from the store.
+// footerTail is how much of a file's end Write keeps, for a file written
+// from its parts, to find its footer in: a footer larger than that (a
+// file of thousands of row groups or columns) is not kept, and a commit
+// reads it from the store. An encoded file is in memory whole.
 const footerTail = 256 << 10
 
 // footer returns the Parquet footer (serialized FileMetaData) that the

@@ -34,6 +34,9 @@ import pyarrow.parquet as pq
 from pyiceberg.catalog.rest import RestCatalog
 from pyiceberg.catalog.sql import SqlCatalog
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from deltalog import hidden  # noqa: E402
+
 
 def tables(cat, ns=()):
     if ns:
@@ -61,8 +64,7 @@ def lake_table(lake, dataset, files=None):
     root = os.path.join(lake, dataset)
     paths = files if files is not None else sorted(
         p for p in glob.glob(os.path.join(root, "**", "*.parquet"), recursive=True)
-        # not in a hidden folder: a Delta table's log and compacted files
-        if not any(s.startswith(("_", ".")) for s in os.path.relpath(p, root).split(os.sep)[:-1]))
+        if not hidden(root, p))  # a Delta table's log and compacted files
     parts = [plain(pq.read_table(p)) for p in paths]
     if not parts:
         return None

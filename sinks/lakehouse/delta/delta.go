@@ -61,7 +61,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/apache/arrow-go/v18/parquet/metadata"
 	"github.com/cdclake/cdclake/sinks"
 	"github.com/cdclake/cdclake/sinks/lake"
 	"github.com/cdclake/cdclake/sinks/lakehouse"
@@ -361,17 +360,14 @@ func (d *Delta) addOf(ctx context.Context, root string, f lakehouse.File, cache 
 	if err != nil {
 		return nil, err
 	}
+	a := &addFile{Path: escape(rel), PartitionValues: map[string]string{}, DataChange: true}
 	if f.Footer != nil && f.Bytes > 0 {
 		// Known from the write: nothing is read back.
-		md, err := metadata.NewFileMetaData(f.Footer, nil)
+		stats, err := footerStats(f.Footer, f.Schema)
 		if err == nil {
-			stats, _, err := statsOfMeta(md, f.Schema)
-			if err == nil {
-				a := &addFile{Path: escape(rel), PartitionValues: map[string]string{}, Size: f.Bytes,
-					ModificationTime: d.cfg.Now().UnixMilli(), DataChange: true, Stats: stats}
-				cache[f.Key] = a
-				return a, nil
-			}
+			a.Size, a.ModificationTime, a.Stats = f.Bytes, d.cfg.Now().UnixMilli(), stats
+			cache[f.Key] = a
+			return a, nil
 		}
 		d.log.Warn("a written file's footer does not parse; its stats are read from the store", "key", f.Key, "err", err)
 	}
@@ -383,12 +379,10 @@ func (d *Delta) addOf(ctx context.Context, root string, f lakehouse.File, cache 
 	if err != nil {
 		return nil, statsError(f.Key, err)
 	}
-	stats, _, err := statsOf(r, f.Schema)
-	if err != nil {
+	if a.Stats, _, err = statsOf(r, f.Schema); err != nil {
 		return nil, statsError(f.Key, err)
 	}
-	a := &addFile{Path: escape(rel), PartitionValues: map[string]string{}, Size: attrs.Size,
-		ModificationTime: attrs.ModTime.UnixMilli(), DataChange: true, Stats: stats}
+	a.Size, a.ModificationTime = attrs.Size, attrs.ModTime.UnixMilli()
 	cache[f.Key] = a
 	return a, nil
 }

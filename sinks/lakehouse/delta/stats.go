@@ -36,6 +36,17 @@ func statsOf(r parquet.ReaderAtSeeker, sch *arrow.Schema) (string, int64, error)
 	return statsOfMeta(rdr.MetaData(), sch)
 }
 
+// footerStats is statsOf from a file's footer (its serialized
+// FileMetaData).
+func footerStats(footer []byte, sch *arrow.Schema) (string, error) {
+	md, err := metadata.NewFileMetaData(footer, nil)
+	if err != nil {
+		return "", err
+	}
+	stats, _, err := statsOfMeta(md, sch)
+	return stats, err
+}
+
 // statsOfMeta is statsOf from a file's metadata.
 func statsOfMeta(md *metadata.FileMetaData, sch *arrow.Schema) (string, int64, error) {
 	st := fileStats{NumRecords: md.NumRows, MinValues: map[string]any{}, MaxValues: map[string]any{}, NullCount: map[string]any{}}
