@@ -216,7 +216,17 @@ type Current struct {
 	Interval Duration `yaml:"interval"`
 	// Buckets is the number of buckets of a new state table.
 	Buckets int `yaml:"buckets"`
+	// Mode is how a build writes the buckets it touches, for the state
+	// tables that are Iceberg tables: copy-on-write (whole) or
+	// merge-on-read (the rows it touched, and deletion vectors).
+	Mode string `yaml:"mode"`
 }
+
+// The current-state tables' modes (Current.Mode).
+const (
+	CopyOnWrite = "copy-on-write"
+	MergeOnRead = "merge-on-read"
+)
 
 // Iceberg configures the Iceberg catalog.
 type Iceberg struct {
@@ -326,7 +336,7 @@ var Default = Config{
 	Sink: Sink{RetryFor: Duration(10 * time.Minute), Iceberg: Iceberg{CommitInterval: Duration(10 * time.Second), CompactTargetSize: 128 << 20, RetainLast: 10},
 		Delta: Delta{CommitInterval: Duration(10 * time.Second), CheckpointInterval: 10, CompactTargetSize: 128 << 20, ExpireOlderThan: Duration(time.Hour), RetainLast: 10,
 			LogRetention: Duration(30 * 24 * time.Hour)},
-		Current: Current{Buckets: 16}},
+		Current: Current{Buckets: 16, Mode: CopyOnWrite}},
 	Batch: Batch{MaxBufferedBytes: 256 << 20, MaxOpenFiles: 8192},
 	Defaults: Route{Path: "{table}/date={date}", Layout: "images", MaxRows: 1_000_000, MaxBytes: 128 << 20,
 		MaxAge: Duration(5 * time.Minute), Compression: "zstd", RowGroup: 128 * 1024, Numbers: "decimal_text"},
@@ -412,6 +422,7 @@ func merge(def, c Config) Config {
 	out.Sink.Delta.RetainLast = cmp.Or(out.Sink.Delta.RetainLast, def.Sink.Delta.RetainLast)
 	out.Sink.Delta.CompactTargetSize = cmp.Or(out.Sink.Delta.CompactTargetSize, def.Sink.Delta.CompactTargetSize)
 	out.Sink.Current.Buckets = cmp.Or(out.Sink.Current.Buckets, def.Sink.Current.Buckets)
+	out.Sink.Current.Mode = cmp.Or(out.Sink.Current.Mode, def.Sink.Current.Mode)
 	o, do := &out.Observability, def.Observability
 	o.TableLabels = cmp.Or(o.TableLabels, do.TableLabels)
 	o.CheckInterval = cmp.Or(o.CheckInterval, do.CheckInterval)
@@ -655,6 +666,9 @@ func (c *Config) validateCurrent(bad func(string, string, ...any)) {
 	}
 	if c.Sink.Current.Buckets < 1 {
 		bad("sink.current.buckets", "must be ≥ 1")
+	}
+	if m := c.Sink.Current.Mode; m != CopyOnWrite && m != MergeOnRead {
+		bad("sink.current.mode", "is %q: must be %s or %s", m, CopyOnWrite, MergeOnRead)
 	}
 }
 

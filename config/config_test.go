@@ -81,6 +81,9 @@ source:
     insertOp: UPDATE
 batch:
   max_buffered_bytes: 12
+sink:
+  current:
+    mode: merge-on-write
 defaults:
   compresion: zstd
   layout: wide
@@ -102,7 +105,8 @@ tables:
 	// Names the stages define (format, layout, path, types, numbers,
 	// decoder options) are checked by pipelines.Compile.
 	for _, want := range []string{
-		"defaults.compresion: unknown key (line 10)",
+		"defaults.compresion: unknown key (line 13)",
+		`sink.current.mode: is "merge-on-write": must be copy-on-write or merge-on-read`,
 		"batch.max_buffered_bytes: must be at least 1MiB",
 		"defaults.max_age: must not be negative",
 		"routes[0].match: required",

@@ -300,10 +300,10 @@ land_iceberg_from_kafka() {
   local catalog=$E2E_DIR/iceberg-catalog.db pid
   rm -rf "$ICEBERG_LAKE" "$catalog"
   # Every table's current-state table too, built every 2 s while landing
-  # and at the end, committed to Iceberg beside it.
+  # and at the end, committed to Iceberg beside it, merge-on-read.
   {
     printf 'progress_interval: 0s\ndefaults:\n  max_rows: 500\n  table_format: iceberg\nsink:\n  iceberg:\n    catalog: sqlite://%s\n    commit_interval: 1s\n' "$catalog"
-    printf '  current:\n    interval: 2s\n    buckets: 4\nroutes:\n'
+    printf '  current:\n    interval: 2s\n    buckets: 4\n    mode: merge-on-read\nroutes:\n'
     key_routes "$E2E_DIR/capture/_postgres.json" shop.public.
     key_routes "$E2E_DIR/capture/_mariadb.json" shop.
   } >"$E2E_DIR/iceberg.yaml"

@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/apache/arrow-go/v18/arrow/memory"
+	"github.com/cdclake/cdclake/config"
 	"github.com/cdclake/cdclake/sinks"
 	"github.com/cdclake/cdclake/sinks/current"
 	"github.com/cdclake/cdclake/sinks/lake"
@@ -127,6 +128,10 @@ func (sb *stateBuilder) build(ctx context.Context, table string, o SnapshotOptio
 	opt := current.Options{Dataset: dataset, Into: o.Into, Key: key, Buckets: o.Buckets, Rebuild: o.Rebuild,
 		KeepReplaced: iceberg, Committed: sb.committed, Log: sb.log,
 		Write: parquet.Options{Compression: bc.Write.Compression, Level: bc.Write.CompressionLevel, RowGroupRows: bc.Write.RowGroupRows}}
+	if iceberg && sb.plan.TableFormat(table) == "iceberg" && sb.plan.cfg.Sink.Current.Mode == config.MergeOnRead {
+		wh := strings.TrimSuffix(sb.plan.iceberg.Warehouse, "/")
+		opt.MergeOnRead, opt.Location = true, func(key string) string { return wh + "/" + key }
+	}
 	res, err := current.Build(ctx, sb.bucket, sb.w, opt)
 	if err != nil || !iceberg {
 		return res, err
@@ -135,15 +140,7 @@ func (sb *stateBuilder) build(ctx context.Context, table string, o SnapshotOptio
 	if into == "" {
 		into = current.DefaultInto(dataset)
 	}
-	keyJSON, _ := json.Marshal(res.Key)
-	props := map[string]string{"cdclake.current.version": strconv.FormatInt(res.Version, 10), "cdclake.current.key": string(keyJSON)}
-	for _, off := range res.Offsets {
-		props[lakehouse.OffsetKey(lakehouse.Partition{Source: sinks.Sanitize(off.Source), Partition: off.Partition})] =
-			strconv.FormatInt(off.Next, 10)
-	}
-	err = sb.cat.SetFiles(ctx, StateTableName(table), lakehouse.FileSet{Location: into, Keys: res.StateFiles, Schema: res.Schema,
-		Properties: props})
-	if err != nil {
+	if err := sb.setFiles(ctx, table, into, res, current.KeepManifests); err != nil {
 		return res, fmt.Errorf("committing the state table %s to %s: %w", StateTableName(table), sb.plan.TableFormat(table), err)
 	}
 	if sb.plan.TableFormat(table) == "delta" {
@@ -159,6 +156,36 @@ func (sb *stateBuilder) build(ctx context.Context, table string, o SnapshotOptio
 		}
 	}
 	return res, nil
+}
+
+// setFiles commits a build of table's state table (at into) to its table
+// format. A table that holds a build older than the one res started from
+// (a build whose commit did not go in), when one snapshot cannot bring it
+// to res (deletion vectors added and files removed), gets the builds
+// between first, as their manifests recorded them, up to depth of them.
+func (sb *stateBuilder) setFiles(ctx context.Context, table, into string, res current.Result, depth int) error {
+	keyJSON, _ := json.Marshal(res.Key)
+	props := map[string]string{lakehouse.StateVersionKey: strconv.FormatInt(res.Version, 10), "cdclake.current.key": string(keyJSON)}
+	for _, off := range res.Offsets {
+		props[lakehouse.OffsetKey(lakehouse.Partition{Source: sinks.Sanitize(off.Source), Partition: off.Partition})] =
+			strconv.FormatInt(off.Next, 10)
+	}
+	set := lakehouse.FileSet{Location: into, Keys: res.StateFiles, Deletes: res.Deletes, Schema: res.Schema, Properties: props,
+		Version: res.Version, Base: res.Base}
+	err := sb.cat.SetFiles(ctx, StateTableName(table), set)
+	if !errors.Is(err, lakehouse.ErrStateBehind) || res.Base == 0 || depth == 0 {
+		return err
+	}
+	base, berr := current.Recorded(ctx, sb.bucket, into, res.Base)
+	if berr != nil {
+		return fmt.Errorf("%w; build %d, which it started from: %w", err, res.Base, berr)
+	}
+	sb.log.Warn("a state table's table is behind its builds: committing the builds between first", "table", StateTableName(table),
+		"build", res.Version, "from", res.Base)
+	if err := sb.setFiles(ctx, table, into, base, depth-1); err != nil {
+		return err
+	}
+	return sb.cat.SetFiles(ctx, StateTableName(table), set)
 }
 
 // lakeDatasets lists the lake's top folders but cdclake's own (their names

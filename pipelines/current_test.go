@@ -20,6 +20,7 @@ import (
 	"github.com/cdclake/cdclake/pipelines/source"
 	"github.com/cdclake/cdclake/sinks/current"
 	"github.com/cdclake/cdclake/sinks/lake"
+	"github.com/cdclake/cdclake/sinks/lakehouse/deletion"
 	"gocloud.dev/blob"
 )
 
@@ -30,17 +31,8 @@ import (
 // landing state: the bucket files must be the same bytes, and the
 // manifest must not list the files it folded in whole.
 func TestStateTableInSteps(t *testing.T) {
-	var input strings.Builder
 	tables := []string{"customers", "events", "orders", "audit_log"}
-	for _, name := range tables {
-		data, err := os.ReadFile(filepath.Join("..", "testdata", "debezium-real", "shop.public."+name+".ndjson"))
-		if err != nil {
-			t.Fatal(err)
-		}
-		input.Write(data)
-	}
-	lines := int64(strings.Count(input.String(), "\n"))
-	bucket, _ := land(t, "defaults:\n  max_rows: 20\n", input.String())
+	bucket, lines := landCapture(t, tables)
 	ctx := context.Background()
 	w := lake.New(bucket, memory.DefaultAllocator)
 	for _, name := range tables {
@@ -86,6 +78,128 @@ func TestStateTableInSteps(t *testing.T) {
 				name, len(m.Consumed), len(m.Partial))
 		}
 	}
+}
+
+// TestMergeOnReadInSteps lands real PostgreSQL changes (a TRUNCATE, an
+// ADD COLUMN, a key change and unchanged TOAST values among them) and
+// builds each table's state in eight steps as merge-on-read: its rows,
+// the data files' rows but those their deletion vectors delete, must be
+// the rows of the state built at once, copy-on-write, column for column;
+// and some steps must have merged.
+func TestMergeOnReadInSteps(t *testing.T) {
+	tables := []string{"customers", "events", "orders", "audit_log"}
+	bucket, lines := landCapture(t, tables)
+	ctx := context.Background()
+	w := lake.New(bucket, memory.DefaultAllocator)
+	location := func(k string) string { return "mem://lake/" + k }
+	merged := 0
+	for _, name := range tables {
+		dataset := "shop.public." + name
+		for step := int64(1); step <= 8; step++ {
+			below := lines * step / 8
+			if step == 8 {
+				below = lines + 1
+			}
+			res, err := current.Build(ctx, bucket, w, current.Options{Dataset: dataset, Into: "mor/" + name, Key: []string{"id"},
+				Buckets: 4, KeepReplaced: true, MergeOnRead: true, Location: location,
+				Committed: func(context.Context, string, int32) (int64, bool, error) { return below, true, nil }})
+			if err != nil {
+				t.Fatalf("%s below %d: %v", name, below, err)
+			}
+			if res.Merged {
+				merged++
+			}
+			t.Logf("%s below %d: %d changes, %d rows, %d buckets, merged %v, %d deletion vectors", name, below, res.Changes, res.Rows,
+				res.Buckets, res.Merged, len(res.Deletes))
+		}
+		once, err := current.Build(ctx, bucket, w, current.Options{Dataset: dataset, Into: "cow/" + name, Key: []string{"id"}, Buckets: 4})
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, want := stateRows(t, bucket, "mor/"+name), stateRows(t, bucket, "cow/"+name)
+		if int64(len(want)) != once.Rows || !slices.Equal(got, want) {
+			t.Errorf("%s: merge-on-read holds %d rows, copy-on-write %d (%d)", name, len(got), len(want), once.Rows)
+			for i := range min(len(got), len(want)) {
+				if got[i] != want[i] {
+					t.Errorf("first difference:\n got %s\nwant %s", got[i], want[i])
+					break
+				}
+			}
+		}
+	}
+	if merged == 0 {
+		t.Error("no build merged")
+	}
+}
+
+// stateRows reads a state table as its newest manifest says: each data
+// file's rows but those its deletion vector deletes, rendered by rowsOf
+// and sorted.
+func stateRows(t *testing.T, bucket *blob.Bucket, into string) []string {
+	t.Helper()
+	var newest string
+	for _, k := range keys(t, bucket) {
+		if strings.HasPrefix(k, into+"/_manifest/") {
+			newest = max(newest, k)
+		}
+	}
+	data, err := bucket.ReadAll(context.Background(), newest)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var m struct {
+		Files []string
+		Merge []*struct {
+			Files   []string
+			Deletes []deletion.Vector
+		}
+	}
+	if err := json.Unmarshal(data, &m); err != nil {
+		t.Fatal(err)
+	}
+	files := slices.DeleteFunc(slices.Clone(m.Files), func(f string) bool { return f == "" })
+	dead := map[string]*deletion.Positions{}
+	for _, mg := range m.Merge {
+		if mg == nil {
+			continue
+		}
+		files = append(files, mg.Files...)
+		for _, v := range mg.Deletes {
+			puffin, err := bucket.ReadAll(context.Background(), v.Puffin)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if dead[v.File], err = deletion.Decode(puffin, v); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	var out []string
+	for _, f := range files {
+		for i, r := range rowsOf(t, bucket, f) {
+			if d := dead[f]; d == nil || !d.Contains(uint64(i)) {
+				out = append(out, r)
+			}
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+// landCapture lands the real PostgreSQL capture of tables, in files of
+// 20 rows, and returns the lake and how many lines it landed.
+func landCapture(t *testing.T, tables []string) (*blob.Bucket, int64) {
+	t.Helper()
+	var input strings.Builder
+	for _, name := range tables {
+		data, err := os.ReadFile(filepath.Join("..", "testdata", "debezium-real", "shop.public."+name+".ndjson"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		input.Write(data)
+	}
+	bucket, _ := land(t, "defaults:\n  max_rows: 20\n", input.String())
+	return bucket, int64(strings.Count(input.String(), "\n"))
 }
 
 // objects reads the objects under prefix, by name relative to it.

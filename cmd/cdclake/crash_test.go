@@ -157,6 +157,9 @@ func TestCrashHarness(t *testing.T) {
 	if format == "iceberg" {
 		_ = os.Remove(catalog) // CDCLAKE_TEST_KEEP's, of an earlier run
 		tables = "  table_format: iceberg\n"
+		// Merge-on-read: builds that lose their commits, race and
+		// merge into each other's files.
+		sinkCfg += "    mode: merge-on-read\n"
 		sinkCfg += "  iceberg:\n    catalog: sqlite://" + catalog + "\n    commit_interval: 500ms\n"
 	}
 	if format == "delta" {
@@ -201,6 +204,15 @@ func TestCrashHarness(t *testing.T) {
 		}
 		p := &proc{cmd: cmd, log: logPath, done: make(chan struct{})}
 		go func() { _ = cmd.Wait(); logf.Close(); close(p.done) }()
+		t.Cleanup(func() {
+			// A test that failed leaves no instance running.
+			select {
+			case <-p.done:
+			default:
+				_ = cmd.Process.Kill()
+				<-p.done
+			}
+		})
 		return p
 	}
 	stop := func(p *proc) {

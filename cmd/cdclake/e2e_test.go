@@ -827,11 +827,19 @@ func writeFile(t *testing.T, path, data string) string {
 // TestIcebergStateTables lands the first half of each PostgreSQL topic of
 // the real capture into Iceberg tables with sink.current.interval and the
 // tables' keys, then the whole capture: each run builds the tables'
-// current-state tables and commits them to Iceberg as <table>__current.
+// current-state tables and commits them to Iceberg as <table>__current,
+// copy-on-write, and merge-on-read (the second run's builds merge, with
+// deletion vectors).
 // pyiceberg must read each as the files of its newest manifest, every
 // snapshot as its version's files (testdata/e2e/current_iceberg.py), and
 // the state must equal PostgreSQL's (infra/verify_real.py --current).
 func TestIcebergStateTables(t *testing.T) {
+	for _, mode := range []string{"copy-on-write", "merge-on-read"} {
+		t.Run(mode, func(t *testing.T) { icebergStateTables(t, mode) })
+	}
+}
+
+func icebergStateTables(t *testing.T, mode string) {
 	py := python(t)
 	cdclake := build(t, "github.com/cdclake/cdclake/cmd/cdclake")
 	t.Setenv("CDCLAKE_LAKEHOUSE", build(t, "github.com/cdclake/cdclake/cmd/cdclake-lakehouse"))
@@ -841,7 +849,7 @@ func TestIcebergStateTables(t *testing.T) {
 	db := pgKeys(t, capture)
 	lakeDir, catalog := filepath.Join(dir, "lake"), filepath.Join(dir, "catalog.db")
 	cfg := "defaults:\n  table_format: iceberg\nsink:\n  iceberg:\n    catalog: sqlite://" + catalog +
-		"\n  current:\n    interval: 1h\n    buckets: 4\n" + keyRoutes(db)
+		"\n  current:\n    interval: 1h\n    buckets: 4\n    mode: " + mode + "\n" + keyRoutes(db)
 	cfgFile := filepath.Join(dir, "iceberg.yaml")
 	if err := os.WriteFile(cfgFile, []byte(cfg), 0o644); err != nil {
 		t.Fatal(err)
@@ -854,7 +862,7 @@ func TestIcebergStateTables(t *testing.T) {
 	if err != nil || len(topics) == 0 {
 		t.Fatalf("no capture: %v", err)
 	}
-	check := func(when string) {
+	check := func(when string) string {
 		t.Helper()
 		out, err := exec.Command(py, filepath.Join(root, "testdata", "e2e", "current_iceberg.py"), catalog, lakeDir,
 			"--tables", strconv.Itoa(len(db))).CombinedOutput()
@@ -862,13 +870,28 @@ func TestIcebergStateTables(t *testing.T) {
 			t.Fatalf("%s: current_iceberg.py: %v\n%s", when, err, out)
 		}
 		t.Logf("%s: %s", when, strings.TrimSpace(string(out)))
+		return string(out)
 	}
 	// Each topic's second half lands from files of their own (a file
 	// source that lands a grown file again rewrites the files it wrote).
 	for i, part := range []string{"first half", "second half"} {
 		writeHalf(t, topics, in, i)
-		runBin(t, cdclake, "run", "--config", cfgFile, "--source", filepath.Join(in, fmt.Sprintf("*.%d.ndjson", i)), "--sink", lakeDir)
-		check(part)
+		_, logged := runBin(t, cdclake, "run", "--config", cfgFile, "--source", filepath.Join(in, fmt.Sprintf("*.%d.ndjson", i)), "--sink", lakeDir)
+		out := check(part)
+		if merged := strings.Contains(out, " 0 merged buckets"); i == 1 && merged == (mode == "merge-on-read") {
+			t.Errorf("%s, %s: %s", mode, part, out)
+		}
+		if i == 1 && mode == "merge-on-read" && !strings.Contains(logged, "committing the builds between first") {
+			t.Errorf("the second run did not commit the lost builds first:\n%s", logged)
+		}
+		if i == 0 && mode == "merge-on-read" {
+			// A build whose commit is lost: rebuilt into 2 buckets, and
+			// committed to another catalog. The next builds merge into
+			// its files, which one snapshot cannot do from the table's
+			// files: the run commits the lost build first.
+			other := writeFile(t, filepath.Join(dir, "other.yaml"), strings.Replace(cfg, catalog, filepath.Join(dir, "other.db"), 1))
+			runBin(t, cdclake, "snapshot", "--config", other, "--sink", lakeDir, "--rebuild", "--buckets", "2")
+		}
 	}
 	// The same state built at once from the whole capture, in a plain
 	// lake, equals PostgreSQL's; the Iceberg state built in two runs holds
@@ -882,6 +905,16 @@ func TestIcebergStateTables(t *testing.T) {
 	if err != nil {
 		t.Fatalf("current_iceberg.py --same-as: %v\n%s", err, out)
 	}
+	if mode == "merge-on-read" {
+		// Written whole again: the files with deletion vectors go, and
+		// their deletion vectors with them. (The rebuild folds the two
+		// halves' changes by time, as two source partitions, not one after
+		// the other: its rows need not be the plain lake's.)
+		runBin(t, cdclake, "snapshot", "--config", cfgFile, "--sink", lakeDir, "--rebuild", "--buckets", "4")
+		if out := check("rebuilt"); !strings.Contains(out, " 0 merged buckets") {
+			t.Errorf("rebuilt: %s", out)
+		}
+	}
 	// Maintaining every table of the catalog leaves the state tables be
 	// (they are no datasets).
 	compacted, _ := runBin(t, cdclake, "compact", "--config", cfgFile, "--sink", lakeDir, "--target-size", "1073741824")
@@ -891,10 +924,25 @@ func TestIcebergStateTables(t *testing.T) {
 	check("after cdclake compact")
 	// Expired to their newest snapshot, the state tables keep the files
 	// of their newest manifests only.
+	// Aged past the grace of files no snapshot names, those of the lost
+	// build (merge-on-read) go too.
+	state, err := filepath.Glob(filepath.Join(lakeDir, "_current", "*", "*.*"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range state {
+		if err := os.Chtimes(f, time.Now().Add(-2*time.Hour), time.Now().Add(-2*time.Hour)); err != nil {
+			t.Fatal(err)
+		}
+	}
 	expired, _ := runBin(t, cdclake, "compact", "--config", cfgFile, "--sink", lakeDir, "--expire-older-than", "1ns", "--retain-last", "1")
 	t.Log(strings.TrimSpace(expired))
 	check("after the expiry")
 	onDisk, err := filepath.Glob(filepath.Join(lakeDir, "_current", "*", "bucket-*.parquet"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	puffins, err := filepath.Glob(filepath.Join(lakeDir, "_current", "*", "deletes-*.puffin"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -906,9 +954,15 @@ func TestIcebergStateTables(t *testing.T) {
 	for _, m := range manifests {
 		newest[filepath.Dir(m)] = max(newest[filepath.Dir(m)], m)
 	}
-	named := 0
+	named, namedPuffins := 0, map[string]bool{}
 	for _, m := range newest {
-		var man struct{ Files []string }
+		var man struct {
+			Files []string
+			Merge []*struct {
+				Files   []string
+				Deletes []struct{ Puffin string }
+			}
+		}
 		if err := json.Unmarshal([]byte(readFile(t, m)), &man); err != nil {
 			t.Fatal(err)
 		}
@@ -917,9 +971,18 @@ func TestIcebergStateTables(t *testing.T) {
 				named++
 			}
 		}
+		for _, mg := range man.Merge {
+			if mg != nil {
+				named += len(mg.Files)
+				for _, d := range mg.Deletes {
+					namedPuffins[d.Puffin] = true
+				}
+			}
+		}
 	}
-	if len(onDisk) != named {
-		t.Errorf("after the expiry, %d state files in the lake, the newest manifests name %d", len(onDisk), named)
+	if len(onDisk) != named || len(puffins) != len(namedPuffins) {
+		t.Errorf("after the expiry, %d state files and %d deletion vector files in the lake, the newest manifests name %d and %d",
+			len(onDisk), len(puffins), named, len(namedPuffins))
 	}
 	// The landed tables themselves are as they were.
 	if out, err := exec.Command(py, filepath.Join(root, "testdata", "e2e", "iceberg.py"), catalog, lakeDir).CombinedOutput(); err != nil {

@@ -506,8 +506,12 @@ func snapshotCmd(args []string, stdout, stderr io.Writer) int {
 			fmt.Fprintf(stdout, "%s: skipped: its key is not known (route key, or --key)\n", d.Table)
 		case d.Err != nil:
 		default:
-			fmt.Fprintf(stdout, "%s: %d rows by %s, %d changes from %d files folded in, %d of %d buckets rewritten (manifest %d)\n",
-				d.Table, d.Rows, strings.Join(d.Key, ","), d.Changes, d.Files, d.Buckets, d.Total, d.Version)
+			how := "rewritten"
+			if d.Merged {
+				how = "merged"
+			}
+			fmt.Fprintf(stdout, "%s: %d rows by %s, %d changes from %d files folded in, %d of %d buckets %s (manifest %d)\n",
+				d.Table, d.Rows, strings.Join(d.Key, ","), d.Changes, d.Files, d.Buckets, d.Total, how, d.Version)
 		}
 	}
 	if err != nil {

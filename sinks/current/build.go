@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"path"
 	"regexp"
 	"slices"
@@ -19,6 +20,7 @@ import (
 	"github.com/cdclake/cdclake/handlers/schema"
 	"github.com/cdclake/cdclake/internal/arrowmerge"
 	"github.com/cdclake/cdclake/sinks"
+	"github.com/cdclake/cdclake/sinks/lakehouse/deletion"
 	"gocloud.dev/blob"
 )
 
@@ -34,6 +36,10 @@ type build struct {
 	old     *manifest // the newest one, which a rebuild replaces
 	written []string  // the state files it wrote
 	seeds   []seed
+	// origin is where each loaded row lives: a data file and its row;
+	// dead the rows of each loaded data file deleted already.
+	origin map[string]origin
+	dead   map[string]*deletion.Positions
 
 	files  []*changeFile
 	inputs []*input
@@ -267,8 +273,25 @@ func (b *build) run() error {
 	if err != nil {
 		return err
 	}
+	// A change with a column the state table lacks: every bucket is
+	// written whole, so that each row has the column, unknown where no
+	// change carried it (_cdc_absent), not a NULL its file lacks.
+	widened := false
+	if b.prev != nil && len(changes) > 0 {
+		for _, in := range b.inputs {
+			for _, f := range in.fields {
+				widened = widened || len(prevSchema.FieldIndices(f.Name)) == 0
+			}
+		}
+	}
+	if widened {
+		for i := range b.m.Buckets {
+			affected[i] = true
+		}
+	}
 	b.fields = slices.Clone(prevSchema.Fields())
 	b.st.rows = map[string]*stateRow{}
+	b.origin, b.dead = map[string]origin{}, map[string]*deletion.Positions{}
 	if b.prev != nil {
 		for _, bk := range sortedKeys(affected) {
 			rows, err := b.loadBucket(bk)
@@ -303,13 +326,30 @@ func (b *build) run() error {
 		}
 	}
 
-	// Each touched bucket, written whole.
+	// Each touched bucket, written whole, or merged.
 	if b.m.Rows == nil || len(b.m.Rows) != b.m.Buckets {
 		b.m.Rows = make([]int64, b.m.Buckets)
 	}
 	if len(b.m.Files) != b.m.Buckets {
 		b.m.Files = make([]string, b.m.Buckets)
 	}
+	g := newGather(b)
+	defer g.release()
+	order := sortedKeys(affected)
+	if plan := b.planMerge(changes, affected, truncated || widened); plan != nil {
+		if err := b.writeMerged(g, order, plan); err != nil {
+			return err
+		}
+	} else if err := b.writeWhole(g, order, affected); err != nil {
+		return err
+	}
+	err = b.commit(next, consumed, partial, files, sizes, len(order))
+	b.tidy(err == nil)
+	return err
+}
+
+// writeWhole writes each bucket of order whole.
+func (b *build) writeWhole(g *gather, order []int, affected map[int]bool) error {
 	byBucket := map[int][]string{}
 	for k := range b.st.rows {
 		bk := bucketOf(k, b.m.Buckets)
@@ -318,9 +358,6 @@ func (b *build) run() error {
 		}
 		byBucket[bk] = append(byBucket[bk], k)
 	}
-	g := newGather(b)
-	defer g.release()
-	order := sortedKeys(affected)
 	for _, bk := range order {
 		keys := byBucket[bk]
 		slices.Sort(keys)
@@ -329,10 +366,140 @@ func (b *build) run() error {
 			return err
 		}
 		b.m.Rows[bk], b.m.Files[bk] = int64(len(keys)), key
+		if bk < len(b.m.Merge) {
+			b.m.Merge[bk] = nil
+		}
 	}
-	err = b.commit(next, consumed, partial, files, sizes, len(order))
-	b.tidy(err == nil)
-	return err
+	if !slices.ContainsFunc(b.m.Merge, func(mg *merge) bool { return mg != nil }) {
+		b.m.Merge = nil
+	}
+	return nil
+}
+
+// mergePlan is what a merge-on-read build writes: per bucket, the keys
+// of the rows its changes touched that the state holds, and the rows of
+// the bucket's files they replace.
+type mergePlan struct {
+	keys map[int][]string
+	dead map[int]map[string][]int64 // bucket → data file → rows
+}
+
+// planMerge returns what a merge-on-read build writes, nil when the
+// build writes the buckets it touches whole: a build that is not
+// merge-on-read, the first, one that truncates or adds a column (whole),
+// and one after which a bucket would hold more than MaxMergeFiles files
+// or more deleted rows than live ones.
+func (b *build) planMerge(changes []*change, affected map[int]bool, whole bool) *mergePlan {
+	if !b.opt.MergeOnRead || b.prev == nil || whole {
+		return nil
+	}
+	touched := map[string]bool{}
+	for _, c := range changes {
+		for _, k := range []string{c.key, c.oldKey, c.movedTo} {
+			if k != "" {
+				touched[k] = true
+			}
+		}
+	}
+	p := &mergePlan{keys: map[int][]string{}, dead: map[int]map[string][]int64{}}
+	for k := range touched {
+		bk := bucketOf(k, b.m.Buckets)
+		if _, ok := b.st.rows[k]; ok {
+			p.keys[bk] = append(p.keys[bk], k)
+		}
+		if o, ok := b.origin[k]; ok {
+			if p.dead[bk] == nil {
+				p.dead[bk] = map[string][]int64{}
+			}
+			p.dead[bk][o.file] = append(p.dead[bk][o.file], o.row)
+		}
+	}
+	for bk := range affected {
+		files := len(b.m.dataFiles(bk))
+		if len(p.keys[bk]) > 0 {
+			files++
+		}
+		var dead, gone int64
+		if bk < len(b.m.Merge) && b.m.Merge[bk] != nil {
+			dead = b.m.Merge[bk].Dead
+		}
+		for _, rows := range p.dead[bk] {
+			gone += int64(len(rows))
+		}
+		live := b.m.Rows[bk] - gone + int64(len(p.keys[bk]))
+		if files > MaxMergeFiles || dead+gone > live {
+			return nil
+		}
+	}
+	return p
+}
+
+// writeMerged writes, of each bucket of order, the rows plan names in a
+// file of their own, and one Puffin file of the deletion vectors of every
+// data file with rows deleted, the old rows and the new.
+func (b *build) writeMerged(g *gather, order []int, plan *mergePlan) error {
+	if len(order) == 0 {
+		return nil
+	}
+	if len(b.m.Merge) == 0 {
+		b.m.Merge = make([]*merge, b.m.Buckets)
+	}
+	b.result.Merged = true
+	var blobs []deletion.Blob
+	var blobBucket []int
+	for _, bk := range order {
+		keys := plan.keys[bk]
+		slices.Sort(keys)
+		key, err := b.writeBucket(g, bk, keys)
+		if err != nil {
+			return err
+		}
+		mg := b.m.Merge[bk]
+		if mg == nil {
+			mg = &merge{}
+			b.m.Merge[bk] = mg
+		}
+		if key != "" {
+			mg.Files = append(mg.Files, key)
+		}
+		var gone int64
+		for _, file := range slices.Sorted(maps.Keys(plan.dead[bk])) {
+			rows := deletion.NewPositions()
+			if old := b.dead[file]; old != nil {
+				rows.Or(old)
+			}
+			for _, r := range plan.dead[bk][file] {
+				rows.Set(uint64(r))
+			}
+			gone += int64(len(plan.dead[bk][file]))
+			blobs = append(blobs, deletion.Blob{File: file, Location: b.opt.Location(file), Rows: rows})
+			blobBucket = append(blobBucket, bk)
+		}
+		mg.Dead += gone
+		b.m.Rows[bk] += int64(len(keys)) - gone
+	}
+	if len(blobs) == 0 {
+		return nil
+	}
+	data, vecs, err := deletion.Encode(blobs)
+	if err != nil {
+		return err
+	}
+	key := fmt.Sprintf("%s/deletes-%s.puffin", b.into, b.contentName(data))
+	b.written = append(b.written, key)
+	if err := b.w.WriteObject(b.ctx, key, data, "application/octet-stream"); err != nil {
+		return fmt.Errorf("writing %s: %w", key, err)
+	}
+	for i, v := range vecs {
+		v.Puffin = key
+		mg := b.m.Merge[blobBucket[i]]
+		if j := slices.IndexFunc(mg.Deletes, func(d deletion.Vector) bool { return d.File == v.File }); j >= 0 {
+			mg.Deletes[j] = v
+		} else {
+			mg.Deletes = append(mg.Deletes, v)
+		}
+	}
+	return nil
 }
 
 // change decodes the change at row of f.
@@ -432,25 +599,15 @@ func (b *build) commit(next map[[2]any]int64, consumed, partial map[string]bool,
 		return err
 	}
 	b.m.Schema = sch
-	b.result.Key = b.m.Key
 	b.result.Buckets, b.result.Total = rewritten, b.m.Buckets
-	b.result.Offsets = b.m.Offsets
-	for _, f := range b.m.Files {
-		if f != "" {
-			b.result.StateFiles = append(b.result.StateFiles, f)
-		}
-	}
-	b.result.Schema = b.schema()
-	for _, n := range b.m.Rows {
-		b.result.Rows += n
-	}
 	if b.prev != nil && rewritten == 0 && slices.Equal(b.m.Offsets, b.prev.Offsets) && slices.Equal(b.m.Consumed, b.prev.Consumed) &&
 		slices.Equal(b.m.Partial, b.prev.Partial) && slices.Equal(b.m.Files, b.prev.Files) {
-		b.result.Version = b.m.Version
+		b.fill()
 		return nil // nothing new
 	}
+	b.m.Base = b.m.Version
 	b.m.Version++
-	b.result.Version = b.m.Version
+	b.fill()
 	data, err := json.MarshalIndent(b.m, "", " ")
 	if err != nil {
 		return err
@@ -477,6 +634,21 @@ func (b *build) commit(next map[[2]any]int64, consumed, partial map[string]bool,
 	return nil
 }
 
+// fill sets the result's description of the state table from the
+// manifest.
+func (b *build) fill() {
+	r := &b.result
+	r.Version, r.Base, r.Key, r.Offsets = b.m.Version, b.m.Base, b.m.Key, b.m.Offsets
+	r.StateFiles, r.Deletes, r.Rows = nil, b.m.vectors(), 0
+	for bk := range b.m.Files {
+		r.StateFiles = append(r.StateFiles, b.m.dataFiles(bk)...)
+	}
+	for _, n := range b.m.Rows {
+		r.Rows += n
+	}
+	r.Schema = b.schema()
+}
+
 // tidy deletes the state files no manifest will name: after a build that
 // committed, those of the manifest it replaced that the new one does not
 // name (unless Options.KeepReplaced); after one that did not, those it
@@ -490,7 +662,7 @@ func (b *build) tidy(committed bool) {
 		}
 		if b.old != nil {
 			for _, f := range b.old.Files {
-				if f != "" && !slices.Contains(b.m.Files, f) {
+				if f != "" && !b.m.names(f) {
 					gone = append(gone, f)
 				}
 			}
@@ -504,7 +676,7 @@ func (b *build) tidy(committed bool) {
 			return
 		}
 		for _, f := range b.written {
-			if newest == nil || !slices.Contains(newest.Files, f) {
+			if newest == nil || !newest.names(f) {
 				gone = append(gone, f)
 			}
 		}
@@ -538,26 +710,60 @@ func (b *build) orphans() []string {
 			b.opt.Log.Warn("the folder of a state table does not list: files of builds that died are left", "table", b.into, "err", err)
 			return out
 		}
-		if !obj.IsDir && stateFile.MatchString(obj.Key) && !slices.Contains(b.m.Files, obj.Key) && time.Since(obj.ModTime) > OrphanAge {
+		if !obj.IsDir && stateFile.MatchString(obj.Key) && !b.m.names(obj.Key) && time.Since(obj.ModTime) > OrphanAge {
 			out = append(out, obj.Key)
 		}
 	}
 	return out
 }
 
-// loadBucket reads a bucket's state file: an input, and its rows by key
-// (nil when the bucket has none).
+// loadBucket reads a bucket's data files, but the rows their deletion
+// vectors delete: an input per file, and the bucket's rows by key.
 func (b *build) loadBucket(bk int) (map[string]*stateRow, error) {
-	key := b.m.Files[bk]
-	if key == "" {
-		return nil, nil
+	var dels []deletion.Vector
+	if bk < len(b.m.Merge) && b.m.Merge[bk] != nil {
+		dels = b.m.Merge[bk].Deletes
 	}
+	rows := map[string]*stateRow{}
+	for _, key := range b.m.dataFiles(bk) {
+		var dead *deletion.Positions
+		if i := slices.IndexFunc(dels, func(v deletion.Vector) bool { return v.File == key }); i >= 0 {
+			var err error
+			if dead, err = b.readVector(dels[i]); err != nil {
+				return nil, err
+			}
+			b.dead[key] = dead
+		}
+		if err := b.loadFile(key, dead, rows); err != nil {
+			return nil, err
+		}
+	}
+	return rows, nil
+}
+
+// readVector reads a deletion vector of the state table.
+func (b *build) readVector(v deletion.Vector) (*deletion.Positions, error) {
+	data, err := b.bucket.ReadAll(b.ctx, v.Puffin)
+	if err != nil {
+		return nil, fmt.Errorf("reading %s: %w", v.Puffin, err)
+	}
+	return deletion.Decode(data, v)
+}
+
+// origin is where a state row lives: a data file's row.
+type origin struct {
+	file string
+	row  int64
+}
+
+// loadFile reads a state file into rows, but the rows dead deletes.
+func (b *build) loadFile(key string, dead *deletion.Positions, rows map[string]*stateRow) error {
 	sch, cols, err := readTable(b.ctx, b.bucket, key, b.opt.Mem)
-	if isNotFound(err) {
-		return nil, nil
+	if isNotFound(err) && dead == nil && len(b.m.Merge) == 0 {
+		return nil // a copy-on-write build's tidy went first
 	}
 	if err != nil {
-		return nil, err
+		return err
 	}
 	in := &input{key: key}
 	idx := map[string]int{}
@@ -585,13 +791,18 @@ func (b *build) loadBucket(bk int) (map[string]*stateRow, error) {
 	absent, _ := metaCols[schema.ColAbsent].(*array.List)
 	tsa, _ := ts.(*array.Timestamp)
 	if ops == nil || src == nil || part == nil || off == nil || absent == nil || tsa == nil {
-		return nil, fmt.Errorf("%s: not a state file of cdclake (%s)", key, sch)
+		return fmt.Errorf("%s: not a state file of cdclake (%s)", key, sch)
 	}
-	rows := map[string]*stateRow{}
 	for row := range off.Len() {
+		if dead != nil && dead.Contains(uint64(row)) {
+			continue
+		}
 		k, err := keyOfColumns(in, idx, row, b.m.Key)
 		if err != nil {
-			return nil, fmt.Errorf("%s row %d: %w", key, row, err)
+			return fmt.Errorf("%s row %d: %w", key, row, err)
+		}
+		if o, ok := b.origin[k]; ok {
+			return fmt.Errorf("%s row %d: the key's row is %s row %d as well: the state table's deletion vectors miss one", key, row, o.file, o.row)
 		}
 		r := &stateRow{}
 		r.last.op, _ = text(ops, row)
@@ -602,8 +813,9 @@ func (b *build) loadBucket(bk int) (map[string]*stateRow, error) {
 		}
 		b.seeds = append(b.seeds, seed{r: r, at: ref{n, int32(row)}, absent: listStrings(absent, row)})
 		rows[k] = r
+		b.origin[k] = origin{key, int64(row)}
 	}
-	return rows, nil
+	return nil
 }
 
 // seed is a state row read from a state file, its values to point at

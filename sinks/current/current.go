@@ -31,6 +31,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/memory"
 	"github.com/cdclake/cdclake/sinks"
+	"github.com/cdclake/cdclake/sinks/lakehouse/deletion"
 	"github.com/cdclake/cdclake/sinks/parquet"
 	"gocloud.dev/blob"
 )
@@ -61,6 +62,18 @@ type Options struct {
 	// table over the state (Result.StateFiles) keeps the files its older
 	// snapshots name, until their expiry.
 	KeepReplaced bool
+	// MergeOnRead writes, of each bucket a build touches, only the rows
+	// its changes touched, in a file of its own, and a deletion vector of
+	// the rows they replace (an Iceberg v3 table's merge-on-read), rather
+	// than the bucket's rows whole. A bucket that would hold more than
+	// MaxMergeFiles files, or more deleted rows than live ones, is
+	// written whole again, and so is every bucket of a build that
+	// truncates. Only readers that apply deletion vectors read such a
+	// table right: it needs KeepReplaced and Location.
+	MergeOnRead bool
+	// Location returns a state file's full path as the table names it
+	// (deletion vectors record the data file they delete rows of).
+	Location func(key string) string
 	// Committed returns the offset below which every change of a source
 	// partition is in the lake, and false when the lake keeps no landing
 	// state for it (the file source: each file whole). source is the
@@ -88,7 +101,7 @@ type Result struct {
 	// folded.
 	Files   int
 	Changes int64
-	// Buckets is the buckets rewritten, of Total; Rows the rows of the
+	// Buckets is the buckets rewritten (or merged), of Total; Rows the rows of the
 	// whole state table.
 	Buckets, Total int
 	Rows           int64
@@ -101,7 +114,18 @@ type Result struct {
 	// Offsets is where the state stands, per source partition: every
 	// change below is in it.
 	Offsets []Offset
+	// Deletes is the deletion vectors of rows of StateFiles the table no
+	// longer holds (merge-on-read).
+	Deletes []deletion.Vector
+	// Merged is true when the build wrote only the rows its changes
+	// touched (merge-on-read); Base is the version it started from.
+	Merged bool
+	Base   int64
 }
+
+// MaxMergeFiles is the most files a bucket of a merge-on-read state table
+// holds: a build that would add one more writes it whole again.
+const MaxMergeFiles = 8
 
 // Offset is where a state stands in a source partition.
 type Offset struct {
@@ -144,6 +168,9 @@ func Build(ctx context.Context, bucket *blob.Bucket, w Writer, opt Options) (Res
 	if opt.Write.RowGroupRows <= 0 {
 		opt.Write.RowGroupRows = 128 << 10
 	}
+	if opt.MergeOnRead && (!opt.KeepReplaced || opt.Location == nil) {
+		return Result{}, errors.New("a merge-on-read state table is an Iceberg table's: it keeps replaced files and knows their locations")
+	}
 	if opt.Dataset == "" || strings.HasPrefix(opt.Dataset, "/") {
 		return Result{}, fmt.Errorf("the dataset folder %q is no folder of the lake", opt.Dataset)
 	}
@@ -170,6 +197,7 @@ func Build(ctx context.Context, bucket *blob.Bucket, w Writer, opt Options) (Res
 			}
 			b.m = *prev
 			b.m.Rows, b.m.Files = slices.Clone(prev.Rows), slices.Clone(prev.Files) // rewritten in place
+			b.m.Merge = cloneMerge(prev.Merge)
 			b.prev = prev
 		}
 	}
@@ -177,5 +205,23 @@ func Build(ctx context.Context, bucket *blob.Bucket, w Writer, opt Options) (Res
 	if err := b.run(); err != nil {
 		return Result{}, err
 	}
+	return b.result, nil
+}
+
+// Recorded returns the state table at into as its build version left it,
+// from its manifest while it is kept (KeepManifests): to commit that
+// build to a table format again.
+func Recorded(ctx context.Context, bucket *blob.Bucket, into string, version int64) (Result, error) {
+	m, err := readManifest(ctx, bucket, manifestKey(strings.TrimSuffix(into, "/"), version))
+	if err != nil {
+		return Result{}, err
+	}
+	sch, err := decodeSchema(m.Schema)
+	if err != nil {
+		return Result{}, err
+	}
+	b := &build{m: *m, opt: Options{Dataset: m.Dataset}, fields: sch.Fields()}
+	b.result.Total = m.Buckets
+	b.fill()
 	return b.result, nil
 }

@@ -98,10 +98,23 @@ func (b *build) schema() *arrow.Schema {
 
 var tsType = &arrow.TimestampType{Unit: arrow.Microsecond, TimeZone: "UTC"}
 
+// contentName names a state file after its bytes: a build never
+// overwrites a file another build may name. A table format's state table
+// (KeepReplaced) names it after the build's version too: Iceberg refuses
+// to add a file under the name of one a snapshot removed, and a later
+// build may write a bucket's rows as an earlier one did.
+func (b *build) contentName(data []byte) string {
+	h := sha256.New()
+	if b.opt.KeepReplaced {
+		fmt.Fprintf(h, "version %d\n", b.m.Version+1)
+	}
+	h.Write(data)
+	return hex.EncodeToString(h.Sum(nil)[:8])
+}
+
 // writeBucket writes a bucket's rows (keys, in order) as its state file
-// and returns its key, bucket-NNNN-<hash of its bytes>.parquet: a build
-// never overwrites a file another build may name. A bucket without rows
-// has no file ("").
+// and returns its key, bucket-NNNN-<contentName>.parquet. A bucket
+// without rows has no file ("").
 func (b *build) writeBucket(g *gather, bk int, keys []string) (string, error) {
 	if len(keys) == 0 {
 		return "", nil
@@ -183,8 +196,7 @@ func (b *build) writeBucket(g *gather, bk int, keys []string) (string, error) {
 	if err := parquet.WriteParts(&buf, []sinks.Part{{Record: rec, Ranges: [][2]int{{0, n}}}}, b.opt.Write, mem); err != nil {
 		return "", fmt.Errorf("writing %s: %w", key, err)
 	}
-	sum := sha256.Sum256(buf.Bytes())
-	key = fmt.Sprintf("%s-%s.parquet", key, hex.EncodeToString(sum[:8]))
+	key = fmt.Sprintf("%s-%s.parquet", key, b.contentName(buf.Bytes()))
 	b.written = append(b.written, key)
 	if err := b.w.WriteObject(b.ctx, key, buf.Bytes(), "application/vnd.apache.parquet"); err != nil {
 		return "", fmt.Errorf("writing %s: %w", key, err)

@@ -51,6 +51,7 @@ import (
 	"time"
 
 	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/cdclake/cdclake/sinks/lakehouse/deletion"
 )
 
 // Catalog commits landed files to lakehouse tables; see the package
@@ -103,7 +104,25 @@ type FileSet struct {
 	// Properties go into the snapshot's summary and the table's
 	// properties.
 	Properties map[string]string
+	// Deletes are deletion vectors of rows of Keys the table no longer
+	// holds (merge-on-read; Iceberg only).
+	Deletes []deletion.Vector
+	// Version is the build of the state table the set is, Base the one it
+	// was built from (StateVersionKey): a table at a newer build than
+	// Version is left as it is, and one whose files differ from the set's
+	// in a way only Base's files lead to fails with ErrStateBehind.
+	Version, Base int64
 }
+
+// StateVersionKey is the table property (and snapshot summary key) that
+// records which build of a state table the table holds (FileSet.Version).
+const StateVersionKey = "cdclake.current.version"
+
+// ErrStateBehind is returned by SetFiles for a table that holds a build of
+// a state table older than the set's Base, when the set adds deletion
+// vectors and removes data files: one snapshot cannot do both, so the
+// builds between are to be set first, in order.
+var ErrStateBehind = errors.New("the table holds an older build of the state table than the one this build started from")
 
 // Compaction says how Compact rewrites a table's small files. Of each
 // table partition, the files smaller than TargetBytes that start below

@@ -21,6 +21,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/flight"
 	"github.com/apache/arrow-go/v18/arrow/memory"
+	"github.com/cdclake/cdclake/sinks/lakehouse/deletion"
 )
 
 // Binary is the name of the binary that serves a Catalog (Serve).
@@ -48,15 +49,16 @@ type request struct {
 type reply struct {
 	ID      uint64     `json:"id"`
 	Error   string     `json:"error,omitempty"`
-	Kind    string     `json:"kind,omitempty"` // schema (ErrSchema), other-lake (ErrOtherLake)
+	Kind    string     `json:"kind,omitempty"` // schema (ErrSchema), other-lake (ErrOtherLake), state-behind (ErrStateBehind)
 	Offsets []wireOff  `json:"offsets,omitempty"`
 	Keys    []string   `json:"keys,omitempty"` // landed; datasets
 	Done    *Compacted `json:"done,omitempty"`
 	Expired *Expired   `json:"expired,omitempty"`
 }
 
-// kinds are the errors a reply names by Kind, which fail a run at once.
-var kinds = map[string]error{"schema": ErrSchema, "other-lake": ErrOtherLake}
+// kinds are the errors a reply names by Kind, for the callers that tell
+// them apart.
+var kinds = map[string]error{"schema": ErrSchema, "other-lake": ErrOtherLake, "state-behind": ErrStateBehind}
 
 // kindOf returns the Kind of a reply failing with err.
 func kindOf(err error) string {
@@ -476,11 +478,15 @@ type wireSet struct {
 	Keys       []string          `json:"keys"`
 	Schema     []byte            `json:"schema"`
 	Properties map[string]string `json:"properties,omitempty"`
+	Deletes    []deletion.Vector `json:"deletes,omitempty"`
+	Version    int64             `json:"version,omitempty"`
+	Base       int64             `json:"base,omitempty"`
 }
 
 func (p *process) SetFiles(ctx context.Context, name string, set FileSet) error {
 	_, err := p.call(ctx, request{Op: "setfiles", Dataset: name, Set: &wireSet{Location: set.Location, Keys: set.Keys,
-		Schema: flight.SerializeSchema(set.Schema, memory.DefaultAllocator), Properties: set.Properties}})
+		Schema: flight.SerializeSchema(set.Schema, memory.DefaultAllocator), Properties: set.Properties, Deletes: set.Deletes,
+		Version: set.Version, Base: set.Base}})
 	return err
 }
 
@@ -640,7 +646,7 @@ func serve(ctx context.Context, c Catalog, req request) (reply, error) {
 			return reply{}, fmt.Errorf("setfiles: the schema: %w", err)
 		}
 		return reply{}, c.SetFiles(ctx, req.Dataset, FileSet{Location: req.Set.Location, Keys: req.Set.Keys, Schema: sch,
-			Properties: req.Set.Properties})
+			Properties: req.Set.Properties, Deletes: req.Set.Deletes, Version: req.Set.Version, Base: req.Set.Base})
 	}
 	return reply{}, fmt.Errorf("unknown request %q", req.Op)
 }

@@ -8,7 +8,8 @@ Iceberg, which has no JSON type, hold them so). With --delta, JSON and
 times of day must land as text, HH:MM:SS.ffffff (tables committed to
 Delta, which has neither type, hold them so). With --current, each
 table's current-state table (cdclake snapshot, sink.current.interval: the
-files its newest manifest in LAKE_DIR/_current/TABLE/_manifest names)
+files its newest manifest in LAKE_DIR/_current/TABLE/_manifest names, but
+the rows their deletion vectors delete)
 must hold exactly the expected state too. Prints one line per check and a closing "N passed, M failed" line; exits 1 on
 any failure.
 """
@@ -52,14 +53,31 @@ def q(name):
 
 
 def state_files(lake, table):
-    """The files of a table's current-state table, by its newest manifest
-    (None: it has none)."""
+    """The files of a table's current-state table, by its newest manifest,
+    and the rows of them its deletion vectors delete (merge-on-read), by
+    file: (None, None) when it has none."""
     import glob
     import os
     manifests = sorted(glob.glob(os.path.join(lake, "_current", table, "_manifest", "*.json")))
     if not manifests:
-        return None
-    return [os.path.join(lake, f) for f in json.load(open(manifests[-1]))["files"] if f]
+        return None, None
+    m = json.load(open(manifests[-1]))
+    keys = [f for f in m["files"] if f]
+    vectors = []
+    for mg in m.get("merge") or []:
+        if mg:
+            keys += mg.get("files") or []
+            vectors += mg.get("deletes") or []
+    dead = {}
+    for v in vectors:
+        sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+        import dv
+        with open(os.path.join(lake, v["puffin"]), "rb") as f:
+            rows = dv.positions(f.read(), v["offset"], v["length"])
+        if len(rows) != v["rows"]:
+            raise ValueError(f"{v['puffin']}: the deletion vector of {v['file']} deletes {len(rows)} rows, not {v['rows']}")
+        dead[os.path.join(lake, v["file"])] = rows
+    return [os.path.join(lake, f) for f in keys], dead
 
 
 def main(lake, expected_path, plain_json=False, current=False, delta=False):
@@ -145,16 +163,19 @@ def main(lake, expected_path, plain_json=False, current=False, delta=False):
                     bad.append(f"{k}.{c}: got {got.get(c)!r}, want {row.get(c)!r}")
         check(not bad, f"{name}: every value of every live row equal" + ("" if not bad else ": " + "; ".join(bad[:5])))
         if current:
-            files = state_files(lake, name)
+            files, dead = state_files(lake, name)
             if files is None:
                 check(False, f"{name}: no current-state table")
                 continue
             got = {}
             if files:
                 sel = ", ".join(f"{as_text(t['columns'][c], q(c), delta)} AS {q(c)}" for c in cols)
-                for r in con.execute(f"SELECT {as_text(t['columns'][key], q(key), delta)}, {sel} "
-                                     f"FROM read_parquet({files!r}, union_by_name=true)").fetchall():
-                    got.setdefault(r[0], []).append(dict(zip(cols, r[1:])))
+                for r in con.execute(f"SELECT filename, file_row_number, {as_text(t['columns'][key], q(key), delta)}, {sel} "
+                                     f"FROM read_parquet({files!r}, union_by_name=true, filename=true, "
+                                     f"file_row_number=true)").fetchall():
+                    if r[1] in dead.get(r[0], ()):
+                        continue  # deleted by its file's deletion vector
+                    got.setdefault(r[2], []).append(dict(zip(cols, r[3:])))
             twice = [k for k, rows in got.items() if len(rows) > 1]
             diff = [f"{k}: got {got.get(k, [None])[0]!r}, want {row!r}" for k, row in want.items()
                     if got.get(k, [None])[0] != {c: row.get(c) for c in cols}]

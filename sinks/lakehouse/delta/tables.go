@@ -17,8 +17,12 @@ import (
 // version that removes the files it holds and set does not name, adds
 // those it names the table lacks, and records set.Properties in the
 // table's configuration. It does nothing when the table holds them
-// already with the same properties.
+// already with the same properties. Deletion vectors (a merge-on-read
+// state table) are Iceberg's only.
 func (d *Delta) SetFiles(ctx context.Context, name string, set lakehouse.FileSet) error {
+	if len(set.Deletes) > 0 {
+		return fmt.Errorf("%s: a merge-on-read state table is for Iceberg tables only, not Delta", name)
+	}
 	root := strings.Trim(set.Location, "/")
 	d.mu.Lock()
 	d.stateRoots[name] = root // for Expire

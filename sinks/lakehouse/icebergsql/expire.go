@@ -4,12 +4,15 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	iofs "io/fs"
+	"strconv"
 	"strings"
 	"time"
 
 	icebergio "github.com/apache/iceberg-go/io"
 	"github.com/apache/iceberg-go/table"
+	"github.com/cdclake/cdclake/sinks/current"
 	"github.com/cdclake/cdclake/sinks/lakehouse"
 )
 
@@ -20,7 +23,10 @@ import (
 // refers to, older than exp.OlderThan and OrphanGrace. The lake's files are never deleted:
 // readers of the plain lake and cdclake's replay rely on them. Of a
 // current-state table (lakehouse.StateSuffix) every file in its folder is
-// its own: the state files only the dropped snapshots named go too.
+// its own: the state files only the dropped snapshots named go too, and
+// those no snapshot names that no build newer than the table's names
+// (builds whose commits were lost), older than exp.OlderThan and
+// OrphanGrace.
 func (c *Iceberg) Expire(ctx context.Context, dataset string, exp lakehouse.Expiry) (lakehouse.Expired, error) {
 	var done lakehouse.Expired
 	if exp.RetainLast < 1 {
@@ -101,6 +107,15 @@ func (c *Iceberg) expire(ctx context.Context, l *tableLock, dataset string, exp 
 			errs = append(errs, fmt.Errorf("listing the compacted files of %s: %w", dataset, err))
 		}
 	}
+	if state {
+		n, err := c.stateOrphans(ctx, fs, next, after, before, max(exp.OlderThan, OrphanGrace))
+		if err != nil {
+			errs = append(errs, err)
+		}
+		if n > 0 {
+			c.log.Info("files of state table builds no snapshot names deleted", "table", dataset, "files", n)
+		}
+	}
 	metadataDir := strings.TrimSuffix(next.Location(), "/") + "/metadata/"
 	own := func(loc, key string) bool {
 		if state {
@@ -126,6 +141,77 @@ func (c *Iceberg) expire(ctx context.Context, l *tableLock, dataset string, exp 
 		c.log.Info("iceberg snapshots expired", "table", dataset, "snapshots", done.Snapshots, "files", done.Files)
 	}
 	return done, errors.Join(errs...)
+}
+
+// stateOrphans marks, in before, the files of a state table's folder that
+// no snapshot of tbl refers to (after) and no build newer than the one
+// tbl holds names, older than grace: those of builds whose commits did
+// not go in and that later builds replaced. A build under way, or one
+// whose commit a later build makes, is newer than the one tbl holds. It
+// returns how many it marked.
+func (c *Iceberg) stateOrphans(ctx context.Context, fs icebergio.IO, tbl *table.Table, after, before map[string]bool, grace time.Duration) (int, error) {
+	walker, ok := fs.(icebergio.ListableIO)
+	if !ok {
+		return 0, nil
+	}
+	root := strings.TrimSuffix(tbl.Location(), "/")
+	holds, _ := strconv.ParseInt(tbl.Properties()[lakehouse.StateVersionKey], 10, 64)
+	keep := map[string]bool{}
+	var files []string
+	var infos []iofs.FileInfo
+	err := walker.WalkDir(root, func(loc string, d iofs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if !strings.Contains(loc, "://") {
+			loc = "file://" + loc // the local file IO walks paths, not locations
+		}
+		rel := strings.TrimPrefix(loc, root+"/")
+		switch {
+		case d.IsDir() && loc != root && rel != current.ManifestDir:
+			return iofs.SkipDir
+		case d.IsDir():
+			return nil
+		case strings.HasPrefix(rel, current.ManifestDir+"/") && strings.HasSuffix(rel, ".json"):
+			f, err := fs.Open(loc)
+			if err != nil {
+				return err
+			}
+			data, err := io.ReadAll(f)
+			f.Close()
+			if err != nil {
+				return err
+			}
+			version, named, err := current.Named(data)
+			if err != nil {
+				return fmt.Errorf("%s: %w", loc, err)
+			}
+			for _, k := range named {
+				keep[c.location(k)] = keep[c.location(k)] || version > holds
+			}
+		case !strings.Contains(rel, "/") && (strings.HasSuffix(rel, ".parquet") || strings.HasSuffix(rel, ".puffin")):
+			info, err := d.Info()
+			if err != nil {
+				return err
+			}
+			files, infos = append(files, loc), append(infos, info)
+		}
+		return nil
+	})
+	if errors.Is(err, iofs.ErrNotExist) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, fmt.Errorf("listing the files of %s: %w", root, err)
+	}
+	n := 0
+	for i, loc := range files {
+		if !after[loc] && !keep[loc] && time.Since(infos[i].ModTime()) >= grace {
+			before[loc] = true // deleted with the files only dropped snapshots named
+			n++
+		}
+	}
+	return n, nil
 }
 
 // OrphanGrace is the least age of a compacted file no snapshot refers to
