@@ -140,7 +140,18 @@ func (sb *stateBuilder) build(ctx context.Context, table string, o SnapshotOptio
 	if into == "" {
 		into = current.DefaultInto(dataset)
 	}
-	if err := sb.setFiles(ctx, table, into, res, current.KeepManifests); err != nil {
+	err = sb.setFiles(ctx, table, into, res, current.KeepManifests)
+	if errors.Is(err, lakehouse.ErrStateBehind) {
+		// The builds between are not all kept: every bucket written whole
+		// is one snapshot from whatever the table holds.
+		sb.log.Warn("a state table's table is behind builds no longer kept: writing every bucket whole", "table", StateTableName(table),
+			"build", res.Version, "err", err)
+		opt.Whole, opt.Rebuild, opt.Key, opt.Buckets = true, false, nil, 0
+		if res, err = current.Build(ctx, sb.bucket, sb.w, opt); err == nil {
+			err = sb.setFiles(ctx, table, into, res, 0)
+		}
+	}
+	if err != nil {
 		return res, fmt.Errorf("committing the state table %s to %s: %w", StateTableName(table), sb.plan.TableFormat(table), err)
 	}
 	if sb.plan.TableFormat(table) == "delta" {

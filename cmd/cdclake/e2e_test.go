@@ -834,12 +834,21 @@ func writeFile(t *testing.T, path, data string) string {
 // snapshot as its version's files (testdata/e2e/current_iceberg.py), and
 // the state must equal PostgreSQL's (infra/verify_real.py --current).
 func TestIcebergStateTables(t *testing.T) {
-	for _, mode := range []string{"copy-on-write", "merge-on-read"} {
-		t.Run(mode, func(t *testing.T) { icebergStateTables(t, mode) })
+	for _, tc := range []struct{ name, mode, lost string }{
+		{"copy-on-write", "copy-on-write", ""},
+		{"merge-on-read", "merge-on-read", "kept"},
+		{"merge-on-read, lost builds not kept", "merge-on-read", "gone"},
+	} {
+		t.Run(tc.name, func(t *testing.T) { icebergStateTables(t, tc.mode, tc.lost) })
 	}
 }
 
-func icebergStateTables(t *testing.T, mode string) {
+// icebergStateTables is TestIcebergStateTables in a mode. lost "kept": a
+// build between the two runs is committed to another catalog (a lost
+// commit), the second run commits it first; "gone": two such builds, one
+// merging into the other, whose manifest is then deleted: the second run
+// writes every bucket whole instead.
+func icebergStateTables(t *testing.T, mode, lost string) {
 	py := python(t)
 	cdclake := build(t, "github.com/cdclake/cdclake/cmd/cdclake")
 	t.Setenv("CDCLAKE_LAKEHOUSE", build(t, "github.com/cdclake/cdclake/cmd/cdclake-lakehouse"))
@@ -878,19 +887,39 @@ func icebergStateTables(t *testing.T, mode string) {
 		writeHalf(t, topics, in, i)
 		_, logged := runBin(t, cdclake, "run", "--config", cfgFile, "--source", filepath.Join(in, fmt.Sprintf("*.%d.ndjson", i)), "--sink", lakeDir)
 		out := check(part)
-		if merged := strings.Contains(out, " 0 merged buckets"); i == 1 && merged == (mode == "merge-on-read") {
+		if merged := !strings.Contains(out, " 0 merged buckets"); i == 1 && lost != "gone" && merged != (lost == "kept") {
 			t.Errorf("%s, %s: %s", mode, part, out)
 		}
-		if i == 1 && mode == "merge-on-read" && !strings.Contains(logged, "committing the builds between first") {
-			t.Errorf("the second run did not commit the lost builds first:\n%s", logged)
+		if want := map[string]string{"kept": "committing the builds between first", "gone": "writing every bucket whole"}[lost]; i == 1 &&
+			want != "" && !strings.Contains(logged, want) {
+			t.Errorf("the second run did not say %q:\n%s", want, logged)
 		}
-		if i == 0 && mode == "merge-on-read" {
+		if i == 0 && lost != "" {
 			// A build whose commit is lost: rebuilt into 2 buckets, and
 			// committed to another catalog. The next builds merge into
 			// its files, which one snapshot cannot do from the table's
 			// files: the run commits the lost build first.
 			other := writeFile(t, filepath.Join(dir, "other.yaml"), strings.Replace(cfg, catalog, filepath.Join(dir, "other.db"), 1))
 			runBin(t, cdclake, "snapshot", "--config", other, "--sink", lakeDir, "--rebuild", "--buckets", "2")
+			if lost == "gone" {
+				// The second half landed and merged into the lost build by
+				// another lost build (both committed to the other catalog
+				// only), and the first lost build's manifest gone (as when
+				// more builds than the manifests kept lost their commits):
+				// the run lands the same files again, and has no build to
+				// commit first.
+				writeHalf(t, topics, in, 1)
+				runBin(t, cdclake, "run", "--config", other, "--source", filepath.Join(in, "*.1.ndjson"), "--sink", lakeDir)
+				manifests, err := filepath.Glob(filepath.Join(lakeDir, "_current", "*", "_manifest", "*0002.json"))
+				if err != nil || len(manifests) != len(db) {
+					t.Fatalf("%d manifests of build 2, want %d: %v", len(manifests), len(db), err)
+				}
+				for _, m := range manifests {
+					if err := os.Remove(m); err != nil {
+						t.Fatal(err)
+					}
+				}
+			}
 		}
 	}
 	// The same state built at once from the whole capture, in a plain
@@ -905,7 +934,7 @@ func icebergStateTables(t *testing.T, mode string) {
 	if err != nil {
 		t.Fatalf("current_iceberg.py --same-as: %v\n%s", err, out)
 	}
-	if mode == "merge-on-read" {
+	if lost == "kept" {
 		// Written whole again: the files with deletion vectors go, and
 		// their deletion vectors with them. (The rebuild folds the two
 		// halves' changes by time, as two source partitions, not one after

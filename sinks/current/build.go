@@ -273,18 +273,19 @@ func (b *build) run() error {
 	if err != nil {
 		return err
 	}
-	// A change with a column the state table lacks: every bucket is
-	// written whole, so that each row has the column, unknown where no
-	// change carried it (_cdc_absent), not a NULL its file lacks.
+	// A change file with a column the state table lacks (the state
+	// table's columns grow by it even without a change to fold): every
+	// bucket is written whole, so that each row has the column, unknown
+	// where no change carried it (_cdc_absent), not a NULL its file lacks.
 	widened := false
-	if b.prev != nil && len(changes) > 0 {
+	if b.prev != nil {
 		for _, in := range b.inputs {
 			for _, f := range in.fields {
 				widened = widened || len(prevSchema.FieldIndices(f.Name)) == 0
 			}
 		}
 	}
-	if widened {
+	if widened || b.opt.Whole {
 		for i := range b.m.Buckets {
 			affected[i] = true
 		}
@@ -336,7 +337,7 @@ func (b *build) run() error {
 	g := newGather(b)
 	defer g.release()
 	order := sortedKeys(affected)
-	if plan := b.planMerge(changes, affected, truncated || widened); plan != nil {
+	if plan := b.planMerge(changes, affected, truncated || widened || b.opt.Whole); plan != nil {
 		if err := b.writeMerged(g, order, plan); err != nil {
 			return err
 		}
@@ -759,8 +760,8 @@ type origin struct {
 // loadFile reads a state file into rows, but the rows dead deletes.
 func (b *build) loadFile(key string, dead *deletion.Positions, rows map[string]*stateRow) error {
 	sch, cols, err := readTable(b.ctx, b.bucket, key, b.opt.Mem)
-	if isNotFound(err) && dead == nil && len(b.m.Merge) == 0 {
-		return nil // a copy-on-write build's tidy went first
+	if isNotFound(err) && !b.opt.KeepReplaced {
+		return nil // another build's tidy went first (its manifest is newer)
 	}
 	if err != nil {
 		return err

@@ -71,6 +71,11 @@ type Options struct {
 	// truncates. Only readers that apply deletion vectors read such a
 	// table right: it needs KeepReplaced and Location.
 	MergeOnRead bool
+	// Whole writes every bucket whole, from the state as it stands (and
+	// the changes past it), whatever the mode: a table format that holds
+	// an older build than one whose manifest is no longer kept is set to
+	// it in one snapshot.
+	Whole bool
 	// Location returns a state file's full path as the table names it
 	// (deletion vectors record the data file they delete rows of).
 	Location func(key string) string

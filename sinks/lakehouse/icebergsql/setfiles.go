@@ -60,6 +60,7 @@ func (c *Iceberg) setFiles(ctx context.Context, l *tableLock, name string, set l
 		wantDV[dvKey{c.location(v.Puffin), c.location(v.File)}] = v
 	}
 	var remove, removeDV []iceberg.DataFile
+	held := map[string]bool{}
 	fs, err := tbl.FS(ctx)
 	if err != nil {
 		return err
@@ -77,11 +78,16 @@ func (c *Iceberg) setFiles(ctx context.Context, l *tableLock, name string, set l
 			for _, e := range entries {
 				df := e.DataFile()
 				path := df.FilePath()
+				if df.ContentType() == iceberg.EntryContentData && held[path] {
+					return fmt.Errorf("%s names the data file %s twice", strings.Join(tbl.Identifier(), "."), path)
+				}
 				switch {
 				case df.ContentType() == iceberg.EntryContentData && want[path]:
 					delete(want, path) // held already
+					held[path] = true
 				case df.ContentType() == iceberg.EntryContentData:
 					remove = append(remove, df)
+					held[path] = true
 				case df.ReferencedDataFile() != nil:
 					k := dvKey{path, *df.ReferencedDataFile()}
 					if _, ok := wantDV[k]; ok {
@@ -141,6 +147,11 @@ func (c *Iceberg) setFiles(ctx context.Context, l *tableLock, name string, set l
 		return out, nil
 	}
 	tx := tbl.NewTransaction()
+	// Planned on the table as it is: another commit first fails this one
+	// (planned again), rather than letting iceberg-go apply it on top.
+	if err := tx.AssertRefSnapshotID(table.MainBranch); err != nil {
+		return err
+	}
 	if err := tx.SetProperties(props); err != nil {
 		return err
 	}
