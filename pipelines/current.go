@@ -237,6 +237,7 @@ type stateTables struct {
 	landed                  map[string]bool // every table the run wrote files of
 	skipped                 map[string]bool // tables whose key is not known, warned of
 	builds, errors, changes int64
+	merged                  int64 // builds that wrote deletion vectors rather than buckets whole
 }
 
 // newStateTables returns the builder of a run's state tables; cat is the
@@ -271,12 +272,12 @@ func (s *stateTables) wrote(table string) {
 	s.mu.Unlock()
 }
 
-type stateStats struct{ builds, errors, changes int64 }
+type stateStats struct{ builds, errors, changes, merged int64 }
 
 func (s *stateTables) stats() stateStats {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return stateStats{s.builds, s.errors, s.changes}
+	return stateStats{s.builds, s.errors, s.changes, s.merged}
 }
 
 // loop builds the tables written since their last build every interval,
@@ -347,8 +348,11 @@ func (s *stateTables) build(ctx context.Context, tables []string, quiet map[stri
 		default:
 			s.builds++
 			s.changes += res.Changes
+			if res.Merged {
+				s.merged++
+			}
 			s.log.Debug("current-state table built", "table", t, "changes", res.Changes, "rows", res.Rows,
-				"buckets", res.Buckets, "manifest", res.Version)
+				"buckets", res.Buckets, "merged", res.Merged, "manifest", res.Version)
 		}
 		s.mu.Unlock()
 	}

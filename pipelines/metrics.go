@@ -214,7 +214,9 @@ var (
 	descStateErrors = desc("current_build_errors_total", "Builds of a current-state table that failed (each logged at WARN); "+
 		"landing goes on, and the table is built again next time.")
 	descStateChanges = desc("current_changes_total", "Change rows folded into current-state tables.")
-	descCommitWait   = desc("table_files_waiting", "Written files waiting to be committed to their lakehouse tables: their "+
+	descStateMerged  = desc("current_merged_builds_total", "Builds of merge-on-read current-state tables that wrote the rows "+
+		"their changes touched and deletion vectors (sink.current.mode); the others wrote the buckets they touched whole.")
+	descCommitWait = desc("table_files_waiting", "Written files waiting to be committed to their lakehouse tables: their "+
 		"offsets do not count as landed until they are.")
 	descGaps = desc("kafka_gaps_total", "Gaps recorded in the lake (_gaps/): messages deleted from the log before they landed, "+
 		"skipped with on_gap=skip.")
@@ -228,7 +230,7 @@ func (c collector) Describe(ch chan<- *prometheus.Desc) {
 		descSpilled, descMaxBuffered, descFenced, descProgress, descStoreErrors, descStoreRetries, descStoreOutage,
 		descStoreFailing, descRegLookups, descRegWait, descLag, descCommitAt, descAssignedNow, descRebalances, descPartEvents,
 		descGaps, descUnclaimed, descCommits, descCommitFiles, descCommitErrors, descCommitWait, descCompacted, descCompactErrors, descExpired,
-		descStateBuilds, descStateErrors, descStateChanges} {
+		descStateBuilds, descStateErrors, descStateChanges, descStateMerged} {
 		ch <- d
 	}
 }
@@ -277,6 +279,7 @@ func (c collector) Collect(ch chan<- prometheus.Metric) {
 		counter(descStateBuilds, float64(st.builds))
 		counter(descStateErrors, float64(st.errors))
 		counter(descStateChanges, float64(st.changes))
+		counter(descStateMerged, float64(st.merged))
 	}
 
 	ss := p.sink.Stats()
