@@ -343,6 +343,19 @@ land_iceberg_from_kafka() {
     --s3-endpoint "http://$HOST:$S3_PORT" \
     2> >(grep -v -E '^(WARNING|Using Spark|Setting default log level|To adjust logging|.*WARN NativeCodeLoader)' >&2) ||
     die "Spark does not read the Iceberg tables landed from Kafka as their files"
+  # That landing is faster than a build interval, so its state tables are
+  # built once, whole. Spark reads merged ones (deletion vectors) in
+  # TestIcebergStateTables: the PostgreSQL capture in two runs, the second
+  # merging into the first's buckets.
+  local out
+  out=$(cd "$REPO_DIR" && JAVA_HOME=$(java_home) SPARK_LOCAL_IP=$HOST CDCLAKE_PYTHON="$REPO_DIR/.venv/bin/python" \
+    CDCLAKE_TEST_SPARK_PYTHON="$ICEBERG_SPARK_VENV/bin/python" CDCLAKE_TEST_SPARK_JARS="$ICEBERG_SPARK_JARS" \
+    go test -count=1 -v -run 'TestIcebergStateTables/merge-on-read$' ./cmd/cdclake/ 2>&1) || {
+    echo "$out" | grep -v '^time=' | tail -n 40 >&2
+    die "Spark does not read the merge-on-read state tables"
+  }
+  grep -q 'ok Spark' <<<"$out" || die "TestIcebergStateTables did not have Spark read the merge-on-read state tables"
+  log "merge-on-read state tables: $(grep -o 'second half: ok [^;]*merged buckets' <<<"$out"); $(grep -o 'ok Spark.*' <<<"$out")"
 }
 step "land shop and maria from Kafka into Iceberg on S3 (kill -9, restart)" land_iceberg_from_kafka
 # The same Iceberg tables through the other catalogs: Apache Iceberg's REST

@@ -894,6 +894,9 @@ func icebergStateTables(t *testing.T, mode, lost string) {
 			want != "" && !strings.Contains(logged, want) {
 			t.Errorf("the second run did not say %q:\n%s", want, logged)
 		}
+		if i == 1 && lost == "kept" {
+			sparkReads(t, catalog, lakeDir, 4)
+		}
 		if i == 0 && lost != "" {
 			// A build whose commit is lost: rebuilt into 2 buckets, and
 			// committed to another catalog. The next builds merge into
@@ -1017,6 +1020,38 @@ func icebergStateTables(t *testing.T, mode, lost string) {
 	if out, err := exec.Command(py, filepath.Join(root, "testdata", "e2e", "iceberg.py"), catalog, lakeDir).CombinedOutput(); err != nil {
 		t.Fatalf("iceberg.py: %v\n%s", err, out)
 	}
+}
+
+// sparkReads has Spark with Iceberg's runtime read the Iceberg tables of
+// catalog over lakeDir (testdata/e2e/iceberg_spark.py: every table, every
+// snapshot as of its offsets, state tables as their manifests count, the
+// deletion vectors applied), timeTables of them having a time column
+// Spark refuses. It needs CDCLAKE_TEST_SPARK_PYTHON (a Python with
+// pyspark) and CDCLAKE_TEST_SPARK_JARS (Iceberg's Spark runtime and
+// sqlite-jdbc), which the e2e sets (infra/e2e-real.sh); without them it
+// says so and returns.
+func sparkReads(t *testing.T, catalog, lakeDir string, timeTables int) {
+	t.Helper()
+	spark, jars := os.Getenv("CDCLAKE_TEST_SPARK_PYTHON"), os.Getenv("CDCLAKE_TEST_SPARK_JARS")
+	if spark == "" || jars == "" {
+		t.Log("Spark not read back: CDCLAKE_TEST_SPARK_PYTHON and CDCLAKE_TEST_SPARK_JARS are not set (make e2e sets them)")
+		return
+	}
+	cmd := exec.Command(spark, filepath.Join("..", "..", "testdata", "e2e", "iceberg_spark.py"), catalog, lakeDir,
+		"--jars", jars, "--time-tables", strconv.Itoa(timeTables))
+	cmd.Env = append(os.Environ(), "TZ=UTC")
+	out, err := cmd.CombinedOutput()
+	var kept []string
+	for _, l := range strings.Split(string(out), "\n") {
+		if !strings.HasPrefix(l, "WARNING") && !strings.Contains(l, "WARN ") && !strings.HasPrefix(l, "Using Spark") &&
+			!strings.HasPrefix(l, "Setting default log level") && !strings.HasPrefix(l, "To adjust logging") && l != "" {
+			kept = append(kept, l)
+		}
+	}
+	if err != nil {
+		t.Fatalf("iceberg_spark.py: %v\n%s", err, strings.Join(kept, "\n"))
+	}
+	t.Log(strings.Join(kept, "\n"))
 }
 
 // TestDeltaTables lands the samples and the real PostgreSQL and MariaDB
