@@ -81,6 +81,8 @@ type wireFile struct {
 	Partition                       int32
 	First                           int64
 	Schema                          []byte
+	Bytes                           int64  `json:",omitempty"`
+	Footer                          []byte `json:",omitempty"`
 }
 
 func toWire(m map[Partition]int64) []wireOff {
@@ -437,7 +439,8 @@ func (p *process) Commit(ctx context.Context, dataset string, files []File, reco
 	r := request{Op: "commit", Dataset: dataset, Offsets: toWire(recorded)}
 	for _, f := range files {
 		r.Files = append(r.Files, wireFile{Key: f.Key, Table: f.Table, Source: f.Source, Granularity: f.Granularity,
-			Partition: f.Partition, First: f.First, Schema: flight.SerializeSchema(f.Schema, memory.DefaultAllocator)})
+			Partition: f.Partition, First: f.First, Schema: flight.SerializeSchema(f.Schema, memory.DefaultAllocator),
+			Bytes: f.Bytes, Footer: f.Footer})
 	}
 	for k := range skip {
 		r.Skip = append(r.Skip, k)
@@ -613,7 +616,7 @@ func serve(ctx context.Context, c Catalog, req request) (reply, error) {
 				schemas[string(f.Schema)] = sch
 			}
 			files[i] = File{Key: f.Key, Table: f.Table, Schema: sch, Source: f.Source, Partition: f.Partition,
-				First: f.First, Granularity: f.Granularity}
+				First: f.First, Granularity: f.Granularity, Bytes: f.Bytes, Footer: f.Footer}
 		}
 		skip := map[string]bool{}
 		for _, k := range req.Skip {

@@ -20,6 +20,7 @@ import (
 	"sync"
 
 	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/parquet/metadata"
 	"github.com/apache/iceberg-go"
 	"github.com/apache/iceberg-go/catalog"
 	"github.com/apache/iceberg-go/catalog/rest"
@@ -401,9 +402,11 @@ func (c *Iceberg) commit(ctx context.Context, l *tableLock, dataset string, file
 		l.tbl = tbl
 	}
 	var uris []string
+	var adding []lakehouse.File
 	for _, f := range files {
 		if !skip[f.Key] {
 			uris = append(uris, c.location(f.Key))
+			adding = append(adding, f)
 		}
 	}
 	// Evolve first: a file with columns the table lacks does not map.
@@ -421,7 +424,19 @@ func (c *Iceberg) commit(ctx context.Context, l *tableLock, dataset string, file
 		return err
 	}
 	if len(uris) > 0 {
-		if err := tx.AddFiles(ctx, uris, props, !checkDuplicates); err != nil {
+		// From the footers the writes kept, a commit reads nothing back;
+		// without them, iceberg-go reads each file's.
+		dfs, kept := c.keptDataFiles(tbl, adding)
+		if kept {
+			var opts []table.WriteOption
+			if !checkDuplicates {
+				opts = append(opts, table.WithoutDuplicateCheck())
+			}
+			err = tx.AddDataFiles(ctx, dfs, props, opts...)
+		} else {
+			err = tx.AddFiles(ctx, uris, props, !checkDuplicates)
+		}
+		if err != nil {
 			l.tbl = nil
 			return fmt.Errorf("adding %d files to %s: %w", len(uris), tbl.Identifier(), err)
 		}
@@ -664,4 +679,83 @@ func sameShape(a, b iceberg.Type) bool {
 		return ok && sameShape(x.KeyType, y.KeyType) && sameShape(x.ValueType, y.ValueType)
 	}
 	return a.Equals(b)
+}
+
+// keptDataFiles describes files as data files of tbl from the footers
+// their writes kept (lakehouse.File.Footer), so that a commit reads
+// nothing back: each with its first row id after the table's last
+// (format v3's row lineage, which AddDataFiles wants given) and its
+// partition from its bounds, as iceberg-go's AddFiles infers it. False
+// when a file has no kept footer or it does not describe the file: the
+// commit then reads the files (AddFiles).
+func (c *Iceberg) keptDataFiles(tbl *table.Table, files []lakehouse.File) ([]iceberg.DataFile, bool) {
+	meta := tbl.Metadata()
+	sch, spec := tbl.Schema(), tbl.Spec()
+	next := meta.NextRowID()
+	out := make([]iceberg.DataFile, 0, len(files))
+	for _, f := range files {
+		if len(f.Footer) == 0 || f.Bytes <= 0 {
+			return nil, false
+		}
+		md, err := metadata.NewFileMetaData(f.Footer, nil)
+		if err != nil {
+			c.log.Warn("a kept footer does not parse: the commit reads the files' own", "file", f.Key, "err", err)
+			return nil, false
+		}
+		args := table.DataFileArgs{Schema: sch, Spec: spec, Format: iceberg.ParquetFile, Metadata: md, FilePath: c.location(f.Key),
+			FileSize: f.Bytes, Content: iceberg.EntryContentData, Properties: tbl.Properties(), FormatVersion: meta.Version()}
+		if meta.Version() >= 3 {
+			first := next
+			args.FirstRowID = &first
+		}
+		df, err := table.DataFileFromMetadata(args)
+		if err == nil && !spec.Equals(*iceberg.UnpartitionedSpec) {
+			if args.PartitionValues, err = partitionValues(spec, sch, df); err == nil {
+				df, err = table.DataFileFromMetadata(args)
+			}
+		}
+		if err != nil {
+			c.log.Warn("a kept footer does not describe its file: the commit reads the files' own", "file", f.Key, "err", err)
+			return nil, false
+		}
+		next += df.Count()
+		out = append(out, df)
+	}
+	return out, true
+}
+
+// partitionValues returns a data file's partition under spec from its
+// bounds: each field's transform of its source column's lower and upper
+// bound, which must agree (a file of one partition). A column without
+// bounds (NULLs only) leaves its field NULL.
+func partitionValues(spec iceberg.PartitionSpec, sch *iceberg.Schema, df iceberg.DataFile) (map[int]any, error) {
+	out := map[int]any{}
+	for _, field := range spec.Fields() {
+		src, ok := sch.FindFieldByID(field.SourceID())
+		if !ok {
+			return nil, fmt.Errorf("the partition field %s's column %d is not in the schema", field.Name, field.SourceID())
+		}
+		lo, hi := df.LowerBoundValues()[field.SourceID()], df.UpperBoundValues()[field.SourceID()]
+		if lo == nil || hi == nil {
+			continue
+		}
+		l, err := iceberg.LiteralFromBytes(src.Type, lo)
+		if err != nil {
+			return nil, err
+		}
+		h, err := iceberg.LiteralFromBytes(src.Type, hi)
+		if err != nil {
+			return nil, err
+		}
+		pl := field.Transform.Apply(iceberg.Optional[iceberg.Literal]{Valid: true, Val: l})
+		ph := field.Transform.Apply(iceberg.Optional[iceberg.Literal]{Valid: true, Val: h})
+		if !pl.Valid || !ph.Valid {
+			continue
+		}
+		if !pl.Val.Equals(ph.Val) {
+			return nil, fmt.Errorf("its rows span %s partitions %s to %s", field.Name, pl.Val, ph.Val)
+		}
+		out[field.FieldID] = pl.Val.Any()
+	}
+	return out, nil
 }
