@@ -120,8 +120,9 @@ const StateVersionKey = "cdclake.current.version"
 
 // ErrStateBehind is returned by SetFiles for a table that holds a build of
 // a state table older than the set's Base, when the set adds deletion
-// vectors and removes data files: one snapshot cannot do both, so the
-// builds between are to be set first, in order.
+// vectors and removes data files, or adds a deletion vector of a data file
+// it adds: one snapshot cannot, so the builds between are to be set first,
+// in order.
 var ErrStateBehind = errors.New("the table holds an older build of the state table than the one this build started from")
 
 // Compaction says how Compact rewrites a table's small files. Of each

@@ -127,7 +127,15 @@ func (c *Iceberg) setFiles(ctx context.Context, l *tableLock, name string, set l
 		return nil
 	}
 	name = strings.Join(tbl.Identifier(), ".")
-	if len(remove) > 0 && len(addDV) > 0 {
+	// One snapshot cannot drop data files and add deletion vectors, nor
+	// add a deletion vector of a data file it adds (iceberg-go wants a
+	// vector's data file in the table already): the builds between go
+	// first.
+	behind := len(remove) > 0 && len(addDV) > 0
+	for k := range wantDV {
+		behind = behind || want[k.file]
+	}
+	if behind {
 		return fmt.Errorf("%w: %s holds build %d, build %d started from %d", lakehouse.ErrStateBehind, name, at, set.Version, set.Base)
 	}
 	// dataFiles describes the files to add, from their footers; with
