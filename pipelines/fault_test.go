@@ -93,7 +93,8 @@ func stacks() string {
 
 // TestLaneStagePanic makes the classify stage panic on a lane: the run
 // ends with a StagePanic naming the stage and a record of the block, and
-// leaves no lane or handler running.
+// leaves no lane or handler running (a handler of another worker ends its
+// block within seconds).
 func TestLaneStagePanic(t *testing.T) {
 	blocks := partitionedStream(t, 3000, 6, 2, 500)
 	cfg, err := config.Load("")
@@ -114,7 +115,16 @@ func TestLaneStagePanic(t *testing.T) {
 	if !errors.As(err, &sp) || sp.Stage != "classify" || sp.Value != "injected fault" || sp.At.Source == "" {
 		t.Fatalf("run error %v, want the injected panic as a StagePanic of the classify stage", err)
 	}
-	if s := stacks(); strings.Contains(s, "pipelines.(*Pipeline).partition") || strings.Contains(s, "pipelines.(*Pipeline).runLane") {
-		t.Fatalf("stages still running after the run ended:\n%s", s)
+	// Another worker's handler may still be finishing its block when the
+	// run returns (the router does not wait for it); none may be left
+	// running for good.
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		s := stacks()
+		if !strings.Contains(s, "pipelines.(*Pipeline).partition") && !strings.Contains(s, "pipelines.(*Pipeline).runLane") {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("stages still running 10 s after the run ended:\n%s", s)
+		}
 	}
 }
