@@ -38,8 +38,9 @@ type build struct {
 	seeds   []seed
 	// origin is where each loaded row lives: a data file and its row;
 	// dead the rows of each loaded data file deleted already.
-	origin map[string]origin
-	dead   map[string]*deletion.Positions
+	origin  map[string]origin
+	dead    map[string]*deletion.Positions
+	puffins map[string][]byte // the Puffin files read, by key
 
 	files  []*changeFile
 	inputs []*input
@@ -292,7 +293,7 @@ func (b *build) run() error {
 	}
 	b.fields = slices.Clone(prevSchema.Fields())
 	b.st.rows = map[string]*stateRow{}
-	b.origin, b.dead = map[string]origin{}, map[string]*deletion.Positions{}
+	b.origin, b.dead, b.puffins = map[string]origin{}, map[string]*deletion.Positions{}, map[string][]byte{}
 	if b.prev != nil {
 		for _, bk := range sortedKeys(affected) {
 			rows, err := b.loadBucket(bk)
@@ -743,10 +744,16 @@ func (b *build) loadBucket(bk int) (map[string]*stateRow, error) {
 }
 
 // readVector reads a deletion vector of the state table.
+// A Puffin file holds the vectors of every file a build deleted rows of:
+// it is read once a build.
 func (b *build) readVector(v deletion.Vector) (*deletion.Positions, error) {
-	data, err := b.bucket.ReadAll(b.ctx, v.Puffin)
-	if err != nil {
-		return nil, fmt.Errorf("reading %s: %w", v.Puffin, err)
+	data, ok := b.puffins[v.Puffin]
+	if !ok {
+		var err error
+		if data, err = b.bucket.ReadAll(b.ctx, v.Puffin); err != nil {
+			return nil, fmt.Errorf("reading %s: %w", v.Puffin, err)
+		}
+		b.puffins[v.Puffin] = data
 	}
 	return deletion.Decode(data, v)
 }

@@ -69,9 +69,10 @@ def state_files(lake, table):
             keys += mg.get("files") or []
             vectors += mg.get("deletes") or []
     dead = {}
-    for v in vectors:
+    if vectors:
         sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
         import dv
+    for v in vectors:
         with open(os.path.join(lake, v["puffin"]), "rb") as f:
             rows = dv.positions(f.read(), v["offset"], v["length"])
         if len(rows) != v["rows"]:

@@ -690,7 +690,6 @@ func sameShape(a, b iceberg.Type) bool {
 // commit then reads the files (AddFiles).
 func (c *Iceberg) keptDataFiles(tbl *table.Table, files []lakehouse.File) ([]iceberg.DataFile, bool) {
 	meta := tbl.Metadata()
-	sch, spec := tbl.Schema(), tbl.Spec()
 	next := meta.NextRowID()
 	out := make([]iceberg.DataFile, 0, len(files))
 	for _, f := range files {
@@ -702,18 +701,11 @@ func (c *Iceberg) keptDataFiles(tbl *table.Table, files []lakehouse.File) ([]ice
 			c.log.Warn("a kept footer does not parse: the commit reads the files' own", "file", f.Key, "err", err)
 			return nil, false
 		}
-		args := table.DataFileArgs{Schema: sch, Spec: spec, Format: iceberg.ParquetFile, Metadata: md, FilePath: c.location(f.Key),
-			FileSize: f.Bytes, Content: iceberg.EntryContentData, Properties: tbl.Properties(), FormatVersion: meta.Version()}
+		var first *int64
 		if meta.Version() >= 3 {
-			first := next
-			args.FirstRowID = &first
+			first = &next
 		}
-		df, err := table.DataFileFromMetadata(args)
-		if err == nil && !spec.Equals(*iceberg.UnpartitionedSpec) {
-			if args.PartitionValues, err = partitionValues(spec, sch, df); err == nil {
-				df, err = table.DataFileFromMetadata(args)
-			}
-		}
+		df, err := dataFileOf(tbl, c.location(f.Key), f.Bytes, md, first)
 		if err != nil {
 			c.log.Warn("a kept footer does not describe its file: the commit reads the files' own", "file", f.Key, "err", err)
 			return nil, false
@@ -722,6 +714,28 @@ func (c *Iceberg) keptDataFiles(tbl *table.Table, files []lakehouse.File) ([]ice
 		out = append(out, df)
 	}
 	return out, true
+}
+
+// dataFileOf describes the Parquet file at path, of size bytes and footer
+// md, as a data file of tbl: its statistics, its partition from its
+// bounds (as iceberg-go's AddFiles infers it), and first as its first row
+// id (nil: none given).
+func dataFileOf(tbl *table.Table, path string, size int64, md *metadata.FileMetaData, first *int64) (iceberg.DataFile, error) {
+	sch, spec := tbl.Schema(), tbl.Spec()
+	args := table.DataFileArgs{Schema: sch, Spec: spec, Format: iceberg.ParquetFile, Metadata: md, FilePath: path,
+		FileSize: size, Content: iceberg.EntryContentData, Properties: tbl.Properties(), FormatVersion: tbl.Metadata().Version()}
+	if first != nil {
+		id := *first
+		args.FirstRowID = &id
+	}
+	df, err := table.DataFileFromMetadata(args)
+	if err != nil || spec.Equals(*iceberg.UnpartitionedSpec) {
+		return df, err
+	}
+	if args.PartitionValues, err = partitionValues(spec, sch, df); err != nil {
+		return nil, err
+	}
+	return table.DataFileFromMetadata(args)
 }
 
 // partitionValues returns a data file's partition under spec from its

@@ -214,11 +214,9 @@ func dataFileAt(fs icebergio.IO, tbl *table.Table, path string, first int64, row
 		return nil, err
 	}
 	defer r.Close()
-	args := table.DataFileArgs{Schema: tbl.Schema(), Spec: tbl.Spec(), Format: iceberg.ParquetFile, Metadata: r.MetaData(),
-		FilePath: path, FileSize: info.Size(), Content: iceberg.EntryContentData, Properties: tbl.Properties(),
-		FormatVersion: tbl.Metadata().Version()}
+	var firstRowID *int64
 	if rowID {
-		args.FirstRowID = &first
+		firstRowID = &first
 	}
-	return table.DataFileFromMetadata(args)
+	return dataFileOf(tbl, path, info.Size(), r.MetaData(), firstRowID)
 }
