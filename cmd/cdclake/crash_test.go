@@ -418,7 +418,7 @@ func TestCrashHarness(t *testing.T) {
 				killed++
 			}
 		}
-		why := bytes.Join(regexp.MustCompile(`(?m)^.*(the lakehouse committer process|cdclake-lakehouse|panic|fatal error).*$`).FindAll(data, -1), []byte("\n"))
+		why := crashText(data, ended)
 		switch {
 		case committerKills == 0 || restarts == 0 || killed < restarts:
 			t.Errorf("the committer was killed %d times and started again %d times, %d after a SIGKILL (%s):\n%s",
@@ -566,6 +566,34 @@ func TestCrashHarness(t *testing.T) {
 	if dups > 0 {
 		t.Errorf("%d rows landed more than once", dups)
 	}
+}
+
+// crashText returns what tells why a committer ended: the restart lines,
+// then, from the first line of a Go crash (a panic, a fatal error), its
+// next 60 lines, and the other lines that name the committer process
+// without being its routine logs.
+func crashText(log []byte, restarts [][]byte) string {
+	var b strings.Builder
+	for _, l := range restarts {
+		b.Write(l)
+		b.WriteByte('\n')
+	}
+	lines := strings.Split(string(log), "\n")
+	for i, l := range lines {
+		if strings.HasPrefix(l, "panic: ") || strings.HasPrefix(l, "fatal error: ") {
+			b.WriteString(strings.Join(lines[i:min(len(lines), i+60)], "\n"))
+			b.WriteByte('\n')
+			break
+		}
+	}
+	for _, l := range lines {
+		if strings.Contains(l, "cdclake-lakehouse") && !strings.Contains(l, "process=cdclake-lakehouse") &&
+			!strings.Contains(l, "the lakehouse committer process ended") {
+			b.WriteString(l)
+			b.WriteByte('\n')
+		}
+	}
+	return b.String()
 }
 
 // children returns the process ids of pid's children (the committer).
