@@ -11,17 +11,35 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"runtime/pprof"
 
 	"github.com/cdclake/cdclake/sinks/lakehouse"
 	"github.com/cdclake/cdclake/sinks/lakehouse/icebergsql"
 )
 
 func main() {
+	os.Exit(run())
+}
+
+func run() int {
+	if path := os.Getenv(lakehouse.CPUProfileEnv); path != "" {
+		f, err := os.Create(path)
+		if err == nil {
+			err = pprof.StartCPUProfile(f)
+		}
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "cdclake-lakehouse: the CPU profile:", err)
+			return 1
+		}
+		defer f.Close()
+		defer pprof.StopCPUProfile()
+	}
 	open := func(ctx context.Context, cfg lakehouse.Config, log *slog.Logger) (lakehouse.Catalog, error) {
 		return icebergsql.Open(ctx, cfg, log)
 	}
 	if err := lakehouse.Serve(os.Stdin, os.Stdout, os.Stderr, open); err != nil {
 		fmt.Fprintln(os.Stderr, "cdclake-lakehouse:", err)
-		os.Exit(1)
+		return 1
 	}
+	return 0
 }

@@ -612,9 +612,16 @@ func TestIcebergTables(t *testing.T) {
 			runBin(t, cdclake, "run", "--source", tc.source, "--sink", lakeDir, "--config", cfg)
 			first := check()
 			t.Log(first)
-			runBin(t, cdclake, "run", "--source", tc.source, "--sink", lakeDir, "--config", cfg)
+			// Profiled, the committer process included.
+			prof := filepath.Join(dir, "cpu.prof")
+			runBin(t, cdclake, "run", "--source", tc.source, "--sink", lakeDir, "--config", cfg, "--cpuprofile", prof)
 			if again := check(); again != first {
 				t.Errorf("landed again: %s, first %s", again, first)
+			}
+			for _, p := range []string{prof, prof + ".cdclake-lakehouse"} {
+				if data, err := os.ReadFile(p); err != nil || len(data) < 2 || data[0] != 0x1f || data[1] != 0x8b {
+					t.Errorf("the CPU profile %s: %v, %d bytes, want a gzipped profile", filepath.Base(p), err, len(data))
+				}
 			}
 			// Compacted, every table reads the same rows, in one more
 			// snapshot at most.

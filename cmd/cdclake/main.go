@@ -525,7 +525,7 @@ func runCmd(args []string, stdout, stderr io.Writer) int {
 	fs := flagSet("run", stdout)
 	var s settings
 	s.register(fs, true)
-	cpuprofile := fs.String("cpuprofile", "", "write a CPU profile to this file")
+	cpuprofile := fs.String("cpuprofile", "", "write a CPU profile to this file (and the Iceberg committer process's to this file + \".cdclake-lakehouse\")")
 	memprofile := fs.String("memprofile", "", "write an allocation profile (every allocation since start) to this file at exit")
 	traceFile := fs.String("trace", "", "write an execution trace (go tool trace) to this file")
 	if rc := parseFlags(fs, args, stderr); rc >= 0 {
@@ -545,6 +545,10 @@ func runCmd(args []string, stdout, stderr io.Writer) int {
 		return exitUsage
 	}
 	defer stopProfiles()
+	if *cpuprofile != "" {
+		// The committer process profiles itself beside it.
+		os.Setenv(lakehouse.CPUProfileEnv, *cpuprofile+"."+lakehouse.Binary)
+	}
 	secrets.FromEnv()
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)

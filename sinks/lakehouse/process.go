@@ -27,6 +27,11 @@ import (
 // Binary is the name of the binary that serves a Catalog (Serve).
 const Binary = "cdclake-lakehouse"
 
+// CPUProfileEnv names the file the Binary writes a CPU profile of its run
+// to (cdclake run --cpuprofile sets it to the profile's path with the
+// binary's name appended); unset, it profiles nothing.
+const CPUProfileEnv = "CDCLAKE_LAKEHOUSE_CPUPROFILE"
+
 // request is one call of a Catalog method.
 type request struct {
 	ID        uint64      `json:"id"`
