@@ -8,6 +8,7 @@ package icebergsql
 import (
 	"context"
 	"database/sql"
+	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -21,6 +22,7 @@ import (
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/parquet/metadata"
+	"github.com/apache/arrow-go/v18/parquet/schema"
 	"github.com/apache/iceberg-go"
 	"github.com/apache/iceberg-go/catalog"
 	"github.com/apache/iceberg-go/catalog/rest"
@@ -409,24 +411,35 @@ func (c *Iceberg) commit(ctx context.Context, l *tableLock, dataset string, file
 			adding = append(adding, f)
 		}
 	}
-	// Evolve first: a file with columns the table lacks does not map.
-	if tbl, err = c.evolve(ctx, tbl, files); err != nil {
+	// The schema evolves in the same snapshot, first: a file with columns
+	// the table lacks does not map.
+	tx := tbl.NewTransaction()
+	staged, more, err := evolveIn(tx, tbl, files)
+	if err == nil && more {
+		// Two changes or more: each a snapshot of its own, then the files.
+		if tbl, err = c.evolve(ctx, tbl, files); err == nil {
+			l.tbl, tx, staged = tbl, tbl.NewTransaction(), nil
+		}
+	}
+	if err != nil {
 		l.tbl = nil // reloaded next time
 		return err
 	}
-	l.tbl = tbl
 	props, advanced := merged(tbl, recorded)
-	if len(uris) == 0 && !advanced {
+	if len(uris) == 0 && !advanced && staged == nil {
 		return nil
 	}
-	tx := tbl.NewTransaction()
 	if err := tx.SetProperties(props); err != nil {
 		return err
 	}
 	if len(uris) > 0 {
 		// From the footers the writes kept, a commit reads nothing back;
 		// without them, iceberg-go reads each file's.
-		dfs, kept := c.keptDataFiles(tbl, adding)
+		at := tbl
+		if staged != nil {
+			at = staged.Table
+		}
+		dfs, kept := c.keptDataFiles(at, adding)
 		if kept {
 			var opts []table.WriteOption
 			if !checkDuplicates {
@@ -445,6 +458,10 @@ func (c *Iceberg) commit(ctx context.Context, l *tableLock, dataset string, file
 	if err != nil {
 		l.tbl = nil
 		return fmt.Errorf("committing %d files to %s: %w", len(uris), tbl.Identifier(), err)
+	}
+	if staged != nil {
+		c.log.Info("iceberg table schema evolved", "table", strings.Join(next.Identifier(), "."),
+			"columns", len(next.Schema().Fields()))
 	}
 	l.tbl = next
 	return nil
@@ -533,43 +550,73 @@ func nameMapping(sch *iceberg.Schema) string {
 // and added files: "current schema id has changed"); it returns the table
 // as it is after.
 func (c *Iceberg) evolve(ctx context.Context, tbl *table.Table, files []lakehouse.File) (*table.Table, error) {
+	for {
+		tx := tbl.NewTransaction()
+		staged, more, err := evolveIn(tx, tbl, files)
+		if err != nil || staged == nil {
+			return tbl, err
+		}
+		if tbl, err = tx.Commit(ctx); err != nil {
+			return nil, fmt.Errorf("evolving the schema of %s: %w", strings.Join(staged.Identifier(), "."), err)
+		}
+		c.log.Info("iceberg table schema evolved", "table", strings.Join(tbl.Identifier(), "."),
+			"columns", len(tbl.Schema().Fields()))
+		if !more {
+			return tbl, nil
+		}
+	}
+}
+
+// evolveIn stages in tx, a new transaction of tbl, the first schema change
+// that files need, with the evolved schema's name mapping. It returns the
+// table as tx stages it (nil when files need no change) and whether files
+// need another change. That one needs a transaction of its own: each
+// schema update requires the table's current schema to be the one it
+// started from, and a second update in one transaction would require the
+// first's, which the catalog's table does not have yet.
+func evolveIn(tx *table.Transaction, tbl *table.Table, files []lakehouse.File) (staged *table.StagedTable, more bool, err error) {
 	seen := map[*arrow.Schema]bool{}
 	for _, f := range files {
 		if seen[f.Schema] {
 			continue
 		}
 		seen[f.Schema] = true
+		cur := tbl.Schema()
+		if staged != nil {
+			cur = staged.Schema()
+		}
 		isch, err := icebergSchema(f.Schema)
 		if err != nil {
-			return nil, fmt.Errorf("the iceberg schema of %s: %w: %w", f.Key, lakehouse.ErrSchema, err)
+			return nil, false, fmt.Errorf("the iceberg schema of %s: %w: %w", f.Key, lakehouse.ErrSchema, err)
 		}
 		var promote []promotion
-		isch = iceberg.NewSchema(0, reconcile(tbl.Schema().Fields(), isch.Fields(), nil, &promote)...)
-		if len(promote) == 0 && covers(tbl.Schema(), isch) {
+		isch = iceberg.NewSchema(0, reconcile(cur.Fields(), isch.Fields(), nil, &promote)...)
+		if len(promote) == 0 && covers(cur, isch) {
 			continue
 		}
-		tx := tbl.NewTransaction()
+		if staged != nil {
+			more = true
+			break
+		}
 		up := tx.UpdateSchema(true, false)
 		for _, p := range promote {
 			up = up.UpdateColumn(p.path, table.ColumnUpdate{FieldType: iceberg.Optional[iceberg.Type]{Valid: true, Val: p.to}})
 		}
 		if err := up.UnionByNameWith(isch).Commit(); err != nil {
-			return nil, fmt.Errorf("evolving the schema of %s for %s: %w: %w", tbl.Identifier(), f.Key, lakehouse.ErrSchema, err)
+			return nil, false, fmt.Errorf("evolving the schema of %s for %s: %w: %w", tbl.Identifier(), f.Key, lakehouse.ErrSchema, err)
 		}
-		staged, err := tx.StagedTable()
-		if err != nil {
-			return nil, err
+		if staged, err = tx.StagedTable(); err != nil {
+			return nil, false, err
 		}
-		if err := tx.SetProperties(iceberg.Properties{table.DefaultNameMappingKey: nameMapping(staged.Schema())}); err != nil {
-			return nil, err
-		}
-		if tbl, err = tx.Commit(ctx); err != nil {
-			return nil, fmt.Errorf("evolving the schema of %s: %w", tbl.Identifier(), err)
-		}
-		c.log.Info("iceberg table schema evolved", "table", strings.Join(tbl.Identifier(), "."),
-			"columns", len(tbl.Schema().Fields()))
 	}
-	return tbl, nil
+	if staged == nil {
+		return nil, false, nil
+	}
+	if err := tx.SetProperties(iceberg.Properties{table.DefaultNameMappingKey: nameMapping(staged.Schema())}); err != nil {
+		return nil, false, err
+	}
+	staged, err = tx.StagedTable()
+	return staged, more, err
 }
 
 // promotion is a column of NULLs only (Iceberg's unknown type) that a
@@ -728,28 +775,130 @@ func dataFileOf(tbl *table.Table, path string, size int64, md *metadata.FileMeta
 		id := *first
 		args.FirstRowID = &id
 	}
-	df, err := table.DataFileFromMetadata(args)
-	if err != nil || spec.Equals(*iceberg.UnpartitionedSpec) {
-		return df, err
+	if spec.Equals(*iceberg.UnpartitionedSpec) {
+		return table.DataFileFromMetadata(args)
 	}
-	if args.PartitionValues, err = partitionValues(spec, sch, df); err != nil {
+	// The partition's columns' bounds come from the footer's statistics
+	// where they are integers (dates, timestamps): the file's statistics
+	// are then computed once. Otherwise from a first pass.
+	if bounds, ok := footerBounds(spec, sch, md); ok {
+		var err error
+		if args.PartitionValues, err = partitionValues(spec, sch, bounds); err != nil {
+			return nil, err
+		}
+		return table.DataFileFromMetadata(args)
+	}
+	df, err := table.DataFileFromMetadata(args)
+	if err != nil {
+		return nil, err
+	}
+	if args.PartitionValues, err = partitionValues(spec, sch, func(id int) ([]byte, []byte) {
+		return df.LowerBoundValues()[id], df.UpperBoundValues()[id]
+	}); err != nil {
 		return nil, err
 	}
 	return table.DataFileFromMetadata(args)
 }
 
+// footerBounds returns the lower and upper bounds, in Iceberg's binary
+// form, of the source columns of spec's fields, from md's row group
+// statistics. It answers only for top-level date and timestamp columns
+// whose Parquet unit is their Iceberg type's (a 32- or 64-bit integer of
+// the same meaning in both): ok is false for any other, and then the
+// bounds are iceberg-go's to compute. A column without statistics in some
+// row group has no bounds (nil), as iceberg-go gives it.
+func footerBounds(spec iceberg.PartitionSpec, sch *iceberg.Schema, md *metadata.FileMetaData) (func(id int) (lo, hi []byte), bool) {
+	type bound struct{ lo, hi []byte }
+	got := map[int]bound{}
+	for _, field := range spec.Fields() {
+		src, ok := sch.FindFieldByID(field.SourceID())
+		if !ok {
+			return nil, false
+		}
+		col := md.Schema.ColumnIndexByName(src.Name)
+		if col < 0 || md.Schema.Column(col).ColumnPath().String() != src.Name {
+			return nil, false // not a top-level column
+		}
+		lt := md.Schema.Column(col).LogicalType()
+		switch src.Type.(type) {
+		case iceberg.DateType:
+			if _, ok := lt.(schema.DateLogicalType); !ok {
+				return nil, false
+			}
+		case iceberg.TimestampType, iceberg.TimestampTzType:
+			if t, ok := lt.(schema.TimestampLogicalType); !ok || t.TimeUnit() != schema.TimeUnitMicros {
+				return nil, false
+			}
+		case iceberg.TimestampNsType, iceberg.TimestampTzNsType:
+			if t, ok := lt.(schema.TimestampLogicalType); !ok || t.TimeUnit() != schema.TimeUnitNanos {
+				return nil, false
+			}
+		default:
+			return nil, false
+		}
+		var lo, hi int64
+		known, seen := true, false
+		for rg := 0; rg < md.NumRowGroups() && known; rg++ {
+			chunk, err := md.RowGroup(rg).ColumnChunk(col)
+			if err != nil {
+				return nil, false
+			}
+			set, err := chunk.StatsSet()
+			if err != nil {
+				return nil, false
+			}
+			st, err := chunk.Statistics()
+			if !set || err != nil || st == nil {
+				known = false // as iceberg-go: no bounds at all
+				break
+			}
+			if !st.HasMinMax() {
+				continue // NULLs only in this row group
+			}
+			var l, h int64
+			switch st := st.(type) {
+			case *metadata.Int32Statistics:
+				l, h = int64(st.Min()), int64(st.Max())
+			case *metadata.Int64Statistics:
+				l, h = st.Min(), st.Max()
+			default:
+				return nil, false
+			}
+			if !seen || l < lo {
+				lo = l
+			}
+			if !seen || h > hi {
+				hi = h
+			}
+			seen = true
+		}
+		if !known || !seen {
+			got[field.SourceID()] = bound{}
+			continue
+		}
+		enc := func(v int64) []byte {
+			if _, ok := src.Type.(iceberg.DateType); ok {
+				return binary.LittleEndian.AppendUint32(nil, uint32(int32(v)))
+			}
+			return binary.LittleEndian.AppendUint64(nil, uint64(v))
+		}
+		got[field.SourceID()] = bound{enc(lo), enc(hi)}
+	}
+	return func(id int) ([]byte, []byte) { return got[id].lo, got[id].hi }, true
+}
+
 // partitionValues returns a data file's partition under spec from its
-// bounds: each field's transform of its source column's lower and upper
+// bounds (by column id): each field's transform of its source column's lower and upper
 // bound, which must agree (a file of one partition). A column without
 // bounds (NULLs only) leaves its field NULL.
-func partitionValues(spec iceberg.PartitionSpec, sch *iceberg.Schema, df iceberg.DataFile) (map[int]any, error) {
+func partitionValues(spec iceberg.PartitionSpec, sch *iceberg.Schema, bounds func(id int) (lo, hi []byte)) (map[int]any, error) {
 	out := map[int]any{}
 	for _, field := range spec.Fields() {
 		src, ok := sch.FindFieldByID(field.SourceID())
 		if !ok {
 			return nil, fmt.Errorf("the partition field %s's column %d is not in the schema", field.Name, field.SourceID())
 		}
-		lo, hi := df.LowerBoundValues()[field.SourceID()], df.UpperBoundValues()[field.SourceID()]
+		lo, hi := bounds(field.SourceID())
 		if lo == nil || hi == nil {
 			continue
 		}
