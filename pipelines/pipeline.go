@@ -116,8 +116,10 @@ type Pipeline struct {
 	dead      deadletter.Destination
 	closeDead func()
 
-	// idle holds the workers not handling a block.
+	// idle holds the workers not handling a block; once ended is set (the
+	// router returned), none takes another.
 	idle  chan *worker
+	ended atomic.Bool
 	parts sync.Map // partKey → *sync.Mutex
 
 	// landCtx is the context of storage writes: it outlives the source's
@@ -555,11 +557,39 @@ func (p *Pipeline) Run(ctx context.Context) error {
 	stop := make(chan struct{})
 	bg.Go(func() { p.closeRouter(runCtx, router, stop) })
 	runErr := router.Run(runCtx)
+	p.quiesce(time.Minute)
 	close(stop)
 	_ = p.source.Close()
 	cancel()
 	bg.Wait()
 	return p.finish(runErr)
+}
+
+// quiesce waits, up to limit, until every worker is idle, and lets none
+// take a block after. The router may return with a block still being
+// handled (after a stage panic, another worker's), and finish must not
+// write or close the batcher under it. A worker still busy at the limit
+// is logged at WARN; the run then ends without waiting for it.
+func (p *Pipeline) quiesce(limit time.Duration) {
+	p.ended.Store(true)
+	timer := time.NewTimer(limit)
+	defer timer.Stop()
+	var back []*worker
+	defer func() {
+		for _, w := range back {
+			p.idle <- w
+		}
+	}()
+	for len(back) < cap(p.idle) {
+		select {
+		case w := <-p.idle:
+			back = append(back, w)
+		case <-timer.C:
+			p.log.Warn("a worker still handles a block after the run stopped; the run ends without waiting for it",
+				"busy_workers", cap(p.idle)-len(back), "waited", limit)
+			return
+		}
+	}
 }
 
 // closeRouter closes the router once the source is drained, ctx ends or

@@ -247,6 +247,10 @@ func (p *Pipeline) partition(next message.HandlerFunc) message.HandlerFunc {
 		case <-msg.Context().Done():
 			return nil, errNoWorker
 		}
+		if p.ended.Load() {
+			p.idle <- w
+			return nil, errNoWorker
+		}
 		defer func() {
 			w.block, w.scope = nil, nil
 			p.idle <- w
