@@ -926,7 +926,3 @@ func (p *Pipeline) progress(ctx context.Context) {
 		}
 	}
 }
-
-// errNoWorker is returned for a block that arrived after the pipeline
-// stopped taking blocks.
-var errNoWorker = fmt.Errorf("pipeline stopped")

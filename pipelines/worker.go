@@ -242,14 +242,19 @@ func (p *Pipeline) partition(next message.HandlerFunc) message.HandlerFunc {
 		lock.Lock()
 		defer lock.Unlock()
 		var w *worker
+		// A block that arrives as the run stops is not handled: it is
+		// nacked (not an error, which the router logs), and read again by
+		// the next run.
 		select {
 		case w = <-p.idle:
 		case <-msg.Context().Done():
-			return nil, errNoWorker
+			msg.Nack()
+			return nil, nil
 		}
 		if p.ended.Load() {
 			p.idle <- w
-			return nil, errNoWorker
+			msg.Nack()
+			return nil, nil
 		}
 		defer func() {
 			w.block, w.scope = nil, nil
