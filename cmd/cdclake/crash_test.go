@@ -569,7 +569,8 @@ func TestCrashHarness(t *testing.T) {
 }
 
 // crashText returns what tells why a committer ended: the restart lines,
-// then, from the first line of a Go crash (a panic, a fatal error), its
+// then, from the first line of a Go crash (a panic, a fatal error, a data
+// race a -race build found), its
 // next 60 lines, and the other lines that name the committer process
 // without being its routine logs.
 func crashText(log []byte, restarts [][]byte) string {
@@ -580,7 +581,7 @@ func crashText(log []byte, restarts [][]byte) string {
 	}
 	lines := strings.Split(string(log), "\n")
 	for i, l := range lines {
-		if strings.HasPrefix(l, "panic: ") || strings.HasPrefix(l, "fatal error: ") {
+		if strings.HasPrefix(l, "panic: ") || strings.HasPrefix(l, "fatal error: ") || strings.HasPrefix(l, "WARNING: DATA RACE") {
 			b.WriteString(strings.Join(lines[i:min(len(lines), i+60)], "\n"))
 			b.WriteByte('\n')
 			break
