@@ -364,7 +364,8 @@ step "land shop and maria from Kafka into Iceberg on S3 (kill -9, restart)" land
 # catalog package's tests (commits, schema evolution, a commit another
 # instance overtook, compaction, expiry) and TestIcebergTables (the samples
 # and both captures landed twice, compacted, expired, and read back by
-# pyiceberg) run against it, each under a namespace of its own.
+# pyiceberg) run against it, each under a namespace of its own; then
+# TestIcebergTables through the REST catalog with its tables on S3.
 iceberg_catalogs() {
   local out url pg="postgres://postgres@$HOST:$PG_PORT/iceberg_catalog?sslmode=disable"
   "$INFRA_DIR/start.sh" iceberg-rest postgres || die "starting the Iceberg REST catalog failed"
@@ -381,6 +382,18 @@ iceberg_catalogs() {
     grep -q -- '--- PASS: TestIcebergTables ' <<<"$out" || die "TestIcebergTables did not run"
     log "iceberg catalog ${url%%://*}: $(grep -c -- '--- PASS: TestIceberg' <<<"$out") tests passed; $(grep -o 'ok [0-9]* tables, [0-9]* rows' <<<"$out" | tr '\n' ';')"
   done
+  # The REST catalog once more, with the lake and the tables' metadata on
+  # the S3 server: the fixture writes them there with S3FileIO, cdclake's
+  # committer with its own file IO, and pyiceberg reads them from there.
+  out=$(cd "$REPO_DIR" && CDCLAKE_TEST_ICEBERG_CATALOG=$ICEBERG_REST_URL CDCLAKE_TEST_ICEBERG_S3=1 \
+    CDCLAKE_TEST_S3_URL="$(s3_sink scratch)" CDCLAKE_TEST_S3_DIR="$DATA_DIR/s3/scratch" \
+    AWS_ACCESS_KEY_ID="$S3_ACCESS_KEY" AWS_SECRET_ACCESS_KEY="$S3_SECRET_KEY" AWS_REGION=us-east-1 \
+    CDCLAKE_PYTHON="$REPO_DIR/.venv/bin/python" go test -count=1 -v -run 'TestIcebergTables$' ./cmd/cdclake/ 2>&1) || {
+    echo "$out" | grep -v '^time=' | tail -n 40 >&2
+    die "the Iceberg tables on S3 through the REST catalog failed"
+  }
+  grep -q -- '--- PASS: TestIcebergTables ' <<<"$out" || die "TestIcebergTables on S3 did not run"
+  log "iceberg catalog http, tables on S3: $(grep -o 'ok [0-9]* tables, [0-9]* rows' <<<"$out" | tr '\n' ';')"
 }
 step "Iceberg tables through REST and PostgreSQL catalogs" iceberg_catalogs
 # The same topics into Delta tables on the S3 server, whose logs cdclake

@@ -300,6 +300,9 @@ install_iceberg-rest() {
     dep org.apache.hadoop.thirdparty hadoop-shaded-guava "$HADOOP_SHADED_GUAVA_VERSION"
     dep commons-collections commons-collections "$COMMONS_COLLECTIONS_VERSION"
     dep org.apache.commons commons-configuration2 "$COMMONS_CONFIGURATION2_VERSION"
+    # S3FileIO, for tables on the S3 server, and the AWS SDK it needs.
+    dep org.apache.iceberg iceberg-aws "$ICEBERG_REST_VERSION"
+    dep org.apache.iceberg iceberg-aws-bundle "$ICEBERG_REST_VERSION"
   )
   mvn_copy iceberg-rest "$ICEBERG_REST_LIBS" "$deps"
   local src=$INFRA_DIR/iceberg-rest/RestCatalog.java out=$ICEBERG_REST_LIBS/launcher sum

@@ -339,7 +339,8 @@ create_buckets() {
 # ------------------------------------------------ Iceberg REST catalog
 # Apache Iceberg's REST fixture (infra/iceberg-rest/RestCatalog.java) on a
 # JDBC catalog in a SQLite file; the tables' metadata go where cdclake puts
-# each table (its lake), other namespaces' under the warehouse folder.
+# each table (its lake: a folder, or the infra's S3 server), other
+# namespaces' under the warehouse folder.
 start_iceberg_rest() {
   local logf=$LOG_DIR/iceberg-rest.log dir=$DATA_DIR/iceberg-rest
   [[ -f $ICEBERG_REST_LIBS/.complete && -f $ICEBERG_REST_LIBS/launcher/.complete ]] ||
@@ -352,6 +353,7 @@ start_iceberg_rest() {
   mkdir -p "$dir/warehouse"
   log "iceberg REST catalog $ICEBERG_REST_VERSION: starting on $ICEBERG_REST_URL (JDBC catalog $dir/catalog.db)"
   start_bg iceberg-rest "$logf" "$(java_bin)" -Xmx256m "${JVM_COMMON_OPTS[@]}" \
+    -Dcdclake.s3.endpoint="http://$HOST:$S3_PORT" -Dcdclake.s3.access-key="$S3_ACCESS_KEY" -Dcdclake.s3.secret-key="$S3_SECRET_KEY" \
     -cp "$ICEBERG_REST_LIBS/*:$ICEBERG_REST_LIBS/launcher" RestCatalog "$HOST" "$ICEBERG_REST_PORT" "$dir/catalog.db" "$dir/warehouse"
 }
 

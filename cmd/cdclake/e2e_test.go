@@ -564,8 +564,10 @@ func snapshot(t *testing.T, cdclake, dir, saved, prefix string) {
 
 // TestIcebergTables lands the samples and the real capture with their
 // tables committed to Iceberg (a SQLite catalog beside a file:// lake, or
-// the catalog at $CDCLAKE_TEST_ICEBERG_CATALOG, REST or PostgreSQL) and
-// checks with pyiceberg (testdata/e2e/iceberg.py) that every table reads
+// the catalog at $CDCLAKE_TEST_ICEBERG_CATALOG, REST or PostgreSQL; with
+// CDCLAKE_TEST_ICEBERG_S3 set too, the lake and the tables are on the S3
+// server of $CDCLAKE_TEST_S3_URL, whose bucket is the folder
+// $CDCLAKE_TEST_S3_DIR) and checks with pyiceberg (testdata/e2e/iceberg.py) that every table reads
 // exactly the rows of its Parquet files, records its partitions' offsets,
 // and that every snapshot reads as its files; then lands the same input
 // again: nothing is added twice and no snapshot is made.
@@ -587,13 +589,21 @@ func TestIcebergTables(t *testing.T) {
 			dir := t.TempDir()
 			lakeDir, catalog := filepath.Join(dir, "lake"), filepath.Join(dir, "catalog.db")
 			cfg := filepath.Join(dir, "iceberg.yaml")
+			lakeURL := lakeDir
 			sink, reader := "    catalog: sqlite://"+catalog+"\n", []string{catalog, lakeDir}
 			if other := os.Getenv("CDCLAKE_TEST_ICEBERG_CATALOG"); other != "" {
 				// A REST catalog (infra/start.sh iceberg-rest) or a
 				// PostgreSQL database, the tables under a namespace of
 				// the run's own.
 				ns := fmt.Sprintf("e2e_%s_%d", tc.name, time.Now().UnixNano())
-				sink, reader = "    catalog: "+other+"\n    namespace: "+ns+"\n", []string{other, lakeDir, "--namespace", ns}
+				var s3 []string
+				if u, d := os.Getenv("CDCLAKE_TEST_S3_URL"), os.Getenv("CDCLAKE_TEST_S3_DIR"); os.Getenv("CDCLAKE_TEST_ICEBERG_S3") != "" && u != "" && d != "" {
+					// The lake, and the tables' metadata, on the S3
+					// server (the bucket's folder d is read back).
+					lakeURL, lakeDir = u+"&prefix="+ns+"/", filepath.Join(d, ns)
+					s3 = []string{"--warehouse", "s3://" + bucketOf(t, u) + "/" + ns, "--s3-endpoint", endpointOf(t, u)}
+				}
+				sink, reader = "    catalog: "+other+"\n    namespace: "+ns+"\n", append([]string{other, lakeDir, "--namespace", ns}, s3...)
 			}
 			if err := os.WriteFile(cfg, []byte("defaults:\n  table_format: iceberg\nsink:\n  iceberg:\n"+sink+tc.extra), 0o644); err != nil {
 				t.Fatal(err)
@@ -609,12 +619,12 @@ func TestIcebergTables(t *testing.T) {
 				}
 				return strings.TrimSpace(string(out))
 			}
-			runBin(t, cdclake, "run", "--source", tc.source, "--sink", lakeDir, "--config", cfg)
+			runBin(t, cdclake, "run", "--source", tc.source, "--sink", lakeURL, "--config", cfg)
 			first := check()
 			t.Log(first)
 			// Profiled, the committer process included.
 			prof := filepath.Join(dir, "cpu.prof")
-			runBin(t, cdclake, "run", "--source", tc.source, "--sink", lakeDir, "--config", cfg, "--cpuprofile", prof)
+			runBin(t, cdclake, "run", "--source", tc.source, "--sink", lakeURL, "--config", cfg, "--cpuprofile", prof)
 			if again := check(); again != first {
 				t.Errorf("landed again: %s, first %s", again, first)
 			}
@@ -625,7 +635,7 @@ func TestIcebergTables(t *testing.T) {
 			}
 			// Compacted, every table reads the same rows, in one more
 			// snapshot at most.
-			out, _ := runBin(t, cdclake, "compact", "--config", cfg, "--sink", lakeDir, "--target-size", "1073741824")
+			out, _ := runBin(t, cdclake, "compact", "--config", cfg, "--sink", lakeURL, "--target-size", "1073741824")
 			t.Log(strings.TrimSpace(out))
 			if !regexp.MustCompile(`: [2-9]\d* files into 1 `).MatchString(out) {
 				t.Errorf("no table was compacted:\n%s", out)
@@ -642,7 +652,7 @@ func TestIcebergTables(t *testing.T) {
 			}
 			same("after compaction")
 			// Every snapshot but the newest expires; the lake's files stay.
-			out, _ = runBin(t, cdclake, "compact", "--config", cfg, "--sink", lakeDir, "--expire-older-than", "1ns", "--retain-last", "1")
+			out, _ = runBin(t, cdclake, "compact", "--config", cfg, "--sink", lakeURL, "--expire-older-than", "1ns", "--retain-last", "1")
 			if !strings.Contains(out, "snapshots expired") {
 				t.Errorf("no snapshot expired:\n%s", out)
 			}

@@ -1,8 +1,11 @@
 // Serves Apache Iceberg's REST catalog protocol on the loopback address
 // only: the servlet and adapter of Iceberg's own test fixture (iceberg-core
 // tests, which its rest-fixture image runs) over a JDBC catalog in a SQLite
-// file, whose tables' metadata HadoopFileIO writes to local folders. The
-// fixture's own main (RESTCatalogServer) listens on every interface.
+// file. Its file IO (ResolvingFileIO) writes the tables' metadata to local
+// folders (HadoopFileIO) and to s3:// locations (S3FileIO, on the S3
+// server that the system properties cdclake.s3.endpoint, cdclake.s3.access-key
+// and cdclake.s3.secret-key name). The fixture's own main
+// (RESTCatalogServer) listens on every interface.
 //
 // usage: RestCatalog HOST PORT CATALOG_DB WAREHOUSE_DIR
 import java.net.InetSocketAddress;
@@ -31,6 +34,15 @@ public final class RestCatalog {
     // Concurrent commits wait for SQLite's lock rather than fail at once.
     props.put("jdbc.busy_timeout", "10000");
     props.put("warehouse", args[3]);
+    props.put("io-impl", "org.apache.iceberg.io.ResolvingFileIO");
+    String endpoint = System.getProperty("cdclake.s3.endpoint");
+    if (endpoint != null) {
+      props.put("s3.endpoint", endpoint);
+      props.put("s3.path-style-access", "true");
+      props.put("s3.access-key-id", System.getProperty("cdclake.s3.access-key"));
+      props.put("s3.secret-access-key", System.getProperty("cdclake.s3.secret-key"));
+      props.put("client.region", "us-east-1");
+    }
     Catalog catalog = CatalogUtil.buildIcebergCatalog("rest_backend", props, new Configuration());
     ServletContextHandler context = new ServletContextHandler(ServletContextHandler.NO_SESSIONS);
     context.addServlet(new ServletHolder(new RESTCatalogServlet(new RESTCatalogAdapter(catalog))), "/*");
