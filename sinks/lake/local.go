@@ -95,10 +95,6 @@ var errExists = errors.New("the object exists")
 // put writes the object fill writes under key (only when key holds none,
 // with once: errExists otherwise). Errors of the file system are
 // storageErrors; fill's are returned as they are.
-// writers are put's write buffers: a run of thousands of files would
-// otherwise allocate (and collect) 256 KiB for each.
-var writers = sync.Pool{New: func() any { return bufio.NewWriterSize(nil, 256<<10) }}
-
 func (l *local) put(ctx context.Context, path string, once bool, fill func(io.Writer) error) (n int64, err error) {
 	f, err := os.CreateTemp(l.tmp, "object-*")
 	if err != nil {
@@ -113,12 +109,7 @@ func (l *local) put(ctx context.Context, path string, once bool, fill func(io.Wr
 			_ = os.Remove(tmp) // a link left the object in place
 		}
 	}()
-	bw := writers.Get().(*bufio.Writer)
-	bw.Reset(f)
-	defer func() {
-		bw.Reset(nil)
-		writers.Put(bw)
-	}()
+	bw := bufio.NewWriterSize(f, 256<<10)
 	cw := &countingWriter{w: bw}
 	if err := fill(cw); err != nil {
 		return 0, err
