@@ -1,7 +1,6 @@
 package lake
 
 import (
-	"bufio"
 	"context"
 	"errors"
 	"fmt"
@@ -109,13 +108,13 @@ func (l *local) put(ctx context.Context, path string, once bool, fill func(io.Wr
 			_ = os.Remove(tmp) // a link left the object in place
 		}
 	}()
-	bw := bufio.NewWriterSize(f, 256<<10)
-	cw := &countingWriter{w: bw}
+	fw := &fileWriter{f: f}
+	cw := &countingWriter{w: fw}
 	if err := fill(cw); err != nil {
 		return 0, err
 	}
 	if cw.err == nil {
-		cw.err = bw.Flush()
+		cw.err = fw.flush()
 	}
 	if cw.err != nil {
 		return 0, storageError{cw.err}
@@ -179,4 +178,45 @@ func (l *local) syncDir(dir string) error {
 	}
 	defer d.Close()
 	return l.sync(d)
+}
+
+// fileWriter writes an object's bytes to its temporary file. An encoded
+// file comes in blocks of its own (64 KiB, then 1 MiB): a block goes to the
+// file as it is, with no copy and no buffer, as does any write of
+// directWrite or more, and of an eighth of it into an empty buffer. Smaller writes (a file
+// written from its parts: page headers, pages) gather in a buffer that
+// grows as they come, up to directWrite, so that a put allocates what its
+// object needs and no more: a lake of many tables puts many small objects.
+type fileWriter struct {
+	f   *os.File
+	buf []byte
+}
+
+// directWrite is the size from which a write goes to the file at once.
+const directWrite = 64 << 10
+
+func (w *fileWriter) Write(p []byte) (int, error) {
+	if len(w.buf) == 0 && len(p) >= directWrite/8 || len(p) >= directWrite {
+		if err := w.flush(); err != nil {
+			return 0, err
+		}
+		return w.f.Write(p)
+	}
+	w.buf = append(w.buf, p...)
+	if len(w.buf) >= directWrite {
+		if err := w.flush(); err != nil {
+			return 0, err
+		}
+	}
+	return len(p), nil
+}
+
+// flush writes what the buffer holds.
+func (w *fileWriter) flush() error {
+	if len(w.buf) == 0 {
+		return nil
+	}
+	_, err := w.f.Write(w.buf)
+	w.buf = w.buf[:0]
+	return err
 }
