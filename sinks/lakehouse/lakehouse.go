@@ -33,10 +33,13 @@
 // # A process of its own
 //
 // iceberg-go costs every process that links it about 90 ms and 32 MB at
-// start (its Substrait function registry). The Catalog is therefore the
-// cdclake-lakehouse binary's (package icebergsql), which cdclake starts
-// only for a run with tables to commit (Start) and talks to over its
-// standard input and output (Serve): one JSON request and reply a line.
+// start (its Substrait function registry). The full Catalog is therefore
+// the cdclake-lakehouse binary's (package icebergsql), which cdclake
+// starts (Start) and talks to over its standard input and output (Serve):
+// one JSON request and reply a line. The common commit, files appended
+// to a table of a SQL catalog whose warehouse is the lake, cdclake writes
+// itself (package iceappend), starting the process only for what it does
+// not write.
 package lakehouse
 
 import (
@@ -290,6 +293,59 @@ func Origin(key string) (string, int32, int64, bool) {
 		return "", 0, 0, false
 	}
 	return name[:p], int32(part), first, true
+}
+
+// RecordedOffsets reads the source partitions' offsets that summary or
+// property maps record (OffsetKey), the greatest of each partition's.
+func RecordedOffsets(maps ...map[string]string) map[Partition]int64 {
+	out := map[Partition]int64{}
+	for _, props := range maps {
+		for k, v := range props {
+			rest, ok := strings.CutPrefix(k, OffsetPrefix)
+			if !ok {
+				continue
+			}
+			i := strings.LastIndexByte(rest, '.')
+			if i < 0 {
+				continue
+			}
+			part, perr := strconv.ParseInt(rest[i+1:], 10, 32)
+			off, oerr := strconv.ParseInt(v, 10, 64)
+			if perr != nil || oerr != nil {
+				continue
+			}
+			p := Partition{Source: rest[:i], Partition: int32(part)}
+			out[p] = max(out[p], off)
+		}
+	}
+	return out
+}
+
+// Advanced returns the offsets have records advanced to recorded where
+// recorded is past them, as summary and property values (OffsetKey), and
+// whether any advanced.
+func Advanced(have, recorded map[Partition]int64) (map[string]string, bool) {
+	props := map[string]string{}
+	for k, v := range have {
+		props[OffsetKey(k)] = strconv.FormatInt(v, 10)
+	}
+	advanced := false
+	for k, v := range recorded {
+		if old, ok := have[k]; !ok || v > old {
+			props[OffsetKey(k)] = strconv.FormatInt(v, 10)
+			advanced = true
+		}
+	}
+	return props, advanced
+}
+
+// PastRecorded reports whether a landed file (its key) belongs to one of
+// parts and starts at or past the offset recorded for its partition: a
+// file a commit may have added after its offset was recorded (Landed).
+func PastRecorded(key string, parts map[Partition]bool, recorded map[Partition]int64) bool {
+	src, part, first, ok := Origin(key)
+	p := Partition{Source: src, Partition: part}
+	return ok && parts[p] && first >= recorded[p]
 }
 
 // OffsetKey is the summary and property key of a partition's offset.

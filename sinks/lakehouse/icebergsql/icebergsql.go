@@ -16,7 +16,6 @@ import (
 	"maps"
 	"net/url"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
 
@@ -236,50 +235,18 @@ func (c *Iceberg) table(ctx context.Context, l *tableLock, dataset string) (*tab
 // with every commit and when they advance without one (RecordOffsets), and
 // in its current snapshot's summary, as of that snapshot.
 func offsets(tbl *table.Table) map[lakehouse.Partition]int64 {
-	out := map[lakehouse.Partition]int64{}
-	var sources []map[string]string
+	sources := []map[string]string{tbl.Properties()}
 	if s := tbl.CurrentSnapshot(); s != nil && s.Summary != nil {
 		sources = append(sources, s.Summary.Properties)
 	}
-	sources = append(sources, tbl.Properties())
-	for _, props := range sources {
-		for k, v := range props {
-			rest, ok := strings.CutPrefix(k, lakehouse.OffsetPrefix)
-			if !ok {
-				continue
-			}
-			i := strings.LastIndexByte(rest, '.')
-			if i < 0 {
-				continue
-			}
-			part, perr := strconv.ParseInt(rest[i+1:], 10, 32)
-			off, oerr := strconv.ParseInt(v, 10, 64)
-			if perr != nil || oerr != nil {
-				continue
-			}
-			p := lakehouse.Partition{Source: rest[:i], Partition: int32(part)}
-			out[p] = max(out[p], off)
-		}
-	}
-	return out
+	return lakehouse.RecordedOffsets(sources...)
 }
 
 // merged returns the offsets of tbl advanced to recorded, as properties,
 // and whether any advanced.
 func merged(tbl *table.Table, recorded map[lakehouse.Partition]int64) (iceberg.Properties, bool) {
-	props := iceberg.Properties{}
-	have := offsets(tbl)
-	for k, v := range have {
-		props[lakehouse.OffsetKey(k)] = strconv.FormatInt(v, 10)
-	}
-	advanced := false
-	for k, v := range recorded {
-		if old, ok := have[k]; !ok || v > old {
-			props[lakehouse.OffsetKey(k)] = strconv.FormatInt(v, 10)
-			advanced = true
-		}
-	}
-	return props, advanced
+	props, advanced := lakehouse.Advanced(offsets(tbl), recorded)
+	return iceberg.Properties(props), advanced
 }
 
 // RecordOffsets advances the offsets a dataset's table records where
@@ -345,13 +312,7 @@ func (c *Iceberg) landed(ctx context.Context, tbl *table.Table, parts map[lakeho
 			return nil, fmt.Errorf("reading the manifest %s: %w", m.FilePath(), err)
 		}
 		for _, e := range entries {
-			key, ok := c.key(e.DataFile().FilePath())
-			if !ok {
-				continue
-			}
-			src, part, first, ok := lakehouse.Origin(key)
-			p := lakehouse.Partition{Source: src, Partition: part}
-			if ok && parts[p] && first >= recorded[p] {
+			if key, ok := c.key(e.DataFile().FilePath()); ok && lakehouse.PastRecorded(key, parts, recorded) {
 				out[key] = true
 			}
 		}

@@ -1,0 +1,581 @@
+// Package iceappend commits landed files to Iceberg tables of a SQL
+// catalog in cdclake's own process, for the common commit: files appended
+// to a table whose schema holds them, the source offsets in the
+// snapshot's summary and the table's properties (see package lakehouse).
+// It writes a manifest and a manifest list in Avro and a metadata file,
+// then moves the table's metadata location in the catalog with one
+// compare-and-swap; a table's first commit makes it, with that snapshot,
+// in one metadata file and one catalog row.
+//
+// Everything else goes to the full committer (the cdclake-lakehouse
+// process, through iceberg-go), opened at its first use: schema changes,
+// compaction, expiry, the current-state tables, a REST catalog, a type or
+// partition transform this package does not write, a file whose footer
+// was not kept, and a commit that lost a race (the full committer plans
+// it again from the table as it is). So a run that only appends never
+// starts the process, whose start-up and per-table costs dominate short
+// runs (docs/lakehouse.md, Cost).
+package iceappend
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/binary"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"maps"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/parquet/metadata"
+	"github.com/cdclake/cdclake/sinks"
+	"github.com/cdclake/cdclake/sinks/lakehouse"
+	"gocloud.dev/blob"
+)
+
+// Store writes the metadata objects: the lake's sink, whose writes are
+// retried and, on a file:// lake, synced before they appear.
+type Store interface {
+	sinks.ObjectWriter
+}
+
+// Catalog is a lakehouse.Catalog that appends in process where it can and
+// hands the rest to the full committer.
+type Catalog struct {
+	cfg    lakehouse.Config
+	cat    *sqlCatalog
+	bucket *blob.Bucket
+	store  Store
+	open   func(ctx context.Context) (lakehouse.Catalog, error)
+	log    *slog.Logger
+	now    func() time.Time
+
+	mu     sync.Mutex
+	tables map[string]*tableState
+	full   lakehouse.Catalog
+
+	appended, handed atomic.Int64
+}
+
+// tableState is what is known of a table: its metadata as of its location.
+type tableState struct {
+	sync.Mutex
+	loc  string
+	meta *tableMetadata
+	// handed is why its last commit went to the full committer.
+	handed string
+}
+
+// Open returns the Catalog of cfg over a lake whose root is cfg.Warehouse
+// (bucket and store reach it), or, for a catalog this package does not
+// write (REST), the full committer open opens. inLake says whether
+// cfg.Warehouse is the bucket's root: when it is not, everything goes to
+// the full committer too.
+func Open(ctx context.Context, cfg lakehouse.Config, bucket *blob.Bucket, store Store, inLake bool, log *slog.Logger,
+	open func(ctx context.Context) (lakehouse.Catalog, error)) (lakehouse.Catalog, error) {
+	if cfg.Name == "" {
+		cfg.Name = "cdclake"
+	}
+	if !inLake || bucket == nil || store == nil {
+		return open(ctx)
+	}
+	cat, ok, err := openSQL(ctx, cfg.Catalog, cfg.Name)
+	if err != nil {
+		return nil, fmt.Errorf("iceberg catalog: %w", err)
+	}
+	if !ok {
+		return open(ctx)
+	}
+	return &Catalog{cfg: cfg, cat: cat, bucket: bucket, store: store, open: open, log: log.With("component", "iceberg"),
+		now: time.Now, tables: map[string]*tableState{}}, nil
+}
+
+// Appended and Handed count the commits made in process and those handed
+// to the full committer.
+func (c *Catalog) Appended() int64 { return c.appended.Load() }
+func (c *Catalog) Handed() int64   { return c.handed.Load() }
+
+// fullCatalog returns the full committer, opened at the first call.
+func (c *Catalog) fullCatalog(ctx context.Context) (lakehouse.Catalog, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.full != nil {
+		return c.full, nil
+	}
+	full, err := c.open(ctx)
+	if err != nil {
+		return nil, err
+	}
+	c.full = full
+	return full, nil
+}
+
+func (c *Catalog) state(dataset string) *tableState {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	s := c.tables[dataset]
+	if s == nil {
+		s = &tableState{}
+		c.tables[dataset] = s
+	}
+	return s
+}
+
+// ident returns a dataset's namespace and table name; unsupported for an
+// identifier the catalog stores otherwise (a name part with a dot).
+func (c *Catalog) ident(dataset string) ([]string, string, error) {
+	id := append(slices.Clone(c.cfg.Namespace), strings.Split(dataset, ".")...)
+	if len(id) < 2 {
+		return nil, "", unsupported("%s: a table outside any namespace", dataset)
+	}
+	for _, p := range id {
+		if p == "" || strings.Contains(p, ".") {
+			return nil, "", unsupported("%s: a namespace the catalog encodes", dataset)
+		}
+	}
+	return id[:len(id)-1], id[len(id)-1], nil
+}
+
+func (c *Catalog) location(key string) string {
+	return strings.TrimSuffix(c.cfg.Warehouse, "/") + "/" + key
+}
+
+func (c *Catalog) key(location string) (string, bool) {
+	return strings.CutPrefix(location, strings.TrimSuffix(c.cfg.Warehouse, "/")+"/")
+}
+
+// load returns a dataset's table metadata (nil: no table), read again only
+// when the catalog's location moved; s is held.
+func (c *Catalog) load(ctx context.Context, s *tableState, dataset string) (*tableMetadata, error) {
+	ns, name, err := c.ident(dataset)
+	if err != nil {
+		return nil, err
+	}
+	loc, err := c.cat.location(ctx, strings.Join(ns, "."), name)
+	if err != nil || loc == "" {
+		s.loc, s.meta = "", nil
+		return nil, err
+	}
+	if loc == s.loc && s.meta != nil {
+		return s.meta, nil
+	}
+	key, ok := c.key(loc)
+	if !ok {
+		return nil, unsupported("%s: metadata outside the lake (%s)", dataset, loc)
+	}
+	b, err := c.bucket.ReadAll(ctx, key)
+	if err != nil {
+		return nil, fmt.Errorf("reading the iceberg metadata of %s: %w", dataset, err)
+	}
+	meta, err := parseMetadata(b)
+	if err != nil {
+		return nil, fmt.Errorf("the iceberg metadata %s: %w", loc, err)
+	}
+	if strings.TrimSuffix(meta.Location, "/") != c.location(dataset) {
+		return nil, unsupported("%s: a table at %s", dataset, meta.Location)
+	}
+	if meta.FormatVersion != 3 || meta.NextRowID == nil {
+		return nil, unsupported("%s: format version %d", dataset, meta.FormatVersion)
+	}
+	s.loc, s.meta = loc, meta
+	return meta, nil
+}
+
+// handOver reports whether err says the full committer is to do it.
+func handOver(err error) bool {
+	var u errUnsupported
+	return errors.As(err, &u)
+}
+
+func (c *Catalog) Offsets(ctx context.Context, dataset string) (map[lakehouse.Partition]int64, error) {
+	s := c.state(dataset)
+	s.Lock()
+	meta, err := c.load(ctx, s, dataset)
+	s.Unlock()
+	if handOver(err) {
+		full, ferr := c.fullCatalog(ctx)
+		if ferr != nil {
+			return nil, ferr
+		}
+		return full.Offsets(ctx, dataset)
+	}
+	if err != nil || meta == nil {
+		return map[lakehouse.Partition]int64{}, err
+	}
+	return meta.offsets(), nil
+}
+
+func (c *Catalog) Landed(ctx context.Context, dataset string, parts map[lakehouse.Partition]bool) (map[string]bool, error) {
+	s := c.state(dataset)
+	s.Lock()
+	out, err := c.landed(ctx, s, dataset, parts)
+	s.Unlock()
+	if handOver(err) {
+		full, ferr := c.fullCatalog(ctx)
+		if ferr != nil {
+			return nil, ferr
+		}
+		return full.Landed(ctx, dataset, parts)
+	}
+	return out, err
+}
+
+// landed returns the keys of the table's data files of parts that start
+// at or past the offset it records for their partition; s is held.
+func (c *Catalog) landed(ctx context.Context, s *tableState, dataset string, parts map[lakehouse.Partition]bool) (map[string]bool, error) {
+	out := map[string]bool{}
+	meta, err := c.load(ctx, s, dataset)
+	if err != nil || meta == nil || meta.current() == nil {
+		return out, err
+	}
+	recorded := meta.offsets()
+	list, err := c.manifests(ctx, meta.current())
+	if err != nil {
+		return nil, err
+	}
+	for _, m := range list {
+		if m.Content != 0 {
+			continue
+		}
+		key, ok := c.key(m.Path)
+		if !ok {
+			return nil, unsupported("a manifest outside the lake: %s", m.Path)
+		}
+		b, err := c.bucket.ReadAll(ctx, key)
+		if err != nil {
+			return nil, fmt.Errorf("reading the manifest %s: %w", m.Path, err)
+		}
+		f, err := readOCF(b)
+		if err != nil {
+			return nil, fmt.Errorf("the manifest %s: %w", m.Path, err)
+		}
+		entries, err := decodeAll[struct {
+			Status   int32 `avro:"status"`
+			DataFile struct {
+				FilePath string `avro:"file_path"`
+			} `avro:"data_file"`
+		}](f)
+		if err != nil {
+			return nil, fmt.Errorf("the manifest %s: %w", m.Path, err)
+		}
+		for _, e := range entries {
+			if e.Status == 2 {
+				continue
+			}
+			if key, ok := c.key(e.DataFile.FilePath); ok && lakehouse.PastRecorded(key, parts, recorded) {
+				out[key] = true
+			}
+		}
+	}
+	return out, nil
+}
+
+// listFields are the manifest list's fields read back: a list that lacks
+// one is another writer's, left to the full committer.
+var listFields = []string{"manifest_path", "manifest_length", "partition_spec_id", "content", "sequence_number",
+	"min_sequence_number", "added_snapshot_id", "added_files_count", "existing_files_count", "deleted_files_count",
+	"partitions", "added_rows_count", "existing_rows_count", "deleted_rows_count", "first_row_id"}
+
+// manifests reads a snapshot's manifest list.
+func (c *Catalog) manifests(ctx context.Context, snap *snapshot) ([]manifestFile, error) {
+	key, ok := c.key(snap.ManifestList)
+	if !ok {
+		return nil, unsupported("a manifest list outside the lake: %s", snap.ManifestList)
+	}
+	b, err := c.bucket.ReadAll(ctx, key)
+	if err != nil {
+		return nil, fmt.Errorf("reading the manifest list %s: %w", snap.ManifestList, err)
+	}
+	f, err := readOCF(b)
+	if err != nil {
+		return nil, fmt.Errorf("the manifest list %s: %w", snap.ManifestList, err)
+	}
+	for _, name := range listFields {
+		if !strings.Contains(f.meta["avro.schema"], `"`+name+`"`) {
+			return nil, unsupported("the manifest list %s has no %s", snap.ManifestList, name)
+		}
+	}
+	out, err := decodeAll[manifestFile](f)
+	if err != nil {
+		return nil, fmt.Errorf("the manifest list %s: %w", snap.ManifestList, err)
+	}
+	return out, nil
+}
+
+func (c *Catalog) Commit(ctx context.Context, dataset string, files []lakehouse.File, recorded map[lakehouse.Partition]int64, skip map[string]bool) error {
+	s := c.state(dataset)
+	s.Lock()
+	err := c.append(ctx, s, dataset, files, recorded, skip)
+	if err != nil {
+		s.loc, s.meta = "", nil // read again next time
+	}
+	if !handOver(err) {
+		s.handed = ""
+		s.Unlock()
+		if err == nil {
+			c.appended.Add(1)
+		}
+		return err
+	}
+	// Once per table and reason: a table whose every commit goes there
+	// costs what the full committer costs (docs/lakehouse.md, Cost).
+	if why := err.Error(); why != s.handed {
+		s.handed = why
+		c.log.Info("an iceberg commit goes to the full committer", "table", dataset, "why", why)
+	}
+	s.Unlock()
+	c.handed.Add(1)
+	full, ferr := c.fullCatalog(ctx)
+	if ferr != nil {
+		return ferr
+	}
+	return full.Commit(ctx, dataset, files, recorded, skip)
+}
+
+func (c *Catalog) RecordOffsets(ctx context.Context, dataset string, recorded map[lakehouse.Partition]int64) error {
+	s := c.state(dataset)
+	s.Lock()
+	err := c.record(ctx, s, dataset, recorded)
+	if err != nil {
+		s.loc, s.meta = "", nil
+	}
+	s.Unlock()
+	if !handOver(err) {
+		return err
+	}
+	full, ferr := c.fullCatalog(ctx)
+	if ferr != nil {
+		return ferr
+	}
+	return full.RecordOffsets(ctx, dataset, recorded)
+}
+
+// merged returns the offsets meta records advanced to recorded, as
+// properties, and whether any advanced.
+func merged(meta *tableMetadata, recorded map[lakehouse.Partition]int64) (map[string]string, bool) {
+	have := map[lakehouse.Partition]int64{}
+	if meta != nil {
+		have = meta.offsets()
+	}
+	return lakehouse.Advanced(have, recorded)
+}
+
+// record advances the offsets the table's properties record, in a new
+// metadata file without a snapshot; s is held.
+func (c *Catalog) record(ctx context.Context, s *tableState, dataset string, recorded map[lakehouse.Partition]int64) error {
+	meta, err := c.load(ctx, s, dataset)
+	if err != nil || meta == nil {
+		return err
+	}
+	props, advanced := merged(meta, recorded)
+	if !advanced {
+		return nil
+	}
+	next, err := c.startUpdate(meta, s.loc)
+	if err != nil {
+		return err
+	}
+	if err := next.setProperties(props); err != nil {
+		return err
+	}
+	return c.publish(ctx, s, dataset, meta, next)
+}
+
+// update is a new metadata file in the making.
+type update struct {
+	meta *tableMetadata // a copy of the table's, changed
+	ts   int64          // its last-updated-ms
+	prev string         // the location it follows; "" for a new table
+}
+
+// startUpdate starts a new metadata file from meta (at loc), logging loc
+// in its metadata log.
+func (c *Catalog) startUpdate(meta *tableMetadata, loc string) (*update, error) {
+	next := &tableMetadata{raw: maps.Clone(meta.raw), Properties: maps.Clone(meta.Properties)}
+	ts := max(c.now().UnixMilli(), meta.LastUpdatedMS)
+	u := &update{meta: next, ts: ts, prev: loc}
+	if err := next.set("last-updated-ms", ts); err != nil {
+		return nil, err
+	}
+	if loc != "" {
+		if err := next.appendTo("metadata-log", map[string]any{"metadata-file": loc, "timestamp-ms": meta.LastUpdatedMS}); err != nil {
+			return nil, err
+		}
+		keep := 100
+		if v, err := strconv.Atoi(meta.Properties["write.metadata.previous-versions-max"]); err == nil && v > 0 {
+			keep = v
+		}
+		var log []any
+		if err := jsonUnmarshal(next.raw["metadata-log"], &log); err != nil {
+			return nil, err
+		}
+		if len(log) > keep {
+			if err := next.set("metadata-log", log[len(log)-keep:]); err != nil {
+				return nil, err
+			}
+		}
+	}
+	return u, nil
+}
+
+// setProperties merges props into the new metadata's properties.
+func (u *update) setProperties(props map[string]string) error {
+	if u.meta.Properties == nil {
+		u.meta.Properties = map[string]string{}
+	}
+	maps.Copy(u.meta.Properties, props)
+	return u.meta.set("properties", u.meta.Properties)
+}
+
+// publish writes the new metadata file and moves the table to it (makes
+// the table, for a new one); s is held.
+func (c *Catalog) publish(ctx context.Context, s *tableState, dataset string, old *tableMetadata, u *update) error {
+	body, err := u.meta.encode()
+	if err != nil {
+		return err
+	}
+	v := 0
+	if u.prev != "" {
+		if v = version(u.prev) + 1; v <= 0 {
+			return unsupported("%s: a metadata file name without a version: %s", dataset, u.prev)
+		}
+	}
+	sum := sha256.Sum256(append([]byte(u.prev+"\x00"), body...))
+	key := fmt.Sprintf("%s/metadata/%05d-%s.metadata.json", dataset, v, uuidOf(sum[:]))
+	if err := c.store.WriteObject(ctx, key, body, "application/json"); err != nil {
+		return fmt.Errorf("writing the iceberg metadata of %s: %w", dataset, err)
+	}
+	loc := c.location(key)
+	ns, name, err := c.ident(dataset)
+	if err != nil {
+		return err
+	}
+	var ok bool
+	if u.prev == "" {
+		ok, err = c.cat.create(ctx, ns, name, loc)
+	} else {
+		ok, err = c.cat.swap(ctx, strings.Join(ns, "."), name, u.prev, loc)
+	}
+	if err != nil {
+		return fmt.Errorf("committing to the iceberg table of %s: %w", dataset, err)
+	}
+	if !ok {
+		return unsupported("%s: another commit came first", dataset)
+	}
+	meta, err := parseMetadata(body)
+	if err != nil {
+		return err
+	}
+	s.loc, s.meta = loc, meta
+	return nil
+}
+
+// uuidOf formats 16 bytes of b as a UUID (version 8: custom).
+func uuidOf(b []byte) string {
+	var u [16]byte
+	copy(u[:], b)
+	u[6] = u[6]&0x0f | 0x80
+	u[8] = u[8]&0x3f | 0x80
+	h := hex.EncodeToString(u[:])
+	return h[:8] + "-" + h[8:12] + "-" + h[12:16] + "-" + h[16:20] + "-" + h[20:]
+}
+
+// snapshotID returns a positive snapshot id from b that meta does not use.
+func snapshotID(meta *tableMetadata, b []byte) int64 {
+	for {
+		id := int64(binary.BigEndian.Uint64(b[:8]) & (1<<63 - 1))
+		used := id == 0
+		for _, s := range meta.Snapshots {
+			used = used || s.SnapshotID == id
+		}
+		if !used {
+			return id
+		}
+		next := sha256.Sum256(b)
+		b = next[:]
+	}
+}
+
+// fileSchemas returns the Iceberg fields of each distinct Arrow schema of
+// files.
+func fileSchemas(files []lakehouse.File) ([][]field, error) {
+	seen := map[*arrow.Schema]bool{}
+	var out [][]field
+	for _, f := range files {
+		if f.Schema == nil {
+			return nil, unsupported("%s: no schema", f.Key)
+		}
+		if seen[f.Schema] {
+			continue
+		}
+		seen[f.Schema] = true
+		next := 0
+		fs, err := fromArrow(f.Schema.Fields(), &next)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, fs)
+	}
+	return out, nil
+}
+
+// footers parses the footers of files: those their writes kept, else read
+// from the store (the tail of each file). The files' sizes are set where
+// they were not known.
+func (c *Catalog) footers(ctx context.Context, files []lakehouse.File) ([]*metadata.FileMetaData, error) {
+	out := make([]*metadata.FileMetaData, len(files))
+	for i := range files {
+		f := &files[i]
+		footer := f.Footer
+		if len(footer) == 0 || f.Bytes <= 0 {
+			var err error
+			if f.Bytes, footer, err = c.readFooter(ctx, f.Key); err != nil {
+				return nil, fmt.Errorf("reading the footer of %s: %w", f.Key, err)
+			}
+		}
+		md, err := metadata.NewFileMetaData(footer, nil)
+		if err != nil {
+			return nil, unsupported("%s: the footer does not parse: %v", f.Key, err)
+		}
+		out[i] = md
+	}
+	return out, nil
+}
+
+// readFooter reads the size and the Parquet footer of a landed file.
+func (c *Catalog) readFooter(ctx context.Context, key string) (int64, []byte, error) {
+	attrs, err := c.bucket.Attributes(ctx, key)
+	if err != nil {
+		return 0, nil, err
+	}
+	size := attrs.Size
+	read := func(off, n int64) ([]byte, error) {
+		r, err := c.bucket.NewRangeReader(ctx, key, off, n, nil)
+		if err != nil {
+			return nil, err
+		}
+		defer r.Close()
+		return io.ReadAll(r)
+	}
+	if size < 12 {
+		return 0, nil, unsupported("%s: not a Parquet file (%d bytes)", key, size)
+	}
+	tail, err := read(size-8, 8)
+	if err != nil {
+		return 0, nil, err
+	}
+	n := int64(binary.LittleEndian.Uint32(tail))
+	if len(tail) != 8 || string(tail[4:]) != "PAR1" || n <= 0 || n > size-12 {
+		return 0, nil, unsupported("%s: not a Parquet file", key)
+	}
+	footer, err := read(size-8-n, n)
+	return size, footer, err
+}

@@ -1,0 +1,290 @@
+package iceappend_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/binary"
+	"fmt"
+	"log/slog"
+	"maps"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/arrow-go/v18/arrow/memory"
+	"github.com/cdclake/cdclake/handlers/schema"
+	"github.com/cdclake/cdclake/internal/pyenv"
+	"github.com/cdclake/cdclake/sinks"
+	"github.com/cdclake/cdclake/sinks/lake"
+	"github.com/cdclake/cdclake/sinks/lakehouse"
+	"github.com/cdclake/cdclake/sinks/lakehouse/iceappend"
+	"github.com/cdclake/cdclake/sinks/lakehouse/icebergsql"
+	"github.com/cdclake/cdclake/sinks/parquet"
+	"github.com/cdclake/cdclake/sinks/parquet/parquettest"
+)
+
+const dataset = "inventory.public.customers"
+
+// write writes rows [lo, hi) of rec to the lake in dir as the file of
+// source partition part starting at offset lo, with its footer kept.
+func write(t *testing.T, dir string, rec arrow.RecordBatch, part int32, lo, hi int) lakehouse.File {
+	t.Helper()
+	key := dataset + "/date=2024-05-31/" + sinks.ObjectName(sinks.Position{Source: "topic", Partition: part, Offset: int64(lo)}, ".parquet")
+	var buf bytes.Buffer
+	if err := parquet.Write(&buf, rec, [][2]int{{lo, hi}}, parquet.Options{Compression: "zstd", RowGroupRows: 40},
+		memory.DefaultAllocator); err != nil {
+		t.Fatal(err)
+	}
+	p := filepath.Join(dir, filepath.FromSlash(key))
+	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(p, buf.Bytes(), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	data := buf.Bytes()
+	n := int(binary.LittleEndian.Uint32(data[len(data)-8:]))
+	return lakehouse.File{Key: key, Table: dataset, Schema: rec.Schema(), Source: "topic", Partition: part, First: int64(lo),
+		Granularity: "day", Bytes: int64(len(data)), Footer: slices.Clone(data[len(data)-8-n : len(data)-8])}
+}
+
+// rows returns n change rows as a table committed to Iceberg lands them
+// (JSON as plain strings), with a memo column of NULLs only (Arrow's null
+// type); and the same rows as a later version of the table, whose memo
+// has values and which has a loyalty_tier column added at the end. They
+// are released when the test ends.
+func rows(t *testing.T, n int) (rec, evolved arrow.RecordBatch) {
+	mem := memory.DefaultAllocator
+	images := parquettest.Images(mem, n)
+	defer images.Release()
+	sch := schema.PlainJSON(images.Schema())
+	cols := make([]arrow.Array, images.NumCols())
+	for i, c := range images.Columns() {
+		cols[i] = array.MakeFromData(retyped(c.Data(), sch.Field(i).Type))
+	}
+	strings := func(f func(i int) string) arrow.Array {
+		b := array.NewStringBuilder(mem)
+		defer b.Release()
+		for i := range n {
+			if v := f(i); v != "" {
+				b.Append(v)
+			} else {
+				b.AppendNull()
+			}
+		}
+		return b.NewArray()
+	}
+	none := array.NewNull(n)
+	memo := strings(func(i int) string { return map[bool]string{true: fmt.Sprintf("memo %d", i)}[i%5 == 0] })
+	tier := strings(func(i int) string { return map[bool]string{true: fmt.Sprintf("tier-%d", i%7)}[i%3 != 0] })
+	md := sch.Metadata()
+	fields := append(sch.Fields(), arrow.Field{Name: "memo", Type: arrow.Null, Nullable: true})
+	rec = array.NewRecordBatch(arrow.NewSchema(fields, &md), append(slices.Clone(cols), none), int64(n))
+	fields = append(sch.Fields(), arrow.Field{Name: "memo", Type: arrow.BinaryTypes.String, Nullable: true},
+		arrow.Field{Name: "loyalty_tier", Type: arrow.BinaryTypes.String, Nullable: true})
+	evolved = array.NewRecordBatch(arrow.NewSchema(fields, &md), append(slices.Clone(cols), memo, tier), int64(n))
+	t.Cleanup(func() { rec.Release(); evolved.Release() })
+	return rec, evolved
+}
+
+// retyped returns d as data of type t, which has the same layout.
+func retyped(d arrow.ArrayData, t arrow.DataType) arrow.ArrayData {
+	var kids []arrow.ArrayData
+	for i, c := range d.Children() {
+		ct := c.DataType()
+		switch x := t.(type) {
+		case *arrow.StructType:
+			ct = x.Field(i).Type
+		case *arrow.ListType:
+			ct = x.Elem()
+		case *arrow.MapType:
+			ct = x.Elem()
+		}
+		kids = append(kids, retyped(c, ct))
+	}
+	return array.NewData(t, d.Len(), d.Buffers(), kids, d.NullN(), d.Offset())
+}
+
+func config(dir string) lakehouse.Config {
+	return lakehouse.Config{Catalog: "sqlite://" + filepath.Join(dir, "catalog.db"), Warehouse: "file://" + dir}
+}
+
+// full opens the full committer (iceberg-go, in the test's process) of
+// the lake in dir.
+func full(t *testing.T, dir string) *icebergsql.Iceberg {
+	t.Helper()
+	c, err := icebergsql.Open(context.Background(), config(dir), slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
+// appender opens the in-process Catalog of the lake in dir, its full
+// committer iceberg-go's in the test's process.
+func appender(t *testing.T, dir string) *iceappend.Catalog {
+	t.Helper()
+	ctx := context.Background()
+	bucket, err := lake.OpenBucket(ctx, dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { bucket.Close() })
+	store := lake.New(bucket, memory.DefaultAllocator)
+	c, err := iceappend.Open(ctx, config(dir), bucket, store, true, slog.New(slog.DiscardHandler),
+		func(ctx context.Context) (lakehouse.Catalog, error) {
+			return icebergsql.Open(ctx, config(dir), slog.New(slog.DiscardHandler))
+		})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	a, ok := c.(*iceappend.Catalog)
+	if !ok {
+		t.Fatalf("a SQLite catalog over its lake opened %T, not the in-process one", c)
+	}
+	return a
+}
+
+func must(t *testing.T, err error) {
+	t.Helper()
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// pyLoad is Python that loads the test table, of the lake in its
+// argument, as t.
+const pyLoad = `
+import sys, os
+from pyiceberg.catalog.sql import SqlCatalog
+lake = sys.argv[1]
+cat = SqlCatalog("cdclake", uri="sqlite:///" + lake + "/catalog.db", warehouse="file://" + lake)
+t = cat.load_table(("inventory", "public", "customers"))
+`
+
+// dump prints, with pyiceberg, a table's schema, partition spec, every
+// snapshot (its summary and rows) and the current files with their
+// statistics; the bounds of top-level columns only (the in-process
+// commits give those of struct fields too), and no statistics of memo
+// (for a column of Arrow's null type iceberg-go counts one row group of
+// the file; the in-process commits count all: checked on their own).
+const dump = pyLoad + `
+top = {f.field_id for f in t.schema().fields}
+memo = t.schema().find_field("memo").field_id
+print(t.schema())
+print(t.spec())
+print({k: v for k, v in t.properties.items() if k.startswith("cdclake") or k.startswith("schema.")})
+for s in t.snapshots():
+    summary = {k: v for k, v in s.summary.additional_properties.items() if k != "iceberg-version"}
+    print(s.sequence_number, s.summary.operation, s.schema_id, sorted(summary.items()), t.scan(snapshot_id=s.snapshot_id).to_arrow().num_rows)
+for task in sorted(t.scan().plan_files(), key=lambda x: os.path.basename(x.file.file_path)):
+    f = task.file
+    print(os.path.basename(f.file_path), f.record_count, f.file_size_in_bytes, f.partition, f.split_offsets,
+          *[sorted((k, v) for k, v in m.items() if k != memo) for m in (f.column_sizes, f.value_counts, f.null_value_counts)],
+          sorted((k, v) for k, v in f.lower_bounds.items() if k in top), sorted((k, v) for k, v in f.upper_bounds.items() if k in top))
+rows = t.scan().to_arrow().sort_by([("_cdc_partition", "ascending"), ("_cdc_offset", "ascending")])
+print(rows.num_rows, "rows")
+print(rows.to_pylist())
+`
+
+// TestAppendsAsTheFullCommitter commits the same files to two lakes, in
+// process and with the full committer only: made at the first commit,
+// evolved by a file with a new column, with files of two source
+// partitions, a column of NULLs only that later gets values. pyiceberg
+// reads the same tables from both (schemas, specs,
+// snapshots and the rows of each, files and their statistics), and every
+// commit was made in process. The full committer reads the same offsets
+// and landed files from the lake committed in process.
+func TestAppendsAsTheFullCommitter(t *testing.T) {
+	py := pyenv.Python(t, "read the tables with pyiceberg")
+	ctx := context.Background()
+	rec, evolved := rows(t, 400)
+	inProcess, committed := t.TempDir(), t.TempDir()
+	a, f := appender(t, inProcess), full(t, committed)
+	p0, p1 := lakehouse.Partition{Source: "topic"}, lakehouse.Partition{Source: "topic", Partition: 1}
+	steps := []struct {
+		rec    arrow.RecordBatch
+		ranges [][3]int // partition, lo, hi
+	}{
+		{rec, [][3]int{{0, 0, 100}}},
+		{rec, [][3]int{{0, 100, 150}, {1, 150, 200}}},
+		{evolved, [][3]int{{0, 200, 300}}},
+		{evolved, [][3]int{{1, 300, 400}}},
+	}
+	for i, step := range steps {
+		var fa, fc []lakehouse.File
+		recorded := map[lakehouse.Partition]int64{}
+		for _, r := range step.ranges {
+			fa = append(fa, write(t, inProcess, step.rec, int32(r[0]), r[1], r[2]))
+			fc = append(fc, write(t, committed, step.rec, int32(r[0]), r[1], r[2]))
+			recorded[lakehouse.Partition{Source: "topic", Partition: int32(r[0])}] = int64(r[2])
+		}
+		must(t, a.Commit(ctx, dataset, fa, recorded, nil))
+		must(t, f.Commit(ctx, dataset, fc, recorded, nil))
+		if a.Appended() != int64(i+1) || a.Handed() != 0 {
+			t.Fatalf("after commit %d: %d commits in process, %d handed to the full committer", i+1, a.Appended(), a.Handed())
+		}
+	}
+	read := func(dir string) string {
+		out, err := exec.Command(py, "-c", dump, dir).CombinedOutput()
+		if err != nil {
+			t.Fatalf("pyiceberg: %v\n%s", err, out)
+		}
+		return string(out)
+	}
+	got, want := read(inProcess), read(committed)
+	if got != want {
+		t.Errorf("the table committed in process:\n%s\nthe full committer's:\n%s", got, want)
+	}
+	if !strings.Contains(got, "\n400 rows\n") {
+		t.Errorf("want 400 rows:\n%s", got)
+	}
+	memo := pyLoad + `
+memo = t.schema().find_field("memo").field_id
+for task in t.scan().plan_files():
+    f = task.file
+    # NULLs only before the column got values (offset 200: a value every
+    # fifth row after); counted, or not known.
+    first = int(os.path.basename(f.file_path).split("-o")[1].split(".")[0])
+    nulls = f.record_count if first < 200 else f.record_count * 4 // 5
+    if f.value_counts.get(memo) != f.record_count or f.null_value_counts.get(memo, nulls) != nulls:
+        print("memo:", f.file_path, f.record_count, f.value_counts.get(memo), f.null_value_counts.get(memo))
+`
+	if out, err := exec.Command(py, "-c", memo, inProcess).CombinedOutput(); err != nil || len(out) > 0 {
+		t.Errorf("the statistics of the column of NULLs only: %v\n%s", err, out)
+	}
+
+	// The full committer reads the lake committed in process as its own.
+	other := full(t, inProcess)
+	want2, err := other.Offsets(ctx, dataset)
+	must(t, err)
+	got2, err := a.Offsets(ctx, dataset)
+	must(t, err)
+	if !maps.Equal(got2, want2) || got2[p0] != 300 || got2[p1] != 400 {
+		t.Errorf("offsets in process %v, the full committer's %v", got2, want2)
+	}
+	parts := map[lakehouse.Partition]bool{p0: true, p1: true}
+	// What a commit whose reply was lost leaves: a file past the offsets.
+	late := write(t, inProcess, evolved, 0, 300, 320)
+	must(t, a.Commit(ctx, dataset, []lakehouse.File{late}, nil, nil))
+	fresh := appender(t, inProcess)
+	landed, err := fresh.Landed(ctx, dataset, parts)
+	must(t, err)
+	wantLanded, err := full(t, inProcess).Landed(ctx, dataset, parts)
+	must(t, err)
+	if !maps.Equal(landed, wantLanded) || !landed[late.Key] || len(landed) != 1 {
+		t.Errorf("landed in process %v, the full committer's %v; want %s alone", landed, wantLanded, late.Key)
+	}
+	// The retry skips it, and the table holds it once.
+	must(t, fresh.Commit(ctx, dataset, []lakehouse.File{late}, map[lakehouse.Partition]int64{p0: 320}, landed))
+	if out := read(inProcess); !strings.Contains(out, "\n420 rows\n") {
+		t.Errorf("want 420 rows after the retry:\n%s", out)
+	}
+}
