@@ -222,6 +222,14 @@ type Current struct {
 	Mode string `yaml:"mode"`
 }
 
+// Where Iceberg appends are committed (Iceberg.Appends): in cdclake's
+// own process where the catalog and the table allow, or always in the
+// full committer process.
+const (
+	AppendsInProcess = "in_process"
+	AppendsCommitter = "committer"
+)
+
 // The current-state tables' modes (Current.Mode).
 const (
 	CopyOnWrite = "copy-on-write"
@@ -241,6 +249,9 @@ type Iceberg struct {
 	Warehouse string `yaml:"warehouse"`
 	// CommitInterval is how often written files are committed.
 	CommitInterval Duration `yaml:"commit_interval"`
+	// Appends says where commits that append files are written:
+	// AppendsInProcess (empty too) or AppendsCommitter.
+	Appends string `yaml:"appends"`
 	// CompactInterval is how often a run compacts the tables it commits
 	// to (cdclake compact); 0: never.
 	CompactInterval Duration `yaml:"compact_interval"`
@@ -692,6 +703,9 @@ func (c *Config) validateIceberg(bad func(string, string, ...any)) {
 	}
 	if ice.CompactInterval < 0 {
 		bad("sink.iceberg.compact_interval", "must not be negative")
+	}
+	if a := ice.Appends; a != "" && a != AppendsInProcess && a != AppendsCommitter {
+		bad("sink.iceberg.appends", "is %q: must be %s or %s", a, AppendsInProcess, AppendsCommitter)
 	}
 	if ice.ExpireOlderThan < 0 {
 		bad("sink.iceberg.expire_older_than", "must not be negative")

@@ -59,6 +59,9 @@ type committer struct {
 	// fault, when set (tests), runs before each table's commit and fails
 	// it with its error.
 	fault func(table string) error
+	// replyFault, when set (tests), runs after each table's commit went
+	// in and fails it with its error, as if its reply was lost.
+	replyFault func(table string) error
 	// granularity is the time unit of _cdc_ts the files of a table share.
 	granularity func(table string) string
 	// schemaOf reads a landed file's schema, for files handed over again
@@ -513,6 +516,11 @@ func (c *committer) commitTable(ctx context.Context, table string, fs []*batch.C
 	}
 	if err := c.ice.Commit(ctx, table, files, recorded, view.landed); err != nil {
 		return err
+	}
+	if c.replyFault != nil {
+		if err := c.replyFault(table); err != nil {
+			return err
+		}
 	}
 	c.mu.Lock()
 	for p, off := range recorded {

@@ -16,6 +16,7 @@ import (
 	"gocloud.dev/blob"
 
 	"github.com/cdclake/cdclake/sinks/lakehouse"
+	"github.com/cdclake/cdclake/sinks/lakehouse/iceappend"
 )
 
 // TableCompaction is what compacting one table did.
@@ -95,18 +96,29 @@ func (p *Plan) startCatalog(ctx context.Context, bucket *blob.Bucket, log *slog.
 	if bucket != nil {
 		store = lake.New(bucket, memory.DefaultAllocator).Retrying(lake.Retry{For: time.Duration(p.cfg.Sink.RetryFor), Log: log})
 	}
-	return p.openCatalog(ctx, bucket, store, log, func(ctx context.Context, c lakehouse.Config, log *slog.Logger) (lakehouse.Catalog, error) {
+	return p.openCatalog(ctx, bucket, store, log, true, func(ctx context.Context, c lakehouse.Config, log *slog.Logger) (lakehouse.Catalog, error) {
 		return lakehouse.Start(ctx, c, log, level, p.cfg.Log.Format)
 	})
 }
 
 // openCatalog opens the catalogs of the plan's table formats: Iceberg's
-// with open, and Delta's over the lake in bucket, its log written through
-// store (none without a bucket).
-func (p *Plan) openCatalog(ctx context.Context, bucket *blob.Bucket, store delta.Store, log *slog.Logger, open lakehouse.Opener) (lakehouse.Catalog, error) {
+// with open (its appends in process, with appends, where the warehouse is
+// the lake's root: package iceappend), and Delta's over the lake in
+// bucket, its log written through store (none without a bucket).
+func (p *Plan) openCatalog(ctx context.Context, bucket *blob.Bucket, store delta.Store, log *slog.Logger, appends bool,
+	open lakehouse.Opener) (lakehouse.Catalog, error) {
 	f := &lakehouse.Formats{IsDelta: func(dataset string) bool { return p.TableFormat(dataset) == "delta" }}
 	if p.iceberg != nil {
-		ice, err := open(ctx, *p.iceberg, log)
+		// Appends are committed in process where the catalog and the
+		// table allow (package iceappend); the rest goes to open's.
+		cfg := *p.iceberg
+		var ostore iceappend.Store
+		if store != nil {
+			ostore = store
+		}
+		ice, err := iceappend.Open(ctx, cfg, bucket, ostore, appends && p.icebergInLake && p.icebergAppends, log, func(ctx context.Context) (lakehouse.Catalog, error) {
+			return open(ctx, cfg, log)
+		})
 		if err != nil {
 			return nil, fmt.Errorf("sink.iceberg: %w", err)
 		}

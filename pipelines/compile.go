@@ -42,6 +42,12 @@ type Plan struct {
 	// iceberg is set when a route commits its tables to Iceberg: the
 	// catalog and how it reaches the lake.
 	iceberg *lakehouse.Config
+	// icebergInLake says the Iceberg warehouse is the lake's root, as the
+	// lake's bucket addresses it: commits can be written in process.
+	icebergInLake bool
+	// icebergAppends says appends may be committed in process
+	// (sink.iceberg.appends).
+	icebergAppends bool
 	// delta is set when a route commits its tables to Delta.
 	delta  bool
 	tables sync.Map // table name → *tableRoute
@@ -109,6 +115,7 @@ func Compile(cfg *config.Config) (*Plan, error) {
 		if r.format == "iceberg" && p.iceberg == nil {
 			ice := cfg.Sink.Iceberg
 			p.iceberg = &lakehouse.Config{Catalog: ice.Catalog, Warehouse: ice.Warehouse, Properties: maps.Clone(ice.Properties)}
+			p.icebergAppends = ice.Appends != config.AppendsCommitter
 			for k, v := range ice.Properties {
 				// A REST catalog's credential or token, a store's
 				// secret key: never in a log line or an error.

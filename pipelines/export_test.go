@@ -22,6 +22,18 @@ func WithCommitFault(f func(table string) error) Option {
 	return func(o *options) { o.commitFault = f }
 }
 
+// WithReplyFault runs f after each table commit that went in; its error
+// fails the commit, as a lost reply does.
+func WithReplyFault(f func(table string) error) Option {
+	return func(o *options) { o.replyFault = f }
+}
+
+// WithoutAppends makes every Iceberg commit in the full committer, none
+// in process (package iceappend).
+func WithoutAppends() Option {
+	return func(o *options) { o.noAppends = true }
+}
+
 // WithCatalog opens the lakehouse catalog with open, in the test's
 // process, instead of starting cdclake-lakehouse.
 func WithCatalog(open lakehouse.Opener) Option { return func(o *options) { o.catalog = open } }

@@ -2,6 +2,7 @@ package pipelines
 
 import (
 	"errors"
+	"github.com/cdclake/cdclake/sinks/lakehouse"
 	"runtime"
 	"strconv"
 	"strings"
@@ -200,6 +201,9 @@ var (
 		"they wait, unread, and are claimed again every commit interval.")
 	descCommits = desc("table_commits_total", "Snapshots (Iceberg) and versions (Delta) committed to lakehouse tables, "+
 		"one per table and commit (table_format: iceberg or delta).")
+	descHanded = desc("iceberg_committer_commits_total", "Iceberg commits that went to the committer process "+
+		"(cdclake-lakehouse) rather than in process (sink.iceberg.appends): what the in-process appends do not write; "+
+		"the reason is logged at INFO once per table and reason.")
 	descCommitFiles  = desc("table_commit_files_total", "Files added to lakehouse tables.")
 	descCommitErrors = desc("table_commit_errors_total", "Commits to a lakehouse table that failed (each logged at WARN): "+
 		"the files stay held and are committed again; past sink.retry_for the run fails.")
@@ -229,7 +233,7 @@ func (c collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descMessages, descReadBytes, descEvents, descSkipped, descOpenFiles, descBuffered,
 		descSpilled, descMaxBuffered, descFenced, descProgress, descStoreErrors, descStoreRetries, descStoreOutage,
 		descStoreFailing, descRegLookups, descRegWait, descLag, descCommitAt, descAssignedNow, descRebalances, descPartEvents,
-		descGaps, descUnclaimed, descCommits, descCommitFiles, descCommitErrors, descCommitWait, descCompacted, descCompactErrors, descExpired,
+		descGaps, descUnclaimed, descCommits, descHanded, descCommitFiles, descCommitErrors, descCommitWait, descCompacted, descCompactErrors, descExpired,
 		descStateBuilds, descStateErrors, descStateChanges, descStateMerged} {
 		ch <- d
 	}
@@ -267,6 +271,11 @@ func (c collector) Collect(ch chan<- prometheus.Metric) {
 		cs := c.stats()
 		counter(descCommits, float64(cs.commits))
 		counter(descCommitFiles, float64(cs.files))
+		if f, ok := c.ice.(*lakehouse.Formats); ok {
+			if h, ok := f.Iceberg.(interface{ Handed() int64 }); ok {
+				counter(descHanded, float64(h.Handed()))
+			}
+		}
 		counter(descCommitErrors, float64(cs.errors))
 		gauge(descCommitWait, float64(cs.waiting))
 		counter(descCompacted, float64(cs.compacted))

@@ -220,6 +220,11 @@ type options struct {
 	// commitFault, when set, runs before each table commit: tests make it
 	// fail.
 	commitFault func(table string) error
+	// replyFault, when set, runs after each table commit that went in:
+	// tests make it fail, as a commit whose reply was lost.
+	replyFault func(table string) error
+	// noAppends, when set, commits nothing to Iceberg in process.
+	noAppends bool
 	// catalog opens the lakehouse catalog; nil: in the cdclake-lakehouse
 	// process (lakehouse.Start).
 	catalog lakehouse.Opener
@@ -305,12 +310,12 @@ func New(plan *Plan, src source.Source, bucket *blob.Bucket, log *slog.Logger, o
 				return lakehouse.Start(ctx, c, log, level, cfg.Log.Format)
 			}
 		}
-		ice, err := plan.openCatalog(context.Background(), bucket, p.sink, log, open)
+		ice, err := plan.openCatalog(context.Background(), bucket, p.sink, log, !o.noAppends, open)
 		if err != nil {
 			return nil, err
 		}
 		p.commits = newCommitter(ice, b, log, plan.commitInterval(), time.Duration(cfg.Sink.RetryFor))
-		p.commits.fault = o.commitFault
+		p.commits.fault, p.commits.replyFault = o.commitFault, o.replyFault
 		p.commits.compactEvery, p.commits.maintain = plan.maintenance()
 		p.commits.granularity = func(table string) string { return plan.BatchConfig(table).Path.Granularity() }
 		if p.current != nil {

@@ -118,22 +118,9 @@ func Prepare(ctx context.Context, cfg *config.Config, o Options) (*Setup, error)
 		errs = append(errs, fmt.Errorf("%s: %w", sinkKey, err))
 	}
 	s.Sink = sinkURL
-	if plan != nil && plan.iceberg != nil && plan.iceberg.Warehouse == "" && sinkURL != "" {
-		// Iceberg finds the files where the lake is; the lake's settings
-		// say how (properties set in the config win).
-		norm, _ := lake.NormalizeURL(sinkURL)
-		wh, props, err := lakehouse.WarehouseOf(norm)
-		if err != nil {
-			errs = append(errs, fmt.Errorf("sink.iceberg.warehouse: %w", err))
-		}
-		plan.iceberg.Warehouse = wh
-		for k, v := range props {
-			if _, set := plan.iceberg.Properties[k]; !set {
-				if plan.iceberg.Properties == nil {
-					plan.iceberg.Properties = map[string]string{}
-				}
-				plan.iceberg.Properties[k] = v
-			}
+	if plan != nil && sinkURL != "" {
+		if err := plan.UseLake(sinkURL); err != nil {
+			errs = append(errs, err)
 		}
 	}
 
@@ -245,4 +232,34 @@ var kafkaSectionKeys = map[string]string{
 	"start": "source.kafka.start", "on_gap": "source.kafka.on_gap", "on_claim_error": "source.kafka.on_claim_error", "tls_ca": "source.kafka.tls.ca_file", "tls_cert": "source.kafka.tls.cert_file",
 	"tls_key": "source.kafka.tls.key_file", "sasl": "source.kafka.sasl.mechanism", "sasl_user": "source.kafka.sasl.username",
 	"sasl_password_env": "source.kafka.sasl.password_env", "sasl_password_file": "source.kafka.sasl.password_file",
+}
+
+// UseLake says where the lake is (the sink URL) to a plan whose routes
+// commit to Iceberg: without a sink.iceberg.warehouse, Iceberg finds the
+// files where the lake is, the lake's settings saying how (properties set
+// in the config win). When the warehouse is the lake's root, commits that
+// append are written in process (package iceappend).
+func (p *Plan) UseLake(sinkURL string) error {
+	if p.iceberg == nil {
+		return nil
+	}
+	norm, _ := lake.NormalizeURL(sinkURL)
+	wh, props, err := lakehouse.WarehouseOf(norm)
+	if p.iceberg.Warehouse != "" {
+		p.icebergInLake = err == nil && strings.TrimSuffix(wh, "/") == strings.TrimSuffix(p.iceberg.Warehouse, "/")
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("sink.iceberg.warehouse: %w", err)
+	}
+	p.iceberg.Warehouse, p.icebergInLake = wh, true
+	for k, v := range props {
+		if _, set := p.iceberg.Properties[k]; !set {
+			if p.iceberg.Properties == nil {
+				p.iceberg.Properties = map[string]string{}
+			}
+			p.iceberg.Properties[k] = v
+		}
+	}
+	return nil
 }

@@ -51,9 +51,11 @@ import (
 //     status, and on_gap=skip then lands on and records the gap.
 //
 // With CDCLAKE_CRASH_TABLE_FORMAT=iceberg every table is committed to
-// Iceberg (a SQLite catalog, the tables' files on the S3 server), and a
-// round after the kills kills the committer process (cdclake-lakehouse)
-// again and again under a running instance, cutting commits whose reply
+// Iceberg (a SQLite catalog, the tables' files on the S3 server): every
+// instance appends in process (package iceappend) but the one whose
+// committer process (cdclake-lakehouse) a round after the kills kills
+// again and again, which commits everything there (sink.iceberg.appends:
+// committer) to the same tables at once, cutting commits whose reply
 // is then lost, while cdclake compact rewrites the tables' small files
 // and expires all but their newest five snapshots, four times; at the
 // end pyiceberg must read each table as exactly the
@@ -166,12 +168,26 @@ func TestCrashHarness(t *testing.T) {
 		tables = "  table_format: delta\n"
 		sinkCfg += "  delta:\n    commit_interval: 500ms\n    checkpoint_interval: 5\n"
 	}
-	if err := os.WriteFile(cfg, []byte("progress_interval: 0s\nshutdown_timeout: 2m\nsource:\n  block_lines: 500\n"+
-		"batch:\n  max_open_files: 24\n"+sinkCfg+"defaults:\n  max_rows: 4000\n  max_age: 2s\n  key: [id]\n"+tables+
-		// The generated GoldenGate tables declare their CREATED text column
-		// a timestamp (testdata/bench/config.yaml), and their key ID.
-		"routes:\n  - match: \"SALES.*\"\n    key: [ID]\n    types:\n      CREATED: timestamp\n"), 0o644); err != nil {
+	config := func(sinkCfg string) []byte {
+		return []byte("progress_interval: 0s\nshutdown_timeout: 2m\nsource:\n  block_lines: 500\n" +
+			"batch:\n  max_open_files: 24\n" + sinkCfg + "defaults:\n  max_rows: 4000\n  max_age: 2s\n  key: [id]\n" + tables +
+			// The generated GoldenGate tables declare their CREATED text column
+			// a timestamp (testdata/bench/config.yaml), and their key ID.
+			"routes:\n  - match: \"SALES.*\"\n    key: [ID]\n    types:\n      CREATED: timestamp\n")
+	}
+	if err := os.WriteFile(cfg, config(sinkCfg), 0o644); err != nil {
 		t.Fatal(err)
+	}
+	// With Iceberg, instances append in process (package iceappend); the
+	// one whose committer process is killed commits everything there, to
+	// the same tables at once.
+	inCommitter := []string{}
+	if format == "iceberg" {
+		committerCfg := filepath.Join(dir, "committer.yaml")
+		if err := os.WriteFile(committerCfg, config(sinkCfg+"    appends: committer\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		inCommitter = []string{"--config", committerCfg}
 	}
 	group := "g-" + topic
 	url := func(instance string) string {
@@ -281,7 +297,7 @@ func TestCrashHarness(t *testing.T) {
 	// 2. Scaling 1 → 2 → 4 → 1 while the rest of the stream arrives; the
 	// second instance is paused meanwhile and resumed after its
 	// partitions moved.
-	first := start("pod-0")
+	first := start("pod-0", inCommitter...)
 	time.Sleep(3 * time.Second)
 	zombie := start("")
 	waitLog(t, zombie, `msg="partitions assigned"`, time.Minute)

@@ -622,9 +622,14 @@ func TestIcebergTables(t *testing.T) {
 			runBin(t, cdclake, "run", "--source", tc.source, "--sink", lakeURL, "--config", cfg)
 			first := check()
 			t.Log(first)
-			// Profiled, the committer process included.
+			// Landed again with every commit in the committer process,
+			// profiled, the committer included.
 			prof := filepath.Join(dir, "cpu.prof")
-			runBin(t, cdclake, "run", "--source", tc.source, "--sink", lakeURL, "--config", cfg, "--cpuprofile", prof)
+			committer := filepath.Join(dir, "committer.yaml")
+			if err := os.WriteFile(committer, []byte("defaults:\n  table_format: iceberg\nsink:\n  iceberg:\n    appends: committer\n"+sink+tc.extra), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			runBin(t, cdclake, "run", "--source", tc.source, "--sink", lakeURL, "--config", committer, "--cpuprofile", prof)
 			if again := check(); again != first {
 				t.Errorf("landed again: %s, first %s", again, first)
 			}
