@@ -447,9 +447,9 @@ best rate off over best rate on: {worst:.3f}.{per}
 Iceberg commits' cost: each stream landed on one core into a plain lake and with every table
 committed to an Iceberg table (`table_format: iceberg`, a SQLite catalog beside the lake), 7 pairs
 of runs, plain then Iceberg: the best rate of each, and the median over the pairs of the CPU time
-Iceberg/plain, the `cdclake-lakehouse` process's included. Its cost is mostly fixed per run and
-table (starting the committer, making each table at its first commit), so it weighs less the
-longer a run: see docs/lakehouse.md.
+Iceberg/plain, a `cdclake-lakehouse` process's included when one is started. Appends are
+written in process (a manifest, a manifest list and a metadata file per table and commit, and
+the catalog row's swap); what costs more goes to that process: see docs/lakehouse.md.
 
 {it}
 """
