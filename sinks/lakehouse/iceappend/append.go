@@ -1,6 +1,7 @@
 package iceappend
 
 import (
+	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/binary"
@@ -31,9 +32,18 @@ func (c *Catalog) append(ctx context.Context, s *tableState, dataset string, fil
 			adding = append(adding, f)
 		}
 	}
+	seen := s.loc // the table as the caller's view of it was read
 	meta, err := c.load(ctx, s, dataset)
 	if err != nil {
 		return err
+	}
+	if meta != nil && s.loc != seen {
+		// Another writer committed since (an instance that had these
+		// partitions, a compaction): what it recorded or holds is not
+		// added again.
+		if adding, err = c.notIn(ctx, meta, adding); err != nil {
+			return err
+		}
 	}
 	if meta == nil {
 		if len(adding) == 0 {
@@ -81,6 +91,12 @@ func (c *Catalog) append(ctx context.Context, s *tableState, dataset string, fil
 		}
 		fields, evolved = f, evolved || changed
 	}
+	if evolved && bytes.Contains(meta.raw["schemas"], []byte(`-default"`)) {
+		// Column defaults (initial-default, write-default) another writer
+		// set: the schema is evolved by the full committer, which keeps
+		// them.
+		return unsupported("%s: a schema with column defaults to evolve", dataset)
+	}
 	if evolved {
 		next := schemaJSON{Type: "struct", Fields: fields, IdentifierFieldIDs: sch.IdentifierFieldIDs}
 		for _, s := range meta.Schemas {
@@ -101,15 +117,44 @@ func (c *Catalog) append(ctx context.Context, s *tableState, dataset string, fil
 			return unsupported("%s: the files bring a schema change", dataset)
 		}
 	}
+	if _, ok := u.meta.Properties["schema.name-mapping.default"]; !ok {
+		// A table another writer made: the files carry no field ids, and
+		// readers find their columns by the name mapping.
+		props["schema.name-mapping.default"] = nameMapping(sch.Fields)
+	}
 	if err := u.setProperties(props); err != nil {
 		return err
 	}
+	delete(props, "schema.name-mapping.default") // not in the summary
 	if len(adding) > 0 {
 		if err := c.addSnapshot(ctx, dataset, meta, u, sch, spec, adding, mds, props); err != nil {
 			return err
 		}
 	}
 	return c.publish(ctx, s, dataset, meta, u)
+}
+
+// notIn returns the files the table does not hold: those that start at
+// or past the offset it records for their partition, and are not among
+// its current snapshot's data files.
+func (c *Catalog) notIn(ctx context.Context, meta *tableMetadata, files []lakehouse.File) ([]lakehouse.File, error) {
+	recorded := meta.offsets()
+	var held map[string]bool
+	if snap := meta.current(); snap != nil {
+		var err error
+		if held, err = c.dataFiles(ctx, snap); err != nil {
+			return nil, err
+		}
+	}
+	var out []lakehouse.File
+	for _, f := range files {
+		p := lakehouse.Partition{Source: f.Source, Partition: f.Partition}
+		if r, ok := recorded[p]; ok && f.First < r || held[f.Key] {
+			continue
+		}
+		out = append(out, f)
+	}
+	return out, nil
 }
 
 // addSnapshot writes the manifest and manifest list of an append snapshot
@@ -298,7 +343,16 @@ func (c *Catalog) addSnapshot(ctx context.Context, dataset string, meta *tableMe
 	if refs == nil {
 		refs = map[string]json.RawMessage{}
 	}
-	main, _ := json.Marshal(map[string]any{"snapshot-id": id, "type": "branch"})
+	// main moves to the snapshot; its retention settings, if any, stay.
+	ref := map[string]any{}
+	if err := jsonUnmarshal(refs["main"], &ref); err != nil {
+		return unsupported("%s: the table's main ref: %v", dataset, err)
+	}
+	ref["snapshot-id"], ref["type"] = id, "branch"
+	main, err := json.Marshal(ref)
+	if err != nil {
+		return err
+	}
 	refs["main"] = main
 	return errors.Join(
 		m.appendTo("snapshots", snap),
@@ -431,9 +485,10 @@ func (c *Catalog) SetFiles(ctx context.Context, name string, set lakehouse.FileS
 
 // Close closes the catalog's database and the full committer, if open.
 func (c *Catalog) Close() error {
-	c.mu.Lock()
+	c.fullMu.Lock()
 	full := c.full
-	c.mu.Unlock()
+	c.full = nil
+	c.fullMu.Unlock()
 	var errs []error
 	if full != nil {
 		errs = append(errs, full.Close())

@@ -14,6 +14,17 @@ import (
 	"github.com/hamba/avro/v2"
 )
 
+// maxBlock bounds an Avro block inflated, and decoding allocates no
+// array or map larger than maxAlloc bytes: manifests and manifest lists
+// come from the store, and a corrupt one must fail, not exhaust memory.
+const (
+	maxBlock = 256 << 20
+	maxAlloc = 64 << 20
+)
+
+// decoding decodes the Avro read here.
+var decoding = avro.Config{MaxSliceAllocSize: maxAlloc}.Freeze()
+
 // ocfMagic starts an Avro object container file.
 var ocfMagic = []byte{'O', 'b', 'j', 1}
 
@@ -124,7 +135,7 @@ func readOCF(data []byte) (*ocfFile, error) {
 	f.schema = sch
 	codec := f.meta["avro.codec"]
 	if codec != "" && codec != "null" && codec != "deflate" {
-		return nil, fmt.Errorf("avro codec %q is not read here", codec)
+		return nil, unsupported("the avro codec %q", codec)
 	}
 	var records bytes.Buffer
 	for r.Len() > 0 {
@@ -137,8 +148,13 @@ func readOCF(data []byte) (*ocfFile, error) {
 			return nil, err
 		}
 		if codec == "deflate" {
-			if block, err = io.ReadAll(flate.NewReader(bytes.NewReader(block))); err != nil {
+			// A block inflates to no more than maxBlock.
+			z := io.LimitReader(flate.NewReader(bytes.NewReader(block)), maxBlock+1)
+			if block, err = io.ReadAll(z); err != nil {
 				return nil, fmt.Errorf("avro block: %w", err)
+			}
+			if len(block) > maxBlock {
+				return nil, fmt.Errorf("avro block: more than %d bytes inflated", maxBlock)
 			}
 		}
 		records.Write(block)
@@ -168,7 +184,7 @@ func decodeAll[T any](f *ocfFile) ([]T, error) {
 	if f.count < 0 || f.count > int64(len(f.records)) {
 		return nil, fmt.Errorf("avro: %d records in %d bytes", f.count, len(f.records))
 	}
-	dec := avro.NewDecoderForSchema(f.schema, bytes.NewReader(f.records))
+	dec := decoding.NewDecoder(f.schema, bytes.NewReader(f.records))
 	out := make([]T, 0, f.count)
 	for range f.count {
 		var v T

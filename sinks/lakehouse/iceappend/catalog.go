@@ -67,7 +67,10 @@ func openSQL(ctx context.Context, catalogURL, name string) (c *sqlCatalog, ok bo
 	// rows are left to the full committer, which knows how to treat it.
 	if _, err := db.ExecContext(ctx, c.q(`SELECT iceberg_type FROM iceberg_tables WHERE catalog_name = ? AND 1 = 0`), name); err != nil {
 		db.Close()
-		return nil, false, nil
+		if strings.Contains(err.Error(), "iceberg_type") {
+			return nil, false, nil
+		}
+		return nil, true, fmt.Errorf("reading the iceberg catalog's tables: %w", err)
 	}
 	return c, true, nil
 }

@@ -10,11 +10,12 @@
 // Everything else goes to the full committer (the cdclake-lakehouse
 // process, through iceberg-go), opened at its first use: schema changes,
 // compaction, expiry, the current-state tables, a REST catalog, a type or
-// partition transform this package does not write, a file whose footer
-// was not kept, and a commit that lost a race (the full committer plans
-// it again from the table as it is). So a run that only appends never
+// partition transform this package does not write, a table another writer
+// left in a form it does not write. So a run that only appends never
 // starts the process, whose start-up and per-table costs dominate short
-// runs (docs/lakehouse.md, Cost).
+// runs (docs/lakehouse.md, Cost). A commit that loses the swap of the
+// catalog row is planned again here from the table as it is, without the
+// files the table came to hold meanwhile (notIn).
 package iceappend
 
 import (
@@ -27,6 +28,7 @@ import (
 	"io"
 	"log/slog"
 	"maps"
+	"math/rand/v2"
 	"slices"
 	"strconv"
 	"strings"
@@ -60,6 +62,8 @@ type Catalog struct {
 
 	mu     sync.Mutex
 	tables map[string]*tableState
+
+	fullMu sync.Mutex // held while the full committer is opened
 	full   lakehouse.Catalog
 
 	appended, handed atomic.Int64
@@ -105,8 +109,8 @@ func (c *Catalog) Handed() int64   { return c.handed.Load() }
 
 // fullCatalog returns the full committer, opened at the first call.
 func (c *Catalog) fullCatalog(ctx context.Context) (lakehouse.Catalog, error) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
+	c.fullMu.Lock()
+	defer c.fullMu.Unlock()
 	if c.full != nil {
 		return c.full, nil
 	}
@@ -177,7 +181,9 @@ func (c *Catalog) load(ctx context.Context, s *tableState, dataset string) (*tab
 	}
 	meta, err := parseMetadata(b)
 	if err != nil {
-		return nil, fmt.Errorf("the iceberg metadata %s: %w", loc, err)
+		// Another writer's form (a gzip-compressed metadata file): the
+		// full committer reads it.
+		return nil, unsupported("the iceberg metadata %s: %v", loc, err)
 	}
 	if strings.TrimSuffix(meta.Location, "/") != c.location(dataset) {
 		return nil, unsupported("%s: a table at %s", dataset, meta.Location)
@@ -187,6 +193,33 @@ func (c *Catalog) load(ctx context.Context, s *tableState, dataset string) (*tab
 	}
 	s.loc, s.meta = loc, meta
 	return meta, nil
+}
+
+// errConflict is a commit's failure to swap the catalog row: another
+// writer (an instance, a compaction) moved the table first.
+var errConflict = errors.New("another commit moved the iceberg table first")
+
+// conflictTries is how many times a commit that lost the swap is planned
+// again from the table as it is, before it fails (its caller tries again
+// later, as after any failed commit).
+const conflictTries = 8
+
+// againOnConflict runs try until it does not lose the swap, at most
+// conflictTries times, waiting a little longer before each try (with
+// jitter, so that two writers that collide do not collide again).
+func againOnConflict(ctx context.Context, try func() error) error {
+	for n := 1; ; n++ {
+		err := try()
+		if n == conflictTries || !errors.Is(err, errConflict) {
+			return err
+		}
+		wait := time.Duration(n)*10*time.Millisecond + time.Duration(rand.Int64N(int64(20*time.Millisecond)))
+		select {
+		case <-ctx.Done():
+			return err
+		case <-time.After(wait):
+		}
+	}
 }
 
 // handOver reports whether err says the full committer is to do it.
@@ -237,7 +270,23 @@ func (c *Catalog) landed(ctx context.Context, s *tableState, dataset string, par
 		return out, err
 	}
 	recorded := meta.offsets()
-	list, err := c.manifests(ctx, meta.current())
+	keys, err := c.dataFiles(ctx, meta.current())
+	if err != nil {
+		return nil, err
+	}
+	for key := range keys {
+		if lakehouse.PastRecorded(key, parts, recorded) {
+			out[key] = true
+		}
+	}
+	return out, nil
+}
+
+// dataFiles returns the keys of the data files a snapshot holds (those in
+// the lake).
+func (c *Catalog) dataFiles(ctx context.Context, snap *snapshot) (map[string]bool, error) {
+	out := map[string]bool{}
+	list, err := c.manifests(ctx, snap)
 	if err != nil {
 		return nil, err
 	}
@@ -267,10 +316,7 @@ func (c *Catalog) landed(ctx context.Context, s *tableState, dataset string, par
 			return nil, fmt.Errorf("the manifest %s: %w", m.Path, err)
 		}
 		for _, e := range entries {
-			if e.Status == 2 {
-				continue
-			}
-			if key, ok := c.key(e.DataFile.FilePath); ok && lakehouse.PastRecorded(key, parts, recorded) {
+			if key, ok := c.key(e.DataFile.FilePath); ok && e.Status != 2 {
 				out[key] = true
 			}
 		}
@@ -313,7 +359,7 @@ func (c *Catalog) manifests(ctx context.Context, snap *snapshot) ([]manifestFile
 func (c *Catalog) Commit(ctx context.Context, dataset string, files []lakehouse.File, recorded map[lakehouse.Partition]int64, skip map[string]bool) error {
 	s := c.state(dataset)
 	s.Lock()
-	err := c.append(ctx, s, dataset, files, recorded, skip)
+	err := againOnConflict(ctx, func() error { return c.append(ctx, s, dataset, files, recorded, skip) })
 	if err != nil {
 		s.loc, s.meta = "", nil // read again next time
 	}
@@ -343,7 +389,7 @@ func (c *Catalog) Commit(ctx context.Context, dataset string, files []lakehouse.
 func (c *Catalog) RecordOffsets(ctx context.Context, dataset string, recorded map[lakehouse.Partition]int64) error {
 	s := c.state(dataset)
 	s.Lock()
-	err := c.record(ctx, s, dataset, recorded)
+	err := againOnConflict(ctx, func() error { return c.record(ctx, s, dataset, recorded) })
 	if err != nil {
 		s.loc, s.meta = "", nil
 	}
@@ -468,7 +514,7 @@ func (c *Catalog) publish(ctx context.Context, s *tableState, dataset string, ol
 		return fmt.Errorf("committing to the iceberg table of %s: %w", dataset, err)
 	}
 	if !ok {
-		return unsupported("%s: another commit came first", dataset)
+		return fmt.Errorf("%s: %w", dataset, errConflict)
 	}
 	meta, err := parseMetadata(body)
 	if err != nil {

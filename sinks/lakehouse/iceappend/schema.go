@@ -129,7 +129,10 @@ func fromArrow(fs []arrow.Field, next *int) ([]field, error) {
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", f.Name, err)
 		}
-		out = append(out, field{ID: id, Name: f.Name, Required: !f.Nullable, Type: t})
+		// A column of NULLs only (unknown) is optional whatever its field
+		// says.
+		required := !f.Nullable && !(t.Kind == "" && t.Prim == "unknown")
+		out = append(out, field{ID: id, Name: f.Name, Required: required, Type: t})
 	}
 	return out, nil
 }
