@@ -32,18 +32,15 @@ func (c *Catalog) append(ctx context.Context, s *tableState, dataset string, fil
 			adding = append(adding, f)
 		}
 	}
-	seen := s.loc // the table as the caller's view of it was read
 	meta, err := c.load(ctx, s, dataset)
 	if err != nil {
 		return err
 	}
-	if meta != nil && s.loc != seen {
-		// Another writer committed since (an instance that had these
-		// partitions, a compaction): what it recorded or holds is not
-		// added again.
-		if adding, err = c.notIn(ctx, meta, adding); err != nil {
-			return err
-		}
+	if meta != nil {
+		// What another writer committed since the caller's view of the
+		// table was read (an instance that had these partitions, a
+		// compaction), recorded or held, is not added again.
+		adding = notIn(meta, s.foreign, adding)
 	}
 	if meta == nil {
 		if len(adding) == 0 {
@@ -134,27 +131,20 @@ func (c *Catalog) append(ctx context.Context, s *tableState, dataset string, fil
 	return c.publish(ctx, s, dataset, meta, u)
 }
 
-// notIn returns the files the table does not hold: those that start at
-// or past the offset it records for their partition, and are not among
-// its current snapshot's data files.
-func (c *Catalog) notIn(ctx context.Context, meta *tableMetadata, files []lakehouse.File) ([]lakehouse.File, error) {
+// notIn returns the files of files that start at or past the offset the
+// table records for their partition, and that other writers did not add
+// (foreign).
+func notIn(meta *tableMetadata, foreign map[string]bool, files []lakehouse.File) []lakehouse.File {
 	recorded := meta.offsets()
-	var held map[string]bool
-	if snap := meta.current(); snap != nil {
-		var err error
-		if held, err = c.dataFiles(ctx, snap); err != nil {
-			return nil, err
-		}
-	}
 	var out []lakehouse.File
 	for _, f := range files {
 		p := lakehouse.Partition{Source: f.Source, Partition: f.Partition}
-		if r, ok := recorded[p]; ok && f.First < r || held[f.Key] {
+		if r, ok := recorded[p]; ok && f.First < r || foreign[f.Key] {
 			continue
 		}
 		out = append(out, f)
 	}
-	return out, nil
+	return out
 }
 
 // addSnapshot writes the manifest and manifest list of an append snapshot

@@ -14,8 +14,8 @@
 // left in a form it does not write. So a run that only appends never
 // starts the process, whose start-up and per-table costs dominate short
 // runs (docs/lakehouse.md, Cost). A commit that loses the swap of the
-// catalog row is planned again here from the table as it is, without the
-// files the table came to hold meanwhile (notIn).
+// catalog row is planned again here from the table as it is; files other
+// writers added are never added again (learn).
 package iceappend
 
 import (
@@ -76,6 +76,9 @@ type tableState struct {
 	meta *tableMetadata
 	// handed is why its last commit went to the full committer.
 	handed string
+	// foreign are the data files other writers added since this process
+	// first read the table (learn): never added again here.
+	foreign map[string]bool
 }
 
 // Open returns the Catalog of cfg over a lake whose root is cfg.Warehouse
@@ -191,8 +194,70 @@ func (c *Catalog) load(ctx context.Context, s *tableState, dataset string) (*tab
 	if meta.FormatVersion != 3 || meta.NextRowID == nil {
 		return nil, unsupported("%s: format version %d", dataset, meta.FormatVersion)
 	}
+	if s.meta != nil {
+		// Moved since this process last read it: by another writer.
+		if err := c.learn(ctx, s, s.meta, meta); err != nil {
+			return nil, err
+		}
+	}
 	s.loc, s.meta = loc, meta
 	return meta, nil
+}
+
+// learn adds to s.foreign the data files the snapshots of next that
+// followed prev's current one added: another writer's commits (an
+// instance that had the partition, a compaction), which the caller's view
+// of the table may lack. Where next no longer leads back to it (snapshots
+// expired), every data file of next's current snapshot is taken.
+func (c *Catalog) learn(ctx context.Context, s *tableState, prev, next *tableMetadata) error {
+	var stop int64 = -1
+	if p := prev.current(); p != nil {
+		stop = p.SnapshotID
+	}
+	byID := make(map[int64]*snapshot, len(next.Snapshots))
+	for i := range next.Snapshots {
+		byID[next.Snapshots[i].SnapshotID] = &next.Snapshots[i]
+	}
+	if s.foreign == nil {
+		s.foreign = map[string]bool{}
+	}
+	// Back from next's current snapshot to prev's: reached says the walk
+	// met it (or, from a table without snapshots, the first).
+	reached := next.current() == nil
+	for snap := next.current(); snap != nil; {
+		if snap.SnapshotID == stop {
+			reached = true
+			break
+		}
+		added, err := c.addedFiles(ctx, snap)
+		if err != nil {
+			return err
+		}
+		for k := range added {
+			s.foreign[k] = true
+		}
+		if snap.ParentSnapshotID == nil {
+			reached = stop == -1
+			break
+		}
+		snap = byID[*snap.ParentSnapshotID] // nil: expired
+	}
+	if reached {
+		return nil
+	}
+	all, err := c.dataFiles(ctx, next.current(), 0)
+	if err != nil {
+		return err
+	}
+	for k := range all {
+		s.foreign[k] = true
+	}
+	return nil
+}
+
+// addedFiles returns the keys of the data files a snapshot added.
+func (c *Catalog) addedFiles(ctx context.Context, snap *snapshot) (map[string]bool, error) {
+	return c.dataFiles(ctx, snap, snap.SnapshotID)
 }
 
 // errConflict is a commit's failure to swap the catalog row: another
@@ -270,7 +335,7 @@ func (c *Catalog) landed(ctx context.Context, s *tableState, dataset string, par
 		return out, err
 	}
 	recorded := meta.offsets()
-	keys, err := c.dataFiles(ctx, meta.current())
+	keys, err := c.dataFiles(ctx, meta.current(), 0)
 	if err != nil {
 		return nil, err
 	}
@@ -283,15 +348,15 @@ func (c *Catalog) landed(ctx context.Context, s *tableState, dataset string, par
 }
 
 // dataFiles returns the keys of the data files a snapshot holds (those in
-// the lake).
-func (c *Catalog) dataFiles(ctx context.Context, snap *snapshot) (map[string]bool, error) {
+// the lake); with addedBy, only those that snapshot added.
+func (c *Catalog) dataFiles(ctx context.Context, snap *snapshot, addedBy int64) (map[string]bool, error) {
 	out := map[string]bool{}
 	list, err := c.manifests(ctx, snap)
 	if err != nil {
 		return nil, err
 	}
 	for _, m := range list {
-		if m.Content != 0 {
+		if m.Content != 0 || addedBy != 0 && (m.AddedSnapshotID != addedBy || m.AddedFiles == 0) {
 			continue
 		}
 		key, ok := c.key(m.Path)
@@ -316,7 +381,11 @@ func (c *Catalog) dataFiles(ctx context.Context, snap *snapshot) (map[string]boo
 			return nil, fmt.Errorf("the manifest %s: %w", m.Path, err)
 		}
 		for _, e := range entries {
-			if key, ok := c.key(e.DataFile.FilePath); ok && e.Status != 2 {
+			live := e.Status != 2
+			if addedBy != 0 {
+				live = e.Status == 1
+			}
+			if key, ok := c.key(e.DataFile.FilePath); ok && live {
 				out[key] = true
 			}
 		}
