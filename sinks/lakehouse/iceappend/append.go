@@ -123,6 +123,7 @@ func (c *Catalog) append(ctx context.Context, s *tableState, dataset string, fil
 		return err
 	}
 	delete(props, "schema.name-mapping.default") // not in the summary
+	u.what = recording(props)
 	if len(adding) > 0 {
 		if err := c.addSnapshot(ctx, dataset, meta, u, sch, spec, adding, mds, props); err != nil {
 			return err
@@ -176,6 +177,7 @@ func (c *Catalog) addSnapshot(ctx context.Context, dataset string, meta *tableMe
 		fmt.Fprintf(h, "\x00%s", f.Key)
 	}
 	seed := h.Sum(nil)
+	u.what = seed
 	id := snapshotID(meta, seed)
 	name := uuidOf(seed[8:])
 

@@ -501,7 +501,17 @@ func (c *Catalog) record(ctx context.Context, s *tableState, dataset string, rec
 	if err := next.setProperties(props); err != nil {
 		return err
 	}
+	next.what = recording(props)
 	return c.publish(ctx, s, dataset, meta, next)
+}
+
+// recording is what names a metadata file that only records offsets.
+func recording(props map[string]string) []byte {
+	var b []byte
+	for _, k := range slices.Sorted(maps.Keys(props)) {
+		b = append(b, k+"="+props[k]+"\x00"...)
+	}
+	return b
 }
 
 // update is a new metadata file in the making.
@@ -509,6 +519,9 @@ type update struct {
 	meta *tableMetadata // a copy of the table's, changed
 	ts   int64          // its last-updated-ms
 	prev string         // the location it follows; "" for a new table
+	// what names the file with prev: the commit's content (its snapshot's
+	// seed, or the offsets it records), never its time.
+	what []byte
 }
 
 // startUpdate starts a new metadata file from meta (at loc), logging loc
@@ -563,7 +576,9 @@ func (c *Catalog) publish(ctx context.Context, s *tableState, dataset string, ol
 			return unsupported("%s: a metadata file name without a version: %s", dataset, u.prev)
 		}
 	}
-	sum := sha256.Sum256(append([]byte(u.prev+"\x00"), body...))
+	// Named by what it follows and what it changes, not by its bytes
+	// (which hold the time), so that a replay writes the same names.
+	sum := sha256.Sum256(append([]byte(u.prev+"\x00"), u.what...))
 	key := fmt.Sprintf("%s/metadata/%05d-%s.metadata.json", dataset, v, uuidOf(sum[:]))
 	if err := c.store.WriteObject(ctx, key, body, "application/json"); err != nil {
 		return fmt.Errorf("writing the iceberg metadata of %s: %w", dataset, err)
