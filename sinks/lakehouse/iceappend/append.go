@@ -8,6 +8,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"strconv"
 
 	"github.com/apache/arrow-go/v18/parquet/metadata"
@@ -219,7 +221,7 @@ func (c *Catalog) addSnapshot(ctx context.Context, dataset string, meta *tableMe
 			FileSizeInBytes: f.Bytes, SplitOffsets: &splits, FirstRowID: &first}
 		var sizes, values, nulls []intLong
 		var lower, upper []intBytes
-		for _, fid := range sortedIDs(stats) {
+		for _, fid := range slices.Sorted(maps.Keys(stats)) {
 			st := stats[fid]
 			k := int32(fid)
 			sizes = append(sizes, intLong{k, st.size})
@@ -370,19 +372,6 @@ func widen(s *fieldSummary, v int32) {
 	}
 	no := false
 	s.ContainsNaN = &no
-}
-
-func sortedIDs(m map[int]*columnStats) []int {
-	ids := make([]int, 0, len(m))
-	for id := range m {
-		ids = append(ids, id)
-	}
-	for i := 1; i < len(ids); i++ {
-		for j := i; j > 0 && ids[j] < ids[j-1]; j-- {
-			ids[j], ids[j-1] = ids[j-1], ids[j]
-		}
-	}
-	return ids
 }
 
 // fieldByID returns the top-level field of an id.
