@@ -48,9 +48,19 @@ stop_pid iceberg-rest 15
 stop_pid kafka 60
 stop_pid versitygw 10
 if [[ -f $PG_DATA/postmaster.pid && -x $PG_BIN/pg_ctl ]]; then
-  log "stopping postgres"
-  pg_as_owner "$PG_BIN/pg_ctl" -D "$PG_DATA" -m fast -w -t 60 stop >/dev/null ||
-    die "pg_ctl stop failed (log: $LOG_DIR/postgres.log)"
+  # A server killed with its host (or by kill -9) leaves postmaster.pid
+  # behind; pg_ctl then fails to signal a process that is gone. Such a file
+  # says nothing is running, so it is removed rather than treated as an error.
+  pg_pid=$(head -n1 "$PG_DATA/postmaster.pid" 2>/dev/null || true)
+  if [[ $pg_pid =~ ^[0-9]+$ ]] && kill -0 "$pg_pid" 2>/dev/null &&
+    [[ $(cat "/proc/$pg_pid/comm" 2>/dev/null) == postgres* ]]; then
+    log "stopping postgres"
+    pg_as_owner "$PG_BIN/pg_ctl" -D "$PG_DATA" -m fast -w -t 60 stop >/dev/null ||
+      die "pg_ctl stop failed (log: $LOG_DIR/postgres.log)"
+  else
+    log "postgres is not running (stale postmaster.pid of pid ${pg_pid:-?} removed)"
+    rm -f "$PG_DATA/postmaster.pid"
+  fi
 fi
 rm -f "$(pidfile postgres)"
 stop_pid mariadb 60
