@@ -382,6 +382,16 @@ iceberg_catalogs() {
     grep -q -- '--- PASS: TestIcebergTables ' <<<"$out" || die "TestIcebergTables did not run"
     log "iceberg catalog ${url%%://*}: $(grep -c -- '--- PASS: TestIceberg' <<<"$out") tests passed; $(grep -o 'ok [0-9]* tables, [0-9]* rows' <<<"$out" | tr '\n' ';')"
   done
+  # The in-process appends' own tests through the REST catalog: the same
+  # table as the full committer's, two instances racing, and commits
+  # whose replies are lost or that are refused (a proxy in front of it).
+  out=$(cd "$REPO_DIR" && CDCLAKE_TEST_ICEBERG_CATALOG=$ICEBERG_REST_URL CDCLAKE_PYTHON="$REPO_DIR/.venv/bin/python" \
+    go test -count=1 -v -run 'TestAppendsAsTheFullCommitter|TestConcurrentAppends|TestRESTCommits' ./sinks/lakehouse/iceappend/ 2>&1) || {
+    echo "$out" | grep -v '^time=' | tail -n 40 >&2
+    die "the in-process appends through the REST catalog failed"
+  }
+  [[ $(grep -c -- '--- PASS: ' <<<"$out") == 3 ]] || die "the in-process appends' REST tests did not all run"
+  log "iceberg catalog http, appends in process: 3 tests passed"
   # The REST catalog once more, with the lake and the tables' metadata on
   # the S3 server: the fixture writes them there with S3FileIO, cdclake's
   # committer with its own file IO, and pyiceberg reads them from there.

@@ -619,7 +619,12 @@ func TestIcebergTables(t *testing.T) {
 				}
 				return strings.TrimSpace(string(out))
 			}
-			runBin(t, cdclake, "run", "--source", tc.source, "--sink", lakeURL, "--config", cfg)
+			_, stderr := runBin(t, cdclake, "run", "--source", tc.source, "--sink", lakeURL, "--config", cfg)
+			for _, l := range strings.Split(stderr, "\n") {
+				if strings.Contains(l, "full committer") {
+					t.Log(l)
+				}
+			}
 			first := check()
 			t.Log(first)
 			// Landed again with every commit in the committer process,

@@ -51,6 +51,13 @@ func (c *Catalog) append(ctx context.Context, s *tableState, dataset string, fil
 		if meta, err = c.newTable(dataset, adding[0]); err != nil {
 			return err
 		}
+		if c.rest != nil {
+			// The service makes the table (its uuid, its columns' ids);
+			// the snapshot is a commit to it.
+			if meta, err = c.createREST(ctx, s, dataset, meta); err != nil {
+				return err
+			}
+		}
 	}
 	props, advanced := merged(meta, recorded)
 	if len(adding) == 0 && !advanced {
@@ -83,6 +90,7 @@ func (c *Catalog) append(ctx context.Context, s *tableState, dataset string, fil
 	if err := jsonUnmarshal(meta.raw["last-column-id"], &last); err != nil {
 		return unsupported("%s: last-column-id: %v", dataset, err)
 	}
+	lastBefore := last
 	for _, fs := range schemas {
 		f, changed, err := evolve(fields, fs, &last)
 		if err != nil {
@@ -104,6 +112,15 @@ func (c *Catalog) append(ctx context.Context, s *tableState, dataset string, fil
 		if next.IdentifierFieldIDs == nil {
 			next.IdentifierFieldIDs = []int{}
 		}
+		if c.rest != nil && hasSchema(meta, next) {
+			// A REST service would take the older schema's id for it,
+			// which the manifest and the snapshot do not name.
+			return unsupported("%s: a schema the table had before", dataset)
+		}
+		u.require("assert-current-schema-id", "current-schema-id", meta.CurrentSchemaID)
+		u.require("assert-last-assigned-field-id", "last-assigned-field-id", lastBefore)
+		u.change("add-schema", "schema", next, "last-column-id", last)
+		u.change("set-current-schema", "schema-id", -1) // the one added
 		if err := errors.Join(u.setProperties(map[string]string{"schema.name-mapping.default": nameMapping(fields)}),
 			u.meta.appendTo("schemas", next), u.meta.set("current-schema-id", next.SchemaID),
 			u.meta.set("last-column-id", last)); err != nil {
@@ -348,6 +365,13 @@ func (c *Catalog) addSnapshot(ctx context.Context, dataset string, meta *tableMe
 		return err
 	}
 	refs["main"] = main
+	u.require("assert-default-spec-id", "default-spec-id", spec.SpecID)
+	u.change("add-snapshot", "snapshot", snap)
+	kv := []any{"ref-name", "main"}
+	for _, k := range slices.Sorted(maps.Keys(ref)) {
+		kv = append(kv, k, ref[k])
+	}
+	u.change("set-snapshot-ref", kv...)
 	return errors.Join(
 		m.appendTo("snapshots", snap),
 		m.appendTo("snapshot-log", map[string]any{"snapshot-id": id, "timestamp-ms": u.ts}),
@@ -356,6 +380,20 @@ func (c *Catalog) addSnapshot(ctx context.Context, dataset string, meta *tableMe
 		m.set("last-sequence-number", seq),
 		m.set("next-row-id", firstRow+rows),
 	)
+}
+
+// hasSchema reports whether meta has a schema of the same fields as sch.
+func hasSchema(meta *tableMetadata, sch schemaJSON) bool {
+	want, err := json.Marshal(sch.Fields)
+	if err != nil {
+		return false
+	}
+	for _, s := range meta.Schemas {
+		if got, err := json.Marshal(s.Fields); err == nil && bytes.Equal(got, want) {
+			return true
+		}
+	}
+	return false
 }
 
 // widen widens a partition field's summary by a value (the int or date's
@@ -474,6 +512,8 @@ func (c *Catalog) Close() error {
 	if full != nil {
 		errs = append(errs, full.Close())
 	}
-	errs = append(errs, c.cat.close())
+	if c.cat != nil {
+		errs = append(errs, c.cat.close())
+	}
 	return errors.Join(errs...)
 }

@@ -1,17 +1,21 @@
-// Package iceappend commits landed files to Iceberg tables of a SQL
-// catalog in cdclake's own process, for the common commit: files appended
-// to a table whose schema holds them, the source offsets in the
+// Package iceappend commits landed files to Iceberg tables of a SQL or a
+// REST catalog in cdclake's own process, for the common commit: files
+// appended to a table whose schema holds them, the source offsets in the
 // snapshot's summary and the table's properties (see package lakehouse).
-// It writes a manifest and a manifest list in Avro and a metadata file,
-// then moves the table's metadata location in the catalog with one
-// compare-and-swap; a table's first commit makes it, with that snapshot,
-// in one metadata file and one catalog row.
+// It writes a manifest and a manifest list in Avro. With a SQL catalog it
+// writes the metadata file too, then moves the table's metadata location
+// in the catalog with one compare-and-swap; a table's first commit makes
+// it, with that snapshot, in one metadata file and one catalog row. With
+// a REST catalog it sends the snapshot as a commit's updates, whose
+// requirements fail when another commit moved the table first, and the
+// service writes the metadata file; a table is made by a create request
+// first (the service assigns its columns' ids).
 //
 // Everything else goes to the full committer (the cdclake-lakehouse
 // process, through iceberg-go), opened at its first use: schema changes,
-// compaction, expiry, the current-state tables, a REST catalog, a type or
-// partition transform this package does not write, a table another writer
-// left in a form it does not write. So a run that only appends never
+// compaction, expiry, the current-state tables, a type or partition
+// transform this package does not write, a table another writer left in
+// a form it does not write, a commit a REST service refuses as written. So a run that only appends never
 // starts the process, whose start-up and per-table costs dominate short
 // runs (docs/lakehouse.md, Cost). A commit that loses the swap of the
 // catalog row is planned again here from the table as it is; files other
@@ -52,8 +56,11 @@ type Store interface {
 // Catalog is a lakehouse.Catalog that appends in process where it can and
 // hands the rest to the full committer.
 type Catalog struct {
-	cfg    lakehouse.Config
+	cfg lakehouse.Config
+	// cat or rest is the catalog: the rows of a SQL catalog, or a REST
+	// catalog's service.
 	cat    *sqlCatalog
+	rest   *restCatalog
 	bucket *blob.Bucket
 	store  Store
 	open   func(ctx context.Context) (lakehouse.Catalog, error)
@@ -83,7 +90,7 @@ type tableState struct {
 
 // Open returns the Catalog of cfg over a lake whose root is cfg.Warehouse
 // (bucket and store reach it), or, for a catalog this package does not
-// write (REST), the full committer open opens. inLake says whether
+// write, the full committer open opens. inLake says whether
 // cfg.Warehouse is the bucket's root: when it is not, everything goes to
 // the full committer too.
 func Open(ctx context.Context, cfg lakehouse.Config, bucket *blob.Bucket, store Store, inLake bool, log *slog.Logger,
@@ -98,11 +105,19 @@ func Open(ctx context.Context, cfg lakehouse.Config, bucket *blob.Bucket, store 
 	if err != nil {
 		return nil, fmt.Errorf("iceberg catalog: %w", err)
 	}
+	c := &Catalog{cfg: cfg, cat: cat, bucket: bucket, store: store, open: open, log: log.With("component", "iceberg"),
+		now: time.Now, tables: map[string]*tableState{}}
+	if ok {
+		return c, nil
+	}
+	props := maps.Clone(cfg.Properties)
+	if c.rest, ok, err = openREST(ctx, cfg.Catalog, props); err != nil {
+		return nil, fmt.Errorf("iceberg REST catalog %s: %w", cfg.Catalog, err)
+	}
 	if !ok {
 		return open(ctx)
 	}
-	return &Catalog{cfg: cfg, cat: cat, bucket: bucket, store: store, open: open, log: log.With("component", "iceberg"),
-		now: time.Now, tables: map[string]*tableState{}}, nil
+	return c, nil
 }
 
 // Appended and Handed count the commits made in process and those handed
@@ -166,7 +181,13 @@ func (c *Catalog) load(ctx context.Context, s *tableState, dataset string) (*tab
 	if err != nil {
 		return nil, err
 	}
-	loc, err := c.cat.location(ctx, strings.Join(ns, "."), name)
+	var loc string
+	var body []byte // the metadata, where the catalog serves it
+	if c.rest != nil {
+		loc, body, err = c.rest.load(ctx, ns, name)
+	} else {
+		loc, err = c.cat.location(ctx, strings.Join(ns, "."), name)
+	}
 	if err != nil || loc == "" {
 		s.loc, s.meta = "", nil
 		return nil, err
@@ -174,15 +195,33 @@ func (c *Catalog) load(ctx context.Context, s *tableState, dataset string) (*tab
 	if loc == s.loc && s.meta != nil {
 		return s.meta, nil
 	}
-	key, ok := c.key(loc)
-	if !ok {
-		return nil, unsupported("%s: metadata outside the lake (%s)", dataset, loc)
+	if body == nil {
+		key, ok := c.key(loc)
+		if !ok {
+			return nil, unsupported("%s: metadata outside the lake (%s)", dataset, loc)
+		}
+		if body, err = c.bucket.ReadAll(ctx, key); err != nil {
+			return nil, fmt.Errorf("reading the iceberg metadata of %s: %w", dataset, err)
+		}
 	}
-	b, err := c.bucket.ReadAll(ctx, key)
+	meta, err := c.accept(dataset, loc, body)
 	if err != nil {
-		return nil, fmt.Errorf("reading the iceberg metadata of %s: %w", dataset, err)
+		return nil, err
 	}
-	meta, err := parseMetadata(b)
+	if s.meta != nil {
+		// Moved since this process last read it: by another writer.
+		if err := c.learn(ctx, s, s.meta, meta); err != nil {
+			return nil, err
+		}
+	}
+	s.loc, s.meta = loc, meta
+	return meta, nil
+}
+
+// accept parses a table's metadata (at loc) and checks that this package
+// writes to it.
+func (c *Catalog) accept(dataset, loc string, body []byte) (*tableMetadata, error) {
+	meta, err := parseMetadata(body)
 	if err != nil {
 		// Another writer's form (a gzip-compressed metadata file): the
 		// full committer reads it.
@@ -194,13 +233,6 @@ func (c *Catalog) load(ctx context.Context, s *tableState, dataset string) (*tab
 	if meta.FormatVersion != 3 || meta.NextRowID == nil {
 		return nil, unsupported("%s: format version %d", dataset, meta.FormatVersion)
 	}
-	if s.meta != nil {
-		// Moved since this process last read it: by another writer.
-		if err := c.learn(ctx, s, s.meta, meta); err != nil {
-			return nil, err
-		}
-	}
-	s.loc, s.meta = loc, meta
 	return meta, nil
 }
 
@@ -522,6 +554,27 @@ type update struct {
 	// what names the file with prev: the commit's content (its snapshot's
 	// seed, or the offsets it records), never its time.
 	what []byte
+	// requirements and updates are the same change as a REST catalog's
+	// commit: what the table must still be, and what changes.
+	requirements, updates []any
+}
+
+// require adds a requirement of the REST commit.
+func (u *update) require(kind string, kv ...any) {
+	r := map[string]any{"type": kind}
+	for i := 0; i+1 < len(kv); i += 2 {
+		r[kv[i].(string)] = kv[i+1]
+	}
+	u.requirements = append(u.requirements, r)
+}
+
+// change adds an update of the REST commit.
+func (u *update) change(action string, kv ...any) {
+	c := map[string]any{"action": action}
+	for i := 0; i+1 < len(kv); i += 2 {
+		c[kv[i].(string)] = kv[i+1]
+	}
+	u.updates = append(u.updates, c)
 }
 
 // startUpdate starts a new metadata file from meta (at loc), logging loc
@@ -530,6 +583,10 @@ func (c *Catalog) startUpdate(meta *tableMetadata, loc string) (*update, error) 
 	next := &tableMetadata{raw: maps.Clone(meta.raw), Properties: maps.Clone(meta.Properties)}
 	ts := max(c.now().UnixMilli(), meta.LastUpdatedMS)
 	u := &update{meta: next, ts: ts, prev: loc}
+	// The table is the one read, on the snapshot read: any commit of
+	// another writer's snapshot in between fails the REST commit.
+	u.require("assert-table-uuid", "uuid", meta.TableUUID)
+	u.require("assert-ref-snapshot-id", "ref", "main", "snapshot-id", meta.CurrentSnapshotID)
 	if err := next.set("last-updated-ms", ts); err != nil {
 		return nil, err
 	}
@@ -560,12 +617,17 @@ func (u *update) setProperties(props map[string]string) error {
 		u.meta.Properties = map[string]string{}
 	}
 	maps.Copy(u.meta.Properties, props)
+	u.change("set-properties", "updates", maps.Clone(props))
 	return u.meta.set("properties", u.meta.Properties)
 }
 
 // publish writes the new metadata file and moves the table to it (makes
-// the table, for a new one); s is held.
+// the table, for a new one); with a REST catalog, sends the commit. s is
+// held.
 func (c *Catalog) publish(ctx context.Context, s *tableState, dataset string, old *tableMetadata, u *update) error {
+	if c.rest != nil {
+		return c.commitREST(ctx, s, dataset, u)
+	}
 	body, err := u.meta.encode()
 	if err != nil {
 		return err

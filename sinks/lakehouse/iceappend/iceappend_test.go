@@ -3,15 +3,23 @@ package iceappend_test
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
 	"encoding/binary"
+	"encoding/hex"
 	"fmt"
 	"log/slog"
 	"maps"
+	"net/http"
+	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -111,8 +119,35 @@ func retyped(d arrow.ArrayData, t arrow.DataType) arrow.ArrayData {
 	return array.NewData(t, d.Len(), d.Buffers(), kids, d.NullN(), d.Offset())
 }
 
+// run tells one test process's namespaces in a REST catalog from
+// another's: the service outlives the tests.
+var run = strconv.FormatInt(time.Now().UnixNano(), 36)
+
+// restCatalog returns the REST catalog's URI the tests commit to
+// (CDCLAKE_TEST_ICEBERG_CATALOG, infra/start.sh iceberg-rest); "": a
+// SQLite catalog in each lake.
+func restCatalog() string {
+	if u := os.Getenv("CDCLAKE_TEST_ICEBERG_CATALOG"); strings.HasPrefix(u, "http") {
+		return u
+	}
+	return ""
+}
+
+// config returns the catalog of the lake in dir: a SQLite file there or
+// the REST catalog, under a namespace of the lake's own.
 func config(dir string) lakehouse.Config {
-	return lakehouse.Config{Catalog: "sqlite://" + filepath.Join(dir, "catalog.db"), Warehouse: "file://" + dir}
+	cfg := lakehouse.Config{Catalog: "sqlite://" + filepath.Join(dir, "catalog.db"), Warehouse: "file://" + dir}
+	if u := restCatalog(); u != "" {
+		sum := sha256.Sum256([]byte(dir))
+		cfg.Catalog, cfg.Namespace = u, []string{"t" + run + "_" + hex.EncodeToString(sum[:6])}
+	}
+	return cfg
+}
+
+// pyArgs are pyLoad's arguments for the lake in dir.
+func pyArgs(dir string) []string {
+	cfg := config(dir)
+	return []string{dir, cfg.Catalog, strings.Join(cfg.Namespace, ".")}
 }
 
 // full opens the full committer (iceberg-go, in the test's process) of
@@ -131,6 +166,12 @@ func full(t *testing.T, dir string) *icebergsql.Iceberg {
 // committer iceberg-go's in the test's process.
 func appender(t *testing.T, dir string) *iceappend.Catalog {
 	t.Helper()
+	return appenderOf(t, dir, config(dir))
+}
+
+// appenderOf is appender with the catalog of cfg.
+func appenderOf(t *testing.T, dir string, cfg lakehouse.Config) *iceappend.Catalog {
+	t.Helper()
 	ctx := context.Background()
 	bucket, err := lake.OpenBucket(ctx, dir)
 	if err != nil {
@@ -138,9 +179,9 @@ func appender(t *testing.T, dir string) *iceappend.Catalog {
 	}
 	t.Cleanup(func() { bucket.Close() })
 	store := lake.New(bucket, memory.DefaultAllocator)
-	c, err := iceappend.Open(ctx, config(dir), bucket, store, true, slog.New(slog.DiscardHandler),
+	c, err := iceappend.Open(ctx, cfg, bucket, store, true, slog.New(slog.DiscardHandler),
 		func(ctx context.Context) (lakehouse.Catalog, error) {
-			return icebergsql.Open(ctx, config(dir), slog.New(slog.DiscardHandler))
+			return icebergsql.Open(ctx, cfg, slog.New(slog.DiscardHandler))
 		})
 	if err != nil {
 		t.Fatal(err)
@@ -164,10 +205,14 @@ func must(t *testing.T, err error) {
 // argument, as t.
 const pyLoad = `
 import sys, os
-from pyiceberg.catalog.sql import SqlCatalog
-lake = sys.argv[1]
-cat = SqlCatalog("cdclake", uri="sqlite:///" + lake + "/catalog.db", warehouse="file://" + lake)
-t = cat.load_table(("inventory", "public", "customers"))
+lake, uri, ns = sys.argv[1], sys.argv[2], sys.argv[3]
+if uri.startswith("http"):
+    from pyiceberg.catalog.rest import RestCatalog
+    cat = RestCatalog("cdclake", uri=uri)
+else:
+    from pyiceberg.catalog.sql import SqlCatalog
+    cat = SqlCatalog("cdclake", uri="sqlite:///" + lake + "/catalog.db", warehouse="file://" + lake)
+t = cat.load_table(tuple(([ns] if ns else []) + ["inventory", "public", "customers"]))
 `
 
 // dump prints, with pyiceberg, a table's schema, partition spec, every
@@ -234,7 +279,7 @@ func TestAppendsAsTheFullCommitter(t *testing.T) {
 		}
 	}
 	read := func(dir string) string {
-		out, err := exec.Command(py, "-c", dump, dir).CombinedOutput()
+		out, err := exec.Command(py, append([]string{"-c", dump}, pyArgs(dir)...)...).CombinedOutput()
 		if err != nil {
 			t.Fatalf("pyiceberg: %v\n%s", err, out)
 		}
@@ -258,7 +303,7 @@ for task in t.scan().plan_files():
     if f.value_counts.get(memo) != f.record_count or f.null_value_counts.get(memo, nulls) != nulls:
         print("memo:", f.file_path, f.record_count, f.value_counts.get(memo), f.null_value_counts.get(memo))
 `
-	if out, err := exec.Command(py, "-c", memo, inProcess).CombinedOutput(); err != nil || len(out) > 0 {
+	if out, err := exec.Command(py, append([]string{"-c", memo}, pyArgs(inProcess)...)...).CombinedOutput(); err != nil || len(out) > 0 {
 		t.Errorf("the statistics of the column of NULLs only: %v\n%s", err, out)
 	}
 
@@ -341,7 +386,7 @@ func TestConcurrentAppends(t *testing.T) {
 rows = t.scan().to_arrow()
 paths = [task.file.file_path for task in t.scan().plan_files()]
 print(rows.num_rows, len(paths), len(set(paths)), sorted(k for k in t.properties if k.startswith("cdclake.offset")))
-`, dir).CombinedOutput()
+`, pyArgs(dir)[0], pyArgs(dir)[1], pyArgs(dir)[2]).CombinedOutput()
 	if err != nil {
 		t.Fatalf("pyiceberg: %v\n%s", err, out)
 	}
@@ -357,6 +402,9 @@ print(rows.num_rows, len(paths), len(set(paths)), sorted(k for k in t.properties
 // catalog at the same place, later, write metadata objects of the same
 // names (their contents hold the time; their names do not).
 func TestReplayWritesTheSameNames(t *testing.T) {
+	if restCatalog() != "" {
+		t.Skip("a REST catalog names the metadata files itself")
+	}
 	ctx := context.Background()
 	rec, evolved := rows(t, 200)
 	dir := t.TempDir()
@@ -384,5 +432,75 @@ func TestReplayWritesTheSameNames(t *testing.T) {
 	time.Sleep(20 * time.Millisecond) // another last-updated-ms
 	if again := land(); !slices.Equal(again, first) || len(first) != 7 {
 		t.Errorf("the replay wrote %v, the first landing %v (want 3 metadata files, 2 manifests, 2 lists)", again, first)
+	}
+}
+
+// TestRESTCommitsWhoseRepliesAreLost: a REST catalog's commit applied
+// whose reply is lost (a 503 after the service took it), and one refused
+// before it was applied; each is tried again as the landing does, with
+// the same files. pyiceberg reads every row once and the offsets of the
+// last commit. The faults come from a proxy in front of the real service.
+func TestRESTCommitsWhoseRepliesAreLost(t *testing.T) {
+	uri := restCatalog()
+	if uri == "" {
+		t.Skip("needs a REST catalog: CDCLAKE_TEST_ICEBERG_CATALOG (infra/start.sh iceberg-rest)")
+	}
+	py := pyenv.Python(t, "read the tables with pyiceberg")
+	target, err := url.Parse(uri)
+	must(t, err)
+	var mode atomic.Value // "lose", "refuse" or ""
+	mode.Store("")
+	var faults atomic.Int64
+	proxy := httputil.NewSingleHostReverseProxy(target)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		commit := r.Method == http.MethodPost && strings.Contains(r.URL.Path, "/tables/")
+		switch m := mode.Load().(string); {
+		case commit && m == "refuse":
+			faults.Add(1)
+			http.Error(w, "unavailable", http.StatusServiceUnavailable)
+		case commit && m == "lose":
+			faults.Add(1)
+			rec := httptest.NewRecorder()
+			proxy.ServeHTTP(rec, r)
+			if rec.Code != http.StatusOK {
+				t.Errorf("the commit whose reply is lost: %d %s", rec.Code, rec.Body)
+			}
+			http.Error(w, "gateway timeout", http.StatusGatewayTimeout)
+		default:
+			proxy.ServeHTTP(w, r)
+		}
+	}))
+	defer srv.Close()
+
+	ctx := context.Background()
+	rec, _ := rows(t, 300)
+	dir := t.TempDir()
+	cfg := config(dir)
+	cfg.Catalog = srv.URL
+	a := appenderOf(t, dir, cfg)
+	p0 := lakehouse.Partition{Source: "topic"}
+	must(t, a.Commit(ctx, dataset, []lakehouse.File{write(t, dir, rec, 0, 0, 100)}, map[lakehouse.Partition]int64{p0: 100}, nil))
+	for i, m := range []string{"lose", "refuse"} {
+		lo, hi := 100*(i+1), 100*(i+2)
+		f := write(t, dir, rec, 0, lo, hi)
+		mode.Store(m)
+		if err := a.Commit(ctx, dataset, []lakehouse.File{f}, map[lakehouse.Partition]int64{p0: int64(hi)}, nil); err == nil {
+			t.Fatalf("the commit of %d..%d (%s): no error", lo, hi, m)
+		}
+		mode.Store("")
+		must(t, a.Commit(ctx, dataset, []lakehouse.File{f}, map[lakehouse.Partition]int64{p0: int64(hi)}, nil))
+	}
+	if faults.Load() != 2 || a.Handed() != 0 {
+		t.Errorf("%d faults, %d commits handed to the full committer; want 2 and 0", faults.Load(), a.Handed())
+	}
+	out, err := exec.Command(py, append([]string{"-c", pyLoad + `
+paths = [task.file.file_path for task in t.scan().plan_files()]
+print(t.scan().to_arrow().num_rows, len(paths), len(set(paths)), t.properties.get("cdclake.offset.topic.0"))
+`}, pyArgs(dir)...)...).CombinedOutput()
+	if err != nil {
+		t.Fatalf("pyiceberg: %v\n%s", err, out)
+	}
+	if got := strings.TrimSpace(string(out)); got != "300 3 3 300" {
+		t.Errorf("read %s, want 300 rows in 3 files, each once, and offset 300", got)
 	}
 }

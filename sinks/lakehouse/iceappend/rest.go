@@ -1,0 +1,369 @@
+package iceappend
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"maps"
+	"net/http"
+	"net/url"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+)
+
+// restCatalog is a REST catalog's service (the Iceberg REST catalog
+// protocol): it keeps each table's metadata and writes its metadata files
+// itself, from a commit's requirements and updates.
+type restCatalog struct {
+	base    string // the URI with /v1 and the prefix the service's config gives
+	sep     string // the namespace separator in a path
+	headers map[string]string
+	http    *http.Client
+
+	// token authenticates requests: the configured bearer token, or one
+	// the credential gets from the OAuth2 token endpoint (again after a
+	// 401).
+	tokenMu    sync.Mutex
+	token      string
+	credential string
+	tokenURL   string
+	scope      string
+}
+
+// restTimeout bounds each request to the service.
+const restTimeout = 60 * time.Second
+
+// openREST opens the REST catalog at uri (http or https), with the
+// catalog properties props (warehouse, token, credential, scope,
+// oauth2-server-uri, header.<name>); ok is false for another URL.
+func openREST(ctx context.Context, uri string, props map[string]string) (r *restCatalog, ok bool, err error) {
+	u, err := url.Parse(uri)
+	if err != nil || u.Scheme != "http" && u.Scheme != "https" || u.Host == "" {
+		return nil, false, nil
+	}
+	root := strings.TrimSuffix(uri, "/")
+	r = &restCatalog{base: root + "/v1", sep: "\x1f", headers: map[string]string{}, http: &http.Client{Timeout: restTimeout},
+		token: props["token"], credential: props["credential"], scope: props["scope"], tokenURL: props["oauth2-server-uri"]}
+	for k, v := range props {
+		if name, ok := strings.CutPrefix(k, "header."); ok && name != "" {
+			r.headers[name] = v
+		}
+	}
+	if r.tokenURL == "" {
+		r.tokenURL = root + "/v1/oauth/tokens"
+	}
+	if r.scope == "" {
+		r.scope = "catalog"
+	}
+	if r.token == "" && r.credential != "" {
+		if err := r.authenticate(ctx); err != nil {
+			return nil, true, err
+		}
+	}
+	cfgURL := r.base + "/config"
+	if wh := props["warehouse"]; wh != "" {
+		cfgURL += "?warehouse=" + url.QueryEscape(wh)
+	}
+	var cfg struct {
+		Defaults  map[string]string `json:"defaults"`
+		Overrides map[string]string `json:"overrides"`
+	}
+	if err := r.do(ctx, http.MethodGet, cfgURL, nil, &cfg); err != nil {
+		return nil, true, fmt.Errorf("the REST catalog's config: %w", err)
+	}
+	merged := maps.Clone(cfg.Defaults)
+	if merged == nil {
+		merged = map[string]string{}
+	}
+	maps.Copy(merged, cfg.Overrides)
+	if p := strings.Trim(merged["prefix"], "/"); p != "" {
+		r.base += "/" + p
+	}
+	if s := merged["namespace-separator"]; s != "" {
+		sep, err := url.PathUnescape(s)
+		if err != nil {
+			return nil, true, fmt.Errorf("the REST catalog's namespace-separator %q: %w", s, err)
+		}
+		r.sep = sep
+	}
+	return r, true, nil
+}
+
+// authenticate gets a token for the credential (client_id:client_secret,
+// or a secret alone) from the OAuth2 token endpoint.
+func (r *restCatalog) authenticate(ctx context.Context) error {
+	form := url.Values{"grant_type": {"client_credentials"}, "scope": {r.scope}}
+	id, secret, ok := strings.Cut(r.credential, ":")
+	if !ok {
+		id, secret = "", r.credential
+	}
+	if id != "" {
+		form.Set("client_id", id)
+	}
+	form.Set("client_secret", secret)
+	ctx, cancel := context.WithTimeout(ctx, restTimeout)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, r.tokenURL, strings.NewReader(form.Encode()))
+	if err != nil {
+		return err
+	}
+	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	resp, err := r.http.Do(req)
+	if err != nil {
+		return fmt.Errorf("the REST catalog's token: %w", err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+	var tok struct {
+		AccessToken string `json:"access_token"`
+	}
+	if resp.StatusCode != http.StatusOK || json.Unmarshal(body, &tok) != nil || tok.AccessToken == "" {
+		return fmt.Errorf("the REST catalog's token endpoint %s: %s: %s", r.tokenURL, resp.Status, strings.TrimSpace(string(body)))
+	}
+	r.tokenMu.Lock()
+	r.token = tok.AccessToken
+	r.tokenMu.Unlock()
+	return nil
+}
+
+// restError is a response of the service other than a success.
+type restError struct {
+	status  int
+	message string
+}
+
+func (e *restError) Error() string {
+	return fmt.Sprintf("the REST catalog answered %d: %s", e.status, e.message)
+}
+
+// statusOf returns the HTTP status of a restError in err; 0 for another
+// error (the request did not get an answer).
+func statusOf(err error) int {
+	var re *restError
+	if errors.As(err, &re) {
+		return re.status
+	}
+	return 0
+}
+
+// do sends a request with the JSON of in (nil: no body) and decodes the
+// answer into out (nil: ignored).
+func (r *restCatalog) do(ctx context.Context, method, u string, in, out any) error {
+	var body []byte
+	if in != nil {
+		var err error
+		if body, err = json.Marshal(in); err != nil {
+			return err
+		}
+	}
+	for attempt := 0; ; attempt++ {
+		err := r.once(ctx, method, u, body, out)
+		if statusOf(err) != http.StatusUnauthorized || attempt > 0 || r.credential == "" {
+			return err
+		}
+		// An expired token: another, once.
+		if aerr := r.authenticate(ctx); aerr != nil {
+			return errors.Join(err, aerr)
+		}
+	}
+}
+
+func (r *restCatalog) once(ctx context.Context, method, u string, body []byte, out any) error {
+	ctx, cancel := context.WithTimeout(ctx, restTimeout)
+	defer cancel()
+	var rd io.Reader
+	if body != nil {
+		rd = bytes.NewReader(body)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, u, rd)
+	if err != nil {
+		return err
+	}
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	req.Header.Set("Accept", "application/json")
+	for k, v := range r.headers {
+		req.Header.Set(k, v)
+	}
+	r.tokenMu.Lock()
+	if r.token != "" {
+		req.Header.Set("Authorization", "Bearer "+r.token)
+	}
+	r.tokenMu.Unlock()
+	resp, err := r.http.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	data, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return err
+	}
+	if resp.StatusCode < 200 || resp.StatusCode > 299 {
+		var e struct {
+			Error struct {
+				Message string `json:"message"`
+				Type    string `json:"type"`
+			} `json:"error"`
+		}
+		msg := strings.TrimSpace(string(data))
+		if json.Unmarshal(data, &e) == nil && e.Error.Message != "" {
+			msg = e.Error.Type + ": " + e.Error.Message
+		}
+		if len(msg) > 2000 {
+			msg = msg[:2000] + "…"
+		}
+		return &restError{status: resp.StatusCode, message: msg}
+	}
+	if out == nil || resp.StatusCode == http.StatusNoContent || len(data) == 0 {
+		return nil
+	}
+	return json.Unmarshal(data, out)
+}
+
+// namespaceURL returns the URL of a namespace (its levels).
+func (r *restCatalog) namespaceURL(ns []string) string {
+	return r.base + "/namespaces/" + url.PathEscape(strings.Join(ns, r.sep))
+}
+
+func (r *restCatalog) tableURL(ns []string, name string) string {
+	return r.namespaceURL(ns) + "/tables/" + url.PathEscape(name)
+}
+
+// loaded is the service's answer to a load, a create or a commit.
+type loaded struct {
+	MetadataLocation string          `json:"metadata-location"`
+	Metadata         json.RawMessage `json:"metadata"`
+}
+
+// load returns a table's metadata location and metadata; "" when the
+// catalog has no such table.
+func (r *restCatalog) load(ctx context.Context, ns []string, name string) (string, []byte, error) {
+	var out loaded
+	err := r.do(ctx, http.MethodGet, r.tableURL(ns, name), nil, &out)
+	if statusOf(err) == http.StatusNotFound {
+		return "", nil, nil
+	}
+	if err != nil {
+		return "", nil, err
+	}
+	if out.MetadataLocation == "" || len(out.Metadata) == 0 {
+		return "", nil, unsupported("%s.%s: the REST catalog's answer has no metadata", strings.Join(ns, "."), name)
+	}
+	return out.MetadataLocation, out.Metadata, nil
+}
+
+// create makes a table (its namespaces first, each level): the service
+// assigns its uuid and its columns' ids. ok is false when the catalog
+// has a table of that name already.
+func (r *restCatalog) create(ctx context.Context, ns []string, name string, req any) (loc string, body []byte, ok bool, err error) {
+	for i := 1; i <= len(ns); i++ {
+		err := r.do(ctx, http.MethodPost, r.base+"/namespaces", map[string]any{"namespace": ns[:i], "properties": map[string]string{}}, nil)
+		if err != nil && statusOf(err) != http.StatusConflict {
+			return "", nil, false, fmt.Errorf("creating the iceberg namespace %s: %w", strings.Join(ns[:i], "."), err)
+		}
+	}
+	var out loaded
+	err = r.do(ctx, http.MethodPost, r.namespaceURL(ns)+"/tables", req, &out)
+	if statusOf(err) == http.StatusConflict {
+		return "", nil, false, nil
+	}
+	if err != nil {
+		return "", nil, false, err
+	}
+	return out.MetadataLocation, out.Metadata, true, nil
+}
+
+// commit sends a table's commit: its requirements and updates. ok is
+// false when a requirement failed (another commit moved the table first).
+// An error without a status (no answer) or a 5xx leaves the commit's fate
+// unknown: the table is read again before the next one.
+func (r *restCatalog) commit(ctx context.Context, ns []string, name string, requirements, updates []any) (loc string, body []byte, ok bool, err error) {
+	req := map[string]any{"identifier": map[string]any{"namespace": ns, "name": name},
+		"requirements": requirements, "updates": updates}
+	var out loaded
+	err = r.do(ctx, http.MethodPost, r.tableURL(ns, name), req, &out)
+	if statusOf(err) == http.StatusConflict {
+		return "", nil, false, nil
+	}
+	if st := statusOf(err); st == http.StatusBadRequest || st == http.StatusUnprocessableEntity || st == http.StatusNotImplemented {
+		// A commit this service does not take as written here: the
+		// full committer makes it.
+		return "", nil, false, unsupported("%v", err)
+	}
+	if err != nil {
+		return "", nil, false, err
+	}
+	return out.MetadataLocation, out.Metadata, true, nil
+}
+
+// createREST makes the table of meta (a new table's, newTable) with the
+// REST catalog: its location, schema, partition spec and format version;
+// the service assigns its uuid and the columns' ids, so the name mapping
+// comes with the first snapshot. s is held.
+func (c *Catalog) createREST(ctx context.Context, s *tableState, dataset string, meta *tableMetadata) (*tableMetadata, error) {
+	ns, name, err := c.ident(dataset)
+	if err != nil {
+		return nil, err
+	}
+	sch, err := meta.schema()
+	if err != nil {
+		return nil, err
+	}
+	spec, err := meta.spec()
+	if err != nil {
+		return nil, err
+	}
+	req := map[string]any{"name": name, "location": meta.Location, "schema": sch, "partition-spec": spec,
+		"write-order": map[string]any{"order-id": 0, "fields": []any{}}, "stage-create": false,
+		"properties": map[string]string{"format-version": "3", "commit.retry.num-retries": "0"}}
+	loc, body, ok, err := c.rest.create(ctx, ns, name, req)
+	if st := statusOf(err); st == http.StatusBadRequest || st == http.StatusUnprocessableEntity {
+		return nil, unsupported("%s: the REST catalog does not make the table: %v", dataset, err)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("creating the iceberg table of %s: %w", dataset, err)
+	}
+	if !ok {
+		// Made meanwhile, by another instance: planned again on it.
+		return nil, fmt.Errorf("%s: %w", dataset, errConflict)
+	}
+	made, err := c.accept(dataset, loc, body)
+	if err != nil {
+		return nil, err
+	}
+	c.log.Info("iceberg table created", "table", strings.Join(append(slices.Clone(ns), name), "."), "location", meta.Location)
+	s.loc, s.meta = loc, made
+	return made, nil
+}
+
+// commitREST sends u as a commit to the REST catalog; s is held.
+func (c *Catalog) commitREST(ctx context.Context, s *tableState, dataset string, u *update) error {
+	ns, name, err := c.ident(dataset)
+	if err != nil {
+		return err
+	}
+	loc, body, ok, err := c.rest.commit(ctx, ns, name, u.requirements, u.updates)
+	if handOver(err) {
+		return err
+	}
+	if err != nil {
+		return fmt.Errorf("committing to the iceberg table of %s: %w", dataset, err)
+	}
+	if !ok {
+		return fmt.Errorf("%s: %w", dataset, errConflict)
+	}
+	// Committed: whatever the answer holds, the commit is never made
+	// again (by the full committer either); a table read again decides.
+	s.loc, s.meta = "", nil
+	if meta, err := c.accept(dataset, loc, body); err == nil {
+		s.loc, s.meta = loc, meta
+	}
+	return nil
+}
