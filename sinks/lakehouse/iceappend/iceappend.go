@@ -83,6 +83,9 @@ type tableState struct {
 	meta *tableMetadata
 	// handed is why its last commit went to the full committer.
 	handed string
+	// etag is a REST catalog's ETag of the version loc is (or ""): a
+	// load of a table that did not move since answers 304.
+	etag string
 	// foreign are the data files other writers added since this process
 	// first read the table (learn): never added again here.
 	foreign map[string]bool
@@ -181,10 +184,17 @@ func (c *Catalog) load(ctx context.Context, s *tableState, dataset string) (*tab
 	if err != nil {
 		return nil, err
 	}
-	var loc string
+	var loc, etag string
 	var body []byte // the metadata, where the catalog serves it
 	if c.rest != nil {
-		loc, body, err = c.rest.load(ctx, ns, name)
+		held := ""
+		if s.meta != nil {
+			held = s.etag
+		}
+		loc, body, etag, err = c.rest.load(ctx, ns, name, held)
+		if errors.Is(err, errNotModified) {
+			return s.meta, nil
+		}
 	} else {
 		loc, err = c.cat.location(ctx, strings.Join(ns, "."), name)
 	}
@@ -193,6 +203,7 @@ func (c *Catalog) load(ctx context.Context, s *tableState, dataset string) (*tab
 		return nil, err
 	}
 	if loc == s.loc && s.meta != nil {
+		s.etag = etag
 		return s.meta, nil
 	}
 	if body == nil {
@@ -214,7 +225,7 @@ func (c *Catalog) load(ctx context.Context, s *tableState, dataset string) (*tab
 			return nil, err
 		}
 	}
-	s.loc, s.meta = loc, meta
+	s.loc, s.meta, s.etag = loc, meta, etag
 	return meta, nil
 }
 

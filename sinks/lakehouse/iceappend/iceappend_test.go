@@ -436,10 +436,12 @@ func TestReplayWritesTheSameNames(t *testing.T) {
 }
 
 // TestRESTCommitsWhoseRepliesAreLost: a REST catalog's commit applied
-// whose reply is lost (a 503 after the service took it), and one refused
+// whose reply is lost (a 504 after the service took it), and one refused
 // before it was applied; each is tried again as the landing does, with
 // the same files. pyiceberg reads every row once and the offsets of the
 // last commit. The faults come from a proxy in front of the real service.
+// A load of the table that did not move since is answered 304, by its
+// ETag.
 func TestRESTCommitsWhoseRepliesAreLost(t *testing.T) {
 	uri := restCatalog()
 	if uri == "" {
@@ -450,8 +452,14 @@ func TestRESTCommitsWhoseRepliesAreLost(t *testing.T) {
 	must(t, err)
 	var mode atomic.Value // "lose", "refuse" or ""
 	mode.Store("")
-	var faults atomic.Int64
+	var faults, unchanged atomic.Int64
 	proxy := httputil.NewSingleHostReverseProxy(target)
+	proxy.ModifyResponse = func(r *http.Response) error {
+		if r.StatusCode == http.StatusNotModified {
+			unchanged.Add(1)
+		}
+		return nil
+	}
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		commit := r.Method == http.MethodPost && strings.Contains(r.URL.Path, "/tables/")
 		switch m := mode.Load().(string); {
@@ -492,6 +500,11 @@ func TestRESTCommitsWhoseRepliesAreLost(t *testing.T) {
 	}
 	if faults.Load() != 2 || a.Handed() != 0 {
 		t.Errorf("%d faults, %d commits handed to the full committer; want 2 and 0", faults.Load(), a.Handed())
+	}
+	// A table read that did not move since is answered by its ETag.
+	must(t, a.Commit(ctx, dataset, nil, map[lakehouse.Partition]int64{p0: 300}, nil))
+	if unchanged.Load() == 0 {
+		t.Error("no load of the table was answered 304 Not Modified")
 	}
 	out, err := exec.Command(py, append([]string{"-c", pyLoad + `
 paths = [task.file.file_path for task in t.scan().plan_files()]

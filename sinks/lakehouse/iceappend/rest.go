@@ -154,26 +154,38 @@ func statusOf(err error) int {
 // do sends a request with the JSON of in (nil: no body) and decodes the
 // answer into out (nil: ignored).
 func (r *restCatalog) do(ctx context.Context, method, u string, in, out any) error {
+	_, err := r.send(ctx, method, u, in, out, "")
+	return err
+}
+
+// errNotModified is the answer to a load of a table whose ETag is still
+// the one sent (304).
+var errNotModified = errors.New("not modified")
+
+// send is do with the ETag of the version the caller holds (If-None-Match;
+// "": none): it returns the answer's ETag, and errNotModified when the
+// service has no other version.
+func (r *restCatalog) send(ctx context.Context, method, u string, in, out any, etag string) (string, error) {
 	var body []byte
 	if in != nil {
 		var err error
 		if body, err = json.Marshal(in); err != nil {
-			return err
+			return "", err
 		}
 	}
 	for attempt := 0; ; attempt++ {
-		err := r.once(ctx, method, u, body, out)
+		tag, err := r.once(ctx, method, u, body, out, etag)
 		if statusOf(err) != http.StatusUnauthorized || attempt > 0 || r.credential == "" {
-			return err
+			return tag, err
 		}
 		// An expired token: another, once.
 		if aerr := r.authenticate(ctx); aerr != nil {
-			return errors.Join(err, aerr)
+			return "", errors.Join(err, aerr)
 		}
 	}
 }
 
-func (r *restCatalog) once(ctx context.Context, method, u string, body []byte, out any) error {
+func (r *restCatalog) once(ctx context.Context, method, u string, body []byte, out any, etag string) (string, error) {
 	ctx, cancel := context.WithTimeout(ctx, restTimeout)
 	defer cancel()
 	var rd io.Reader
@@ -182,10 +194,13 @@ func (r *restCatalog) once(ctx context.Context, method, u string, body []byte, o
 	}
 	req, err := http.NewRequestWithContext(ctx, method, u, rd)
 	if err != nil {
-		return err
+		return "", err
 	}
 	if body != nil {
 		req.Header.Set("Content-Type", "application/json")
+	}
+	if etag != "" {
+		req.Header.Set("If-None-Match", etag)
 	}
 	req.Header.Set("Accept", "application/json")
 	for k, v := range r.headers {
@@ -198,12 +213,16 @@ func (r *restCatalog) once(ctx context.Context, method, u string, body []byte, o
 	r.tokenMu.Unlock()
 	resp, err := r.http.Do(req)
 	if err != nil {
-		return err
+		return "", err
 	}
 	defer resp.Body.Close()
 	data, err := io.ReadAll(resp.Body)
 	if err != nil {
-		return err
+		return "", err
+	}
+	tag := resp.Header.Get("ETag")
+	if resp.StatusCode == http.StatusNotModified {
+		return tag, errNotModified
 	}
 	if resp.StatusCode < 200 || resp.StatusCode > 299 {
 		var e struct {
@@ -219,12 +238,12 @@ func (r *restCatalog) once(ctx context.Context, method, u string, body []byte, o
 		if len(msg) > 2000 {
 			msg = msg[:2000] + "…"
 		}
-		return &restError{status: resp.StatusCode, message: msg}
+		return "", &restError{status: resp.StatusCode, message: msg}
 	}
 	if out == nil || resp.StatusCode == http.StatusNoContent || len(data) == 0 {
-		return nil
+		return tag, nil
 	}
-	return json.Unmarshal(data, out)
+	return tag, json.Unmarshal(data, out)
 }
 
 // namespaceURL returns the URL of a namespace (its levels).
@@ -242,21 +261,24 @@ type loaded struct {
 	Metadata         json.RawMessage `json:"metadata"`
 }
 
-// load returns a table's metadata location and metadata; "" when the
-// catalog has no such table.
-func (r *restCatalog) load(ctx context.Context, ns []string, name string) (string, []byte, error) {
+// load returns a table's metadata location, metadata and ETag; "" when
+// the catalog has no such table. Given the ETag of the version the caller
+// holds (etag), it answers errNotModified while the table has no other:
+// a table's metadata grows with its snapshots, and is loaded before
+// every commit.
+func (r *restCatalog) load(ctx context.Context, ns []string, name, etag string) (string, []byte, string, error) {
 	var out loaded
-	err := r.do(ctx, http.MethodGet, r.tableURL(ns, name), nil, &out)
+	tag, err := r.send(ctx, http.MethodGet, r.tableURL(ns, name), nil, &out, etag)
 	if statusOf(err) == http.StatusNotFound {
-		return "", nil, nil
+		return "", nil, "", nil
 	}
 	if err != nil {
-		return "", nil, err
+		return "", nil, "", err
 	}
 	if out.MetadataLocation == "" || len(out.Metadata) == 0 {
-		return "", nil, unsupported("%s.%s: the REST catalog's answer has no metadata", strings.Join(ns, "."), name)
+		return "", nil, "", unsupported("%s.%s: the REST catalog's answer has no metadata", strings.Join(ns, "."), name)
 	}
-	return out.MetadataLocation, out.Metadata, nil
+	return out.MetadataLocation, out.Metadata, tag, nil
 }
 
 // create makes a table (its namespaces first, each level): the service
@@ -284,23 +306,23 @@ func (r *restCatalog) create(ctx context.Context, ns []string, name string, req 
 // false when a requirement failed (another commit moved the table first).
 // An error without a status (no answer) or a 5xx leaves the commit's fate
 // unknown: the table is read again before the next one.
-func (r *restCatalog) commit(ctx context.Context, ns []string, name string, requirements, updates []any) (loc string, body []byte, ok bool, err error) {
+func (r *restCatalog) commit(ctx context.Context, ns []string, name string, requirements, updates []any) (loc string, body []byte, etag string, ok bool, err error) {
 	req := map[string]any{"identifier": map[string]any{"namespace": ns, "name": name},
 		"requirements": requirements, "updates": updates}
 	var out loaded
-	err = r.do(ctx, http.MethodPost, r.tableURL(ns, name), req, &out)
+	etag, err = r.send(ctx, http.MethodPost, r.tableURL(ns, name), req, &out, "")
 	if statusOf(err) == http.StatusConflict {
-		return "", nil, false, nil
+		return "", nil, "", false, nil
 	}
 	if st := statusOf(err); st == http.StatusBadRequest || st == http.StatusUnprocessableEntity || st == http.StatusNotImplemented {
 		// A commit this service does not take as written here: the
 		// full committer makes it.
-		return "", nil, false, unsupported("%v", err)
+		return "", nil, "", false, unsupported("%v", err)
 	}
 	if err != nil {
-		return "", nil, false, err
+		return "", nil, "", false, err
 	}
-	return out.MetadataLocation, out.Metadata, true, nil
+	return out.MetadataLocation, out.Metadata, etag, true, nil
 }
 
 // createREST makes the table of meta (a new table's, newTable) with the
@@ -339,7 +361,7 @@ func (c *Catalog) createREST(ctx context.Context, s *tableState, dataset string,
 		return nil, err
 	}
 	c.log.Info("iceberg table created", "table", strings.Join(append(slices.Clone(ns), name), "."), "location", meta.Location)
-	s.loc, s.meta = loc, made
+	s.loc, s.meta, s.etag = loc, made, ""
 	return made, nil
 }
 
@@ -349,7 +371,7 @@ func (c *Catalog) commitREST(ctx context.Context, s *tableState, dataset string,
 	if err != nil {
 		return err
 	}
-	loc, body, ok, err := c.rest.commit(ctx, ns, name, u.requirements, u.updates)
+	loc, body, etag, ok, err := c.rest.commit(ctx, ns, name, u.requirements, u.updates)
 	if handOver(err) {
 		return err
 	}
@@ -363,7 +385,7 @@ func (c *Catalog) commitREST(ctx context.Context, s *tableState, dataset string,
 	// again (by the full committer either); a table read again decides.
 	s.loc, s.meta = "", nil
 	if meta, err := c.accept(dataset, loc, body); err == nil {
-		s.loc, s.meta = loc, meta
+		s.loc, s.meta, s.etag = loc, meta, etag
 	}
 	return nil
 }
