@@ -441,7 +441,8 @@ func TestReplayWritesTheSameNames(t *testing.T) {
 // the same files. pyiceberg reads every row once and the offsets of the
 // last commit. The faults come from a proxy in front of the real service.
 // A load of the table that did not move since is answered 304, by its
-// ETag.
+// ETag. The catalog is reached with OAuth2 client credentials: an answer
+// 401 gets another token.
 func TestRESTCommitsWhoseRepliesAreLost(t *testing.T) {
 	uri := restCatalog()
 	if uri == "" {
@@ -452,7 +453,7 @@ func TestRESTCommitsWhoseRepliesAreLost(t *testing.T) {
 	must(t, err)
 	var mode atomic.Value // "lose", "refuse" or ""
 	mode.Store("")
-	var faults, unchanged atomic.Int64
+	var faults, unchanged, tokens, unauthorized atomic.Int64
 	proxy := httputil.NewSingleHostReverseProxy(target)
 	proxy.ModifyResponse = func(r *http.Response) error {
 		if r.StatusCode == http.StatusNotModified {
@@ -462,6 +463,15 @@ func TestRESTCommitsWhoseRepliesAreLost(t *testing.T) {
 	}
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		commit := r.Method == http.MethodPost && strings.Contains(r.URL.Path, "/tables/")
+		if strings.HasSuffix(r.URL.Path, "/oauth/tokens") {
+			tokens.Add(1)
+		} else if r.Header.Get("Authorization") != "Bearer client-credentials-token:sub=cdclake" || r.Header.Get("X-Client") != "cdclake-test" {
+			t.Errorf("%s %s: Authorization %q, X-Client %q", r.Method, r.URL.Path, r.Header.Get("Authorization"), r.Header.Get("X-Client"))
+		}
+		if r.Method == http.MethodGet && strings.Contains(r.URL.Path, "/tables/") && unauthorized.CompareAndSwap(0, 1) {
+			http.Error(w, `{"error":{"message":"the token expired","type":"NotAuthorizedException","code":401}}`, http.StatusUnauthorized)
+			return
+		}
 		switch m := mode.Load().(string); {
 		case commit && m == "refuse":
 			faults.Add(1)
@@ -484,7 +494,10 @@ func TestRESTCommitsWhoseRepliesAreLost(t *testing.T) {
 	rec, _ := rows(t, 300)
 	dir := t.TempDir()
 	cfg := config(dir)
-	cfg.Catalog = srv.URL
+	// OAuth2 client credentials, whose token the service gives (its
+	// fixture's token endpoint) and takes again after a 401; a header of
+	// the configuration's own.
+	cfg.Catalog, cfg.Properties = srv.URL, map[string]string{"credential": "cdclake:secret", "header.X-Client": "cdclake-test"}
 	a := appenderOf(t, dir, cfg)
 	p0 := lakehouse.Partition{Source: "topic"}
 	must(t, a.Commit(ctx, dataset, []lakehouse.File{write(t, dir, rec, 0, 0, 100)}, map[lakehouse.Partition]int64{p0: 100}, nil))
@@ -505,6 +518,9 @@ func TestRESTCommitsWhoseRepliesAreLost(t *testing.T) {
 	must(t, a.Commit(ctx, dataset, nil, map[lakehouse.Partition]int64{p0: 300}, nil))
 	if unchanged.Load() == 0 {
 		t.Error("no load of the table was answered 304 Not Modified")
+	}
+	if tokens.Load() != 2 || unauthorized.Load() != 1 {
+		t.Errorf("%d tokens asked for after %d answers 401, want 2 after 1", tokens.Load(), unauthorized.Load())
 	}
 	out, err := exec.Command(py, append([]string{"-c", pyLoad + `
 paths = [task.file.file_path for task in t.scan().plan_files()]
