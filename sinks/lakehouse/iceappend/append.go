@@ -204,7 +204,6 @@ func (c *Catalog) addSnapshot(ctx context.Context, dataset string, meta *tableMe
 	var rows, size int64
 	summaries := make([]fieldSummary, len(spec.Fields))
 	partitions := map[string]bool{}
-	next := firstRow
 	for i, f := range files {
 		md := mds[i]
 		stats, splits, err := fileStats(md, ls)
@@ -233,9 +232,10 @@ func (c *Catalog) addSnapshot(ctx context.Context, dataset string, meta *tableMe
 			pkey += "\x00" + strconv.Itoa(int(v))
 		}
 		partitions[pkey] = true
-		first := next
+		// first_row_id stays null: an added file inherits it from the
+		// manifest's, which the manifest list assigns (row lineage).
 		df := dataFile{FilePath: c.location(f.Key), FileFormat: "PARQUET", Partition: part, RecordCount: md.NumRows,
-			FileSizeInBytes: f.Bytes, SplitOffsets: &splits, FirstRowID: &first}
+			FileSizeInBytes: f.Bytes, SplitOffsets: &splits}
 		var sizes, values, nulls []intLong
 		var lower, upper []intBytes
 		for _, fid := range slices.Sorted(maps.Keys(stats)) {
@@ -257,7 +257,6 @@ func (c *Catalog) addSnapshot(ctx context.Context, dataset string, meta *tableMe
 		df.LowerBounds, df.UpperBounds = &lower, &upper
 		snap := id
 		entries = append(entries, manifestEntry{Status: 1, SnapshotID: &snap, DataFile: df})
-		next += md.NumRows
 		rows += md.NumRows
 		size += f.Bytes
 	}

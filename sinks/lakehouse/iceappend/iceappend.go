@@ -471,10 +471,11 @@ func (c *Catalog) manifests(ctx context.Context, snap *snapshot) ([]manifestFile
 func (c *Catalog) Commit(ctx context.Context, dataset string, files []lakehouse.File, recorded map[lakehouse.Partition]int64, skip map[string]bool) error {
 	s := c.state(dataset)
 	s.Lock()
+	// A commit that failed leaves the view of the table as it was before
+	// it: when the commit went in after all (its reply was lost), the next
+	// read finds the table moved and notes its files as another writer's
+	// (learn), which are never added again.
 	err := againOnConflict(ctx, func() error { return c.append(ctx, s, dataset, files, recorded, skip) })
-	if err != nil {
-		s.loc, s.meta = "", nil // read again next time
-	}
 	if !handOver(err) {
 		s.handed = ""
 		s.Unlock()
@@ -502,9 +503,6 @@ func (c *Catalog) RecordOffsets(ctx context.Context, dataset string, recorded ma
 	s := c.state(dataset)
 	s.Lock()
 	err := againOnConflict(ctx, func() error { return c.record(ctx, s, dataset, recorded) })
-	if err != nil {
-		s.loc, s.meta = "", nil
-	}
 	s.Unlock()
 	if !handOver(err) {
 		return err
@@ -597,7 +595,7 @@ func (c *Catalog) startUpdate(meta *tableMetadata, loc string) (*update, error) 
 	// The table is the one read, on the snapshot read: any commit of
 	// another writer's snapshot in between fails the REST commit.
 	u.require("assert-table-uuid", "uuid", meta.TableUUID)
-	u.require("assert-ref-snapshot-id", "ref", "main", "snapshot-id", meta.CurrentSnapshotID)
+	u.require("assert-ref-snapshot-id", "ref", "main", "snapshot-id", meta.mainSnapshot())
 	if err := next.set("last-updated-ms", ts); err != nil {
 		return nil, err
 	}

@@ -436,9 +436,10 @@ func TestReplayWritesTheSameNames(t *testing.T) {
 }
 
 // TestRESTCommitsWhoseRepliesAreLost: a REST catalog's commit applied
-// whose reply is lost (a 504 after the service took it), and one refused
-// before it was applied; each is tried again as the landing does, with
-// the same files. pyiceberg reads every row once and the offsets of the
+// whose reply is lost (a 504 after the service took it), one refused
+// before it was applied, and one applied whose connection closes without
+// an answer, of a partition without offsets; each is tried again as the
+// landing does, with the same files. pyiceberg reads every row once and the offsets of the
 // last commit. The faults come from a proxy in front of the real service.
 // A load of the table that did not move since is answered 304, by its
 // ETag. The catalog is reached with OAuth2 client credentials: an answer
@@ -476,14 +477,24 @@ func TestRESTCommitsWhoseRepliesAreLost(t *testing.T) {
 		case commit && m == "refuse":
 			faults.Add(1)
 			http.Error(w, "unavailable", http.StatusServiceUnavailable)
-		case commit && m == "lose":
+		case commit && (m == "lose" || m == "drop"):
 			faults.Add(1)
 			rec := httptest.NewRecorder()
 			proxy.ServeHTTP(rec, r)
 			if rec.Code != http.StatusOK {
 				t.Errorf("the commit whose reply is lost: %d %s", rec.Code, rec.Body)
 			}
-			http.Error(w, "gateway timeout", http.StatusGatewayTimeout)
+			if m == "lose" {
+				http.Error(w, "gateway timeout", http.StatusGatewayTimeout)
+				return
+			}
+			// No answer at all: the connection closes.
+			conn, _, err := w.(http.Hijacker).Hijack()
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			conn.Close()
 		default:
 			proxy.ServeHTTP(w, r)
 		}
@@ -491,7 +502,7 @@ func TestRESTCommitsWhoseRepliesAreLost(t *testing.T) {
 	defer srv.Close()
 
 	ctx := context.Background()
-	rec, _ := rows(t, 300)
+	rec, _ := rows(t, 400)
 	dir := t.TempDir()
 	cfg := config(dir)
 	// OAuth2 client credentials, whose token the service gives (its
@@ -501,18 +512,23 @@ func TestRESTCommitsWhoseRepliesAreLost(t *testing.T) {
 	a := appenderOf(t, dir, cfg)
 	p0 := lakehouse.Partition{Source: "topic"}
 	must(t, a.Commit(ctx, dataset, []lakehouse.File{write(t, dir, rec, 0, 0, 100)}, map[lakehouse.Partition]int64{p0: 100}, nil))
-	for i, m := range []string{"lose", "refuse"} {
+	// The last commit records no offset for its partition: only the
+	// table's moving past the view held says its file went in.
+	for i, m := range []string{"lose", "refuse", "drop"} {
 		lo, hi := 100*(i+1), 100*(i+2)
-		f := write(t, dir, rec, 0, lo, hi)
+		f, recorded := write(t, dir, rec, 0, lo, hi), map[lakehouse.Partition]int64{p0: int64(hi)}
+		if m == "drop" {
+			f, recorded = write(t, dir, rec, 1, lo, hi), nil
+		}
 		mode.Store(m)
-		if err := a.Commit(ctx, dataset, []lakehouse.File{f}, map[lakehouse.Partition]int64{p0: int64(hi)}, nil); err == nil {
+		if err := a.Commit(ctx, dataset, []lakehouse.File{f}, recorded, nil); err == nil {
 			t.Fatalf("the commit of %d..%d (%s): no error", lo, hi, m)
 		}
 		mode.Store("")
-		must(t, a.Commit(ctx, dataset, []lakehouse.File{f}, map[lakehouse.Partition]int64{p0: int64(hi)}, nil))
+		must(t, a.Commit(ctx, dataset, []lakehouse.File{f}, recorded, nil))
 	}
-	if faults.Load() != 2 || a.Handed() != 0 {
-		t.Errorf("%d faults, %d commits handed to the full committer; want 2 and 0", faults.Load(), a.Handed())
+	if faults.Load() != 3 || a.Handed() != 0 {
+		t.Errorf("%d faults, %d commits handed to the full committer; want 3 and 0", faults.Load(), a.Handed())
 	}
 	// A table read that did not move since is answered by its ETag.
 	must(t, a.Commit(ctx, dataset, nil, map[lakehouse.Partition]int64{p0: 300}, nil))
@@ -529,7 +545,7 @@ print(t.scan().to_arrow().num_rows, len(paths), len(set(paths)), t.properties.ge
 	if err != nil {
 		t.Fatalf("pyiceberg: %v\n%s", err, out)
 	}
-	if got := strings.TrimSpace(string(out)); got != "300 3 3 300" {
-		t.Errorf("read %s, want 300 rows in 3 files, each once, and offset 300", got)
+	if got := strings.TrimSpace(string(out)); got != "400 4 4 300" {
+		t.Errorf("read %s, want 400 rows in 4 files, each once, and offset 300", got)
 	}
 }

@@ -153,3 +153,32 @@ func FuzzReadOCF(f *testing.F) {
 		_, _ = decodeAll[manifestFile](file)
 	})
 }
+
+// TestMainSnapshot: the snapshot a REST commit requires main to be at,
+// from the refs; none for a table without snapshots, whose
+// current-snapshot-id Java wrote as -1 before format version 3.
+func TestMainSnapshot(t *testing.T) {
+	for _, tc := range []struct {
+		meta string
+		want int64 // -1: none
+	}{
+		{`{"current-snapshot-id": null, "refs": {}}`, -1},
+		{`{"current-snapshot-id": -1, "refs": {}}`, -1},
+		{`{"current-snapshot-id": -1}`, -1},
+		{`{"current-snapshot-id": 7}`, 7},
+		{`{"current-snapshot-id": 7, "refs": {"main": {"snapshot-id": 7, "type": "branch"}}}`, 7},
+		{`{"current-snapshot-id": 7, "refs": {"audit": {"snapshot-id": 5, "type": "tag"}}}`, -1},
+	} {
+		m, err := parseMetadata([]byte(tc.meta))
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := int64(-1)
+		if id := m.mainSnapshot(); id != nil {
+			got = *id
+		}
+		if got != tc.want {
+			t.Errorf("%s: main at %d, want %d", tc.meta, got, tc.want)
+		}
+	}
+}

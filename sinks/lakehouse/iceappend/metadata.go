@@ -153,3 +153,19 @@ func version(location string) int {
 	}
 	return v
 }
+
+// mainSnapshot returns the snapshot main is at; nil when the table has no
+// main branch (no snapshot: current-snapshot-id is null, or -1 as Java
+// wrote it before format version 3).
+func (m *tableMetadata) mainSnapshot() *int64 {
+	var refs map[string]struct {
+		SnapshotID *int64 `json:"snapshot-id"`
+	}
+	if err := jsonUnmarshal(m.raw["refs"], &refs); err == nil && refs != nil {
+		return refs["main"].SnapshotID
+	}
+	if m.CurrentSnapshotID != nil && *m.CurrentSnapshotID >= 0 {
+		return m.CurrentSnapshotID
+	}
+	return nil
+}

@@ -21,7 +21,7 @@ import (
 // itself, from a commit's requirements and updates.
 type restCatalog struct {
 	base    string // the URI with /v1 and the prefix the service's config gives
-	sep     string // the namespace separator in a path
+	sep     string // the namespace separator in a path, encoded
 	headers map[string]string
 	http    *http.Client
 
@@ -47,7 +47,7 @@ func openREST(ctx context.Context, uri string, props map[string]string) (r *rest
 		return nil, false, nil
 	}
 	root := strings.TrimSuffix(uri, "/")
-	r = &restCatalog{base: root + "/v1", sep: "\x1f", headers: map[string]string{}, http: &http.Client{Timeout: restTimeout},
+	r = &restCatalog{base: root + "/v1", sep: "%1F", headers: map[string]string{}, http: &http.Client{Timeout: restTimeout},
 		token: props["token"], credential: props["credential"], scope: props["scope"], tokenURL: props["oauth2-server-uri"]}
 	for k, v := range props {
 		if name, ok := strings.CutPrefix(k, "header."); ok && name != "" {
@@ -76,20 +76,23 @@ func openREST(ctx context.Context, uri string, props map[string]string) (r *rest
 	if err := r.do(ctx, http.MethodGet, cfgURL, nil, &cfg); err != nil {
 		return nil, true, fmt.Errorf("the REST catalog's config: %w", err)
 	}
+	// The service's defaults, then the configuration's own, then the
+	// service's overrides.
 	merged := maps.Clone(cfg.Defaults)
 	if merged == nil {
 		merged = map[string]string{}
 	}
+	maps.Copy(merged, props)
 	maps.Copy(merged, cfg.Overrides)
 	if p := strings.Trim(merged["prefix"], "/"); p != "" {
 		r.base += "/" + p
 	}
 	if s := merged["namespace-separator"]; s != "" {
-		sep, err := url.PathUnescape(s)
-		if err != nil {
+		// Given encoded (%2E), as it goes between the levels in a path.
+		if _, err := url.PathUnescape(s); err != nil {
 			return nil, true, fmt.Errorf("the REST catalog's namespace-separator %q: %w", s, err)
 		}
-		r.sep = sep
+		r.sep = s
 	}
 	return r, true, nil
 }
@@ -175,7 +178,8 @@ func (r *restCatalog) send(ctx context.Context, method, u string, in, out any, e
 	}
 	for attempt := 0; ; attempt++ {
 		tag, err := r.once(ctx, method, u, body, out, etag)
-		if statusOf(err) != http.StatusUnauthorized || attempt > 0 || r.credential == "" {
+		// 419: the spec's "authentication timeout", a token that expired.
+		if st := statusOf(err); st != http.StatusUnauthorized && st != 419 || attempt > 0 || r.credential == "" {
 			return tag, err
 		}
 		// An expired token: another, once.
@@ -246,9 +250,14 @@ func (r *restCatalog) once(ctx context.Context, method, u string, body []byte, o
 	return tag, json.Unmarshal(data, out)
 }
 
-// namespaceURL returns the URL of a namespace (its levels).
+// namespaceURL returns the URL of a namespace: its levels, each escaped,
+// between encoded separators.
 func (r *restCatalog) namespaceURL(ns []string) string {
-	return r.base + "/namespaces/" + url.PathEscape(strings.Join(ns, r.sep))
+	levels := make([]string, len(ns))
+	for i, l := range ns {
+		levels[i] = url.PathEscape(l)
+	}
+	return r.base + "/namespaces/" + strings.Join(levels, r.sep)
 }
 
 func (r *restCatalog) tableURL(ns []string, name string) string {
@@ -281,25 +290,32 @@ func (r *restCatalog) load(ctx context.Context, ns []string, name, etag string) 
 	return out.MetadataLocation, out.Metadata, tag, nil
 }
 
-// create makes a table (its namespaces first, each level): the service
-// assigns its uuid and its columns' ids. ok is false when the catalog
-// has a table of that name already.
-func (r *restCatalog) create(ctx context.Context, ns []string, name string, req any) (loc string, body []byte, ok bool, err error) {
-	for i := 1; i <= len(ns); i++ {
-		err := r.do(ctx, http.MethodPost, r.base+"/namespaces", map[string]any{"namespace": ns[:i], "properties": map[string]string{}}, nil)
-		if err != nil && statusOf(err) != http.StatusConflict {
-			return "", nil, false, fmt.Errorf("creating the iceberg namespace %s: %w", strings.Join(ns[:i], "."), err)
+// create makes a table: the service assigns its uuid and its columns'
+// ids. Its namespaces are made (each level) only when the service has no
+// such namespace: a principal may make tables where it may not make
+// namespaces. ok is false when the catalog has a table of that name
+// already.
+func (r *restCatalog) create(ctx context.Context, ns []string, name string, req any) (loc string, body []byte, etag string, ok bool, err error) {
+	var out loaded
+	for attempt := 0; ; attempt++ {
+		etag, err = r.send(ctx, http.MethodPost, r.namespaceURL(ns)+"/tables", req, &out, "")
+		if statusOf(err) != http.StatusNotFound || attempt > 0 {
+			break
+		}
+		for i := 1; i <= len(ns); i++ {
+			err := r.do(ctx, http.MethodPost, r.base+"/namespaces", map[string]any{"namespace": ns[:i], "properties": map[string]string{}}, nil)
+			if err != nil && statusOf(err) != http.StatusConflict {
+				return "", nil, "", false, fmt.Errorf("creating the iceberg namespace %s: %w", strings.Join(ns[:i], "."), err)
+			}
 		}
 	}
-	var out loaded
-	err = r.do(ctx, http.MethodPost, r.namespaceURL(ns)+"/tables", req, &out)
 	if statusOf(err) == http.StatusConflict {
-		return "", nil, false, nil
+		return "", nil, "", false, nil
 	}
 	if err != nil {
-		return "", nil, false, err
+		return "", nil, "", false, err
 	}
-	return out.MetadataLocation, out.Metadata, true, nil
+	return out.MetadataLocation, out.Metadata, etag, true, nil
 }
 
 // commit sends a table's commit: its requirements and updates. ok is
@@ -345,7 +361,7 @@ func (c *Catalog) createREST(ctx context.Context, s *tableState, dataset string,
 	req := map[string]any{"name": name, "location": meta.Location, "schema": sch, "partition-spec": spec,
 		"write-order": map[string]any{"order-id": 0, "fields": []any{}}, "stage-create": false,
 		"properties": map[string]string{"format-version": "3", "commit.retry.num-retries": "0"}}
-	loc, body, ok, err := c.rest.create(ctx, ns, name, req)
+	loc, body, etag, ok, err := c.rest.create(ctx, ns, name, req)
 	if st := statusOf(err); st == http.StatusBadRequest || st == http.StatusUnprocessableEntity {
 		return nil, unsupported("%s: the REST catalog does not make the table: %v", dataset, err)
 	}
@@ -361,7 +377,7 @@ func (c *Catalog) createREST(ctx context.Context, s *tableState, dataset string,
 		return nil, err
 	}
 	c.log.Info("iceberg table created", "table", strings.Join(append(slices.Clone(ns), name), "."), "location", meta.Location)
-	s.loc, s.meta, s.etag = loc, made, ""
+	s.loc, s.meta, s.etag = loc, made, etag
 	return made, nil
 }
 
@@ -382,8 +398,9 @@ func (c *Catalog) commitREST(ctx context.Context, s *tableState, dataset string,
 		return fmt.Errorf("%s: %w", dataset, errConflict)
 	}
 	// Committed: whatever the answer holds, the commit is never made
-	// again (by the full committer either); a table read again decides.
-	s.loc, s.meta = "", nil
+	// again (by the full committer either). An answer without metadata
+	// this package takes leaves the view from before the commit, so the
+	// next read learns the commit's files as another writer's would be.
 	if meta, err := c.accept(dataset, loc, body); err == nil {
 		s.loc, s.meta, s.etag = loc, meta, etag
 	}
