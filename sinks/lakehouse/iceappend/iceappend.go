@@ -83,6 +83,9 @@ type tableState struct {
 	meta *tableMetadata
 	// handed is why its last commit went to the full committer.
 	handed string
+	// madeUnknown says a commit that was to make the table failed without
+	// knowing whether it went in (a reply lost).
+	madeUnknown bool
 	// etag is a REST catalog's ETag of the version loc is (or ""): a
 	// load of a table that did not move since answers 304.
 	etag string
@@ -219,12 +222,20 @@ func (c *Catalog) load(ctx context.Context, s *tableState, dataset string) (*tab
 	if err != nil {
 		return nil, err
 	}
-	if s.meta != nil {
+	switch {
+	case s.meta != nil:
 		// Moved since this process last read it: by another writer.
 		if err := c.learn(ctx, s, s.meta, meta); err != nil {
 			return nil, err
 		}
+	case s.madeUnknown:
+		// Made by a commit of this process whose reply was lost: its
+		// files, if it went in, are the table's from the start.
+		if err := c.learn(ctx, s, &tableMetadata{}, meta); err != nil {
+			return nil, err
+		}
 	}
+	s.madeUnknown = false
 	s.loc, s.meta, s.etag = loc, meta, etag
 	return meta, nil
 }
@@ -666,6 +677,7 @@ func (c *Catalog) publish(ctx context.Context, s *tableState, dataset string, ol
 		ok, err = c.cat.swap(ctx, strings.Join(ns, "."), name, u.prev, loc)
 	}
 	if err != nil {
+		s.madeUnknown = u.prev == ""
 		return fmt.Errorf("committing to the iceberg table of %s: %w", dataset, err)
 	}
 	if !ok {
