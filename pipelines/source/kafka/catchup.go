@@ -175,6 +175,12 @@ func (s *Source) checkCaughtUp() {
 			break
 		}
 		if st.unclaimed != nil {
+			if st.failedClaims < 2 {
+				// Not claimed again yet (reclaim): the assignment's
+				// claim may have had no time left.
+				done = false
+				break
+			}
 			continue // ends the run with its error, below
 		}
 		if !st.claimed {

@@ -71,7 +71,8 @@ type Config struct {
 	// lake cannot be read when it is assigned (after retries): "wait"
 	// (default) pauses it, reports it (Ready, a metric, an ERROR line) and
 	// claims it again every CommitInterval while the others land on; a
-	// run with UntilCaughtUp then ends with an error. "fail" stops the run.
+	// run with UntilCaughtUp then ends with an error, once the others are
+	// caught up and a claim again failed too. "fail" stops the run.
 	OnClaimError string
 	TLS          TLS
 	SASL         SASL

@@ -185,7 +185,7 @@ func (s *Source) claimedAt(k tp, off int64, ok bool) {
 	defer s.mu.Unlock()
 	st := s.state(k)
 	st.claimed = true
-	st.unclaimed = nil
+	st.unclaimed, st.failedClaims = nil, 0
 	s.counts.Claimed++
 	if ok {
 		// The group learns the lake's offset with the next commit, and
@@ -208,6 +208,7 @@ func (s *Source) unclaimable(k tp, err error) {
 	}
 	s.mu.Lock()
 	s.state(k).unclaimed = err
+	s.state(k).failedClaims++
 	s.mu.Unlock()
 	s.cl.PauseFetchPartitions(map[string][]int32{k.topic: {k.part}})
 	if errors.Is(err, source.ErrRecreated) {
@@ -263,6 +264,7 @@ func (s *Source) reclaim(ctx context.Context) {
 		if err != nil {
 			s.mu.Lock()
 			s.state(k).unclaimed = err
+			s.state(k).failedClaims++
 			s.mu.Unlock()
 			continue
 		}

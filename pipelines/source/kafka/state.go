@@ -40,6 +40,11 @@ type partState struct {
 	// paused, and claimed again every CommitInterval, while the others
 	// land on.
 	unclaimed error
+	// failedClaims counts the claims of it that failed since it was last
+	// claimed: the assignment's (whose retries share one bound with the
+	// assignment's other partitions, so a partition after a slow one may
+	// get no time at all) and each of reclaim's.
+	failedClaims int
 }
 
 // state returns partition k's state, made on first use; s.mu is held.
