@@ -157,7 +157,7 @@ func (c *committer) run(ctx context.Context, fail func(error) error) {
 			_ = fail(schemaAdvice(err))
 			return
 		}
-		if errors.Is(err, lakehouse.ErrOtherLake) {
+		if errors.Is(err, lakehouse.ErrOtherLake) || errors.Is(err, lakehouse.ErrRewritten) {
 			_ = fail(err)
 			return
 		}
@@ -288,7 +288,7 @@ func (c *committer) flush(ctx context.Context) error {
 		if errors.Is(err, lakehouse.ErrSchema) {
 			return schemaAdvice(err)
 		}
-		if errors.Is(err, lakehouse.ErrOtherLake) {
+		if errors.Is(err, lakehouse.ErrOtherLake) || errors.Is(err, lakehouse.ErrRewritten) {
 			return err
 		}
 		if time.Now().After(deadline) {
@@ -482,14 +482,24 @@ func (c *committer) commitTable(ctx context.Context, table string, fs []*batch.C
 	}
 	raw := map[lakehouse.Partition]source{}
 	var files []lakehouse.File
+	var again []*batch.Committing
 	for _, f := range fs {
 		p := lakehouse.Partition{Source: sinks.Sanitize(f.Source), Partition: f.Partition}
 		raw[p] = source{f.Source, f.Partition}
 		if rec, ok := view.recorded[p]; ok && f.First < rec {
-			continue // in the table: committed before its offset was recorded
+			// In the table: committed before its offset was recorded.
+			// Written again by this run (its size is known): it must
+			// still be what the table's entry says.
+			if f.Bytes > 0 {
+				again = append(again, f)
+			}
+			continue
 		}
 		files = append(files, lakehouse.File{Key: f.Key, Table: table, Schema: f.Schema, Source: p.Source,
 			Partition: f.Partition, First: f.First, Granularity: c.granularity(table), Bytes: f.Bytes, Footer: f.Footer})
+	}
+	if err := c.sameAsEntries(ctx, table, again); err != nil {
+		return err
 	}
 	recorded := map[lakehouse.Partition]int64{}
 	for p, r := range raw {
@@ -534,6 +544,29 @@ func (c *committer) commitTable(ctx context.Context, table string, fs []*batch.C
 	c.committedTo[table] = true
 	c.mu.Unlock()
 	c.log.Debug("files committed", "table", table, "files", len(files), "offsets", fmt.Sprint(recorded))
+	return nil
+}
+
+// sameAsEntries checks that files written again that table holds have
+// the sizes its entries give, where the catalog tells them
+// (lakehouse.Sizer): a file source's input that grew is landed again
+// under the same names, with more rows, and its first files then no
+// longer match their entries. The run fails with ErrRewritten.
+func (c *committer) sameAsEntries(ctx context.Context, table string, again []*batch.Committing) error {
+	sz, ok := c.ice.(lakehouse.Sizer)
+	if !ok || len(again) == 0 {
+		return nil
+	}
+	sizes, err := sz.EntrySizes(ctx, table)
+	if err != nil {
+		return err
+	}
+	for _, f := range again {
+		if size, ok := sizes[f.Key]; ok && size != f.Bytes {
+			return fmt.Errorf("%s: %s: %w (%d bytes, its entry says %d); readers that trust the entry fail on it. "+
+				"Land what an input gained as an input of its own, or into another lake", table, f.Key, lakehouse.ErrRewritten, f.Bytes, size)
+		}
+	}
 	return nil
 }
 

@@ -1235,3 +1235,38 @@ func TestDeltaStateTablesExpire(t *testing.T) {
 	}
 	t.Logf("%d replaced state files deleted", replaced)
 }
+
+// TestIcebergGrownInput: an input file landed into an Iceberg table, then
+// landed again after it grew. The file source reads it from the start and
+// writes its files again under their names, the first ones with more rows
+// than the table's entries say: the run fails, naming the file, rather
+// than leave a table whose entries no longer describe its files. The
+// same input landed again unchanged is a replay and succeeds.
+func TestIcebergGrownInput(t *testing.T) {
+	cdclake := build(t, "github.com/cdclake/cdclake/cmd/cdclake")
+	t.Setenv("CDCLAKE_LAKEHOUSE", build(t, "github.com/cdclake/cdclake/cmd/cdclake-lakehouse"))
+	whole, err := os.ReadFile(filepath.Join("..", "..", "testdata", "debezium-real", "shop.public.events.ndjson"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := bytes.SplitAfter(whole, []byte("\n"))
+	dir := t.TempDir()
+	input, lakeDir, cfg := filepath.Join(dir, "shop.public.events.ndjson"), filepath.Join(dir, "lake"), filepath.Join(dir, "c.yaml")
+	if err := os.WriteFile(cfg, []byte("defaults:\n  table_format: iceberg\nsink:\n  iceberg:\n    catalog: sqlite://"+
+		filepath.Join(dir, "catalog.db")+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(input, bytes.Join(lines[:150], nil), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	runBin(t, cdclake, "run", "--source", input, "--sink", lakeDir, "--config", cfg)
+	runBin(t, cdclake, "run", "--source", input, "--sink", lakeDir, "--config", cfg) // a replay
+	if err := os.WriteFile(input, whole, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(cdclake, "run", "--source", input, "--sink", lakeDir, "--config", cfg)
+	out, err := cmd.CombinedOutput()
+	if err == nil || !strings.Contains(string(out), "a file the table holds was written again with other content") {
+		t.Fatalf("landing the grown input: %v, want the run to fail over the file written again\n%s", err, out)
+	}
+}

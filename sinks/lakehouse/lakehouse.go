@@ -187,6 +187,20 @@ var ErrSchema = errors.New("the lakehouse table cannot hold the file's schema")
 // each lake needs a catalog, or a namespace (Config.Namespace), of its own.
 var ErrOtherLake = errors.New("the iceberg table is another lake's")
 
+// ErrRewritten is a commit's failure over a file a table holds that was
+// written again with other content (a file source's input that grew,
+// landed again under the same names): the table's entry (its size, its
+// row count, its statistics) no longer describes the file, and readers
+// that trust the entry (they read the footer at the size it gives) fail.
+var ErrRewritten = errors.New("a file the table holds was written again with other content")
+
+// Sizer is a Catalog that can tell the sizes its table's entries give
+// their data files, to check files written again against them.
+type Sizer interface {
+	// EntrySizes returns the sizes by key; nil when it cannot tell.
+	EntrySizes(ctx context.Context, dataset string) (map[string]int64, error)
+}
+
 // OffsetPrefix starts the snapshot summary keys that hold the source
 // partitions' offsets: cdclake.offset.<source>.<partition>.
 const OffsetPrefix = "cdclake.offset."
@@ -374,6 +388,17 @@ func (f *Formats) of(name string) (Catalog, error) {
 		return nil, fmt.Errorf("%s: no lakehouse table format is configured", name)
 	}
 	return c, nil
+}
+
+func (f *Formats) EntrySizes(ctx context.Context, dataset string) (map[string]int64, error) {
+	c, err := f.of(dataset)
+	if err != nil {
+		return nil, err
+	}
+	if s, ok := c.(Sizer); ok {
+		return s.EntrySizes(ctx, dataset)
+	}
+	return nil, nil
 }
 
 func (f *Formats) Offsets(ctx context.Context, dataset string) (map[Partition]int64, error) {

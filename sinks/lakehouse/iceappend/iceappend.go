@@ -309,6 +309,26 @@ func (c *Catalog) learn(ctx context.Context, s *tableState, prev, next *tableMet
 	return nil
 }
 
+// EntrySizes returns the sizes the table's entries give its data files
+// (lakehouse.Sizer); nil when this package does not read the table.
+func (c *Catalog) EntrySizes(ctx context.Context, dataset string) (map[string]int64, error) {
+	s := c.state(dataset)
+	s.Lock()
+	defer s.Unlock()
+	meta, err := c.load(ctx, s, dataset)
+	if handOver(err) || meta == nil || meta.current() == nil {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	sizes, err := c.dataFileSizes(ctx, meta.current(), 0)
+	if handOver(err) {
+		return nil, nil
+	}
+	return sizes, err
+}
+
 // addedFiles returns the keys of the data files a snapshot added.
 func (c *Catalog) addedFiles(ctx context.Context, snap *snapshot) (map[string]bool, error) {
 	return c.dataFiles(ctx, snap, snap.SnapshotID)
@@ -404,7 +424,17 @@ func (c *Catalog) landed(ctx context.Context, s *tableState, dataset string, par
 // dataFiles returns the keys of the data files a snapshot holds (those in
 // the lake); with addedBy, only those that snapshot added.
 func (c *Catalog) dataFiles(ctx context.Context, snap *snapshot, addedBy int64) (map[string]bool, error) {
-	out := map[string]bool{}
+	sizes, err := c.dataFileSizes(ctx, snap, addedBy)
+	out := make(map[string]bool, len(sizes))
+	for k := range sizes {
+		out[k] = true
+	}
+	return out, err
+}
+
+// dataFileSizes is dataFiles with each file's size as its entry says.
+func (c *Catalog) dataFileSizes(ctx context.Context, snap *snapshot, addedBy int64) (map[string]int64, error) {
+	out := map[string]int64{}
 	list, err := c.manifests(ctx, snap)
 	if err != nil {
 		return nil, err
@@ -429,6 +459,7 @@ func (c *Catalog) dataFiles(ctx context.Context, snap *snapshot, addedBy int64) 
 			Status   int32 `avro:"status"`
 			DataFile struct {
 				FilePath string `avro:"file_path"`
+				Size     int64  `avro:"file_size_in_bytes"`
 			} `avro:"data_file"`
 		}](f)
 		if err != nil {
@@ -440,7 +471,7 @@ func (c *Catalog) dataFiles(ctx context.Context, snap *snapshot, addedBy int64) 
 				live = e.Status == 1
 			}
 			if key, ok := c.key(e.DataFile.FilePath); ok && live {
-				out[key] = true
+				out[key] = e.DataFile.Size
 			}
 		}
 	}
