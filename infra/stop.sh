@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Stops every service started by infra/start.sh (Connect, the registry, Kafka,
 # versitygw, PostgreSQL, MariaDB).
-# Usage: infra/stop.sh [--purge] | infra/stop.sh s3 | kafka | connect | registry | iceberg-rest
+# Usage: infra/stop.sh [--purge] | infra/stop.sh SERVICE...
 #   --purge   also deletes the services' data ($CDCLAKE_RUN/data, conf, pids);
 #             logs and the download cache are kept.
 #   s3        stops only the S3 server (an outage; infra/start.sh s3 ends it).
@@ -13,32 +13,27 @@ set -euo pipefail
 source "$(dirname "$0")/lib.sh"
 
 purge=0
+named=()
 for a in "$@"; do
   case $a in
   --purge) purge=1 ;;
-  s3)
-    stop_pid versitygw 10
-    exit 0
-    ;;
-  kafka)
-    stop_pid kafka 60
-    exit 0
-    ;;
-  connect)
-    stop_pid connect 60
-    exit 0
-    ;;
-  registry)
-    stop_pid registry 30
-    exit 0
-    ;;
-  iceberg-rest)
-    stop_pid iceberg-rest 15
-    exit 0
-    ;;
-  *) die "usage: infra/stop.sh [--purge] | infra/stop.sh s3 | kafka | connect | registry | iceberg-rest" ;;
+  s3 | kafka | connect | registry | iceberg-rest) named+=("$a") ;;
+  *) die "usage: infra/stop.sh [--purge] | infra/stop.sh SERVICE... (s3 kafka connect registry iceberg-rest)" ;;
   esac
 done
+# Named services only: each of them, in the order given.
+if ((${#named[@]})); then
+  for a in "${named[@]}"; do
+    case $a in
+    s3) stop_pid versitygw 10 ;;
+    kafka) stop_pid kafka 60 ;;
+    connect) stop_pid connect 60 ;;
+    registry) stop_pid registry 30 ;;
+    iceberg-rest) stop_pid iceberg-rest 15 ;;
+    esac
+  done
+  exit 0
+fi
 
 # Connect first, so the connectors stop cleanly while Kafka (and the registry
 # their converters may call) are still there.
