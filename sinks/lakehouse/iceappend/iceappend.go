@@ -116,8 +116,7 @@ func Open(ctx context.Context, cfg lakehouse.Config, bucket *blob.Bucket, store 
 	if ok {
 		return c, nil
 	}
-	props := maps.Clone(cfg.Properties)
-	if c.rest, ok, err = openREST(ctx, cfg.Catalog, props); err != nil {
+	if c.rest, ok, err = openREST(ctx, cfg.Catalog, cfg.Properties); err != nil {
 		return nil, fmt.Errorf("iceberg REST catalog %s: %w", cfg.Catalog, err)
 	}
 	if !ok {
@@ -316,10 +315,10 @@ func (c *Catalog) EntrySizes(ctx context.Context, dataset string) (map[string]in
 	s.Lock()
 	defer s.Unlock()
 	meta, err := c.load(ctx, s, dataset)
-	if handOver(err) || meta == nil || meta.current() == nil {
+	if handOver(err) {
 		return nil, nil
 	}
-	if err != nil {
+	if err != nil || meta == nil || meta.current() == nil {
 		return nil, err
 	}
 	sizes, err := c.dataFileSizes(ctx, meta.current(), 0)

@@ -154,6 +154,13 @@ func statusOf(err error) int {
 	return 0
 }
 
+// refused reports whether err is the service's refusal of a request as
+// written (400, 422, 501), which the full committer may write otherwise.
+func refused(err error) bool {
+	st := statusOf(err)
+	return st == http.StatusBadRequest || st == http.StatusUnprocessableEntity || st == http.StatusNotImplemented
+}
+
 // do sends a request with the JSON of in (nil: no body) and decodes the
 // answer into out (nil: ignored).
 func (r *restCatalog) do(ctx context.Context, method, u string, in, out any) error {
@@ -330,7 +337,7 @@ func (r *restCatalog) commit(ctx context.Context, ns []string, name string, requ
 	if statusOf(err) == http.StatusConflict {
 		return "", nil, "", false, nil
 	}
-	if st := statusOf(err); st == http.StatusBadRequest || st == http.StatusUnprocessableEntity || st == http.StatusNotImplemented {
+	if refused(err) {
 		// A commit this service does not take as written here: the
 		// full committer makes it.
 		return "", nil, "", false, unsupported("%v", err)
@@ -362,7 +369,7 @@ func (c *Catalog) createREST(ctx context.Context, s *tableState, dataset string,
 		"write-order": map[string]any{"order-id": 0, "fields": []any{}}, "stage-create": false,
 		"properties": map[string]string{"format-version": "3", "commit.retry.num-retries": "0"}}
 	loc, body, etag, ok, err := c.rest.create(ctx, ns, name, req)
-	if st := statusOf(err); st == http.StatusBadRequest || st == http.StatusUnprocessableEntity {
+	if refused(err) {
 		return nil, unsupported("%s: the REST catalog does not make the table: %v", dataset, err)
 	}
 	if err != nil {
