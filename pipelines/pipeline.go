@@ -412,11 +412,17 @@ func (p *Pipeline) bindHandover(h source.Handover, bucket *blob.Bucket) {
 	h.Bind(source.Hooks{
 		Durable: b.Durable,
 		Flush: func(ctx context.Context, src string, part int32) error {
-			if err := b.FlushPartition(ctx, src, part); err != nil || p.commits == nil {
+			if err := b.FlushPartition(ctx, src, part); err != nil {
 				return err
 			}
-			// A partition is handed over with its files in their tables.
 			only := func(s string, pt int32) bool { return s == src && pt == part }
+			if p.commits == nil {
+				// Its next owner starts where this one got to: messages
+				// that needed no file (tombstones, rows already in files)
+				// moved its durable offset past its state.
+				return b.Checkpoint(ctx, only)
+			}
+			// A partition is handed over with its files in their tables.
 			if err := p.commits.commit(ctx, only); err != nil {
 				return err
 			}
@@ -651,6 +657,13 @@ func (p *Pipeline) finish(runErr error) error {
 			}
 		}
 		defer p.commits.ice.Close()
+	} else if p.fatalErr() == nil && p.journal != nil {
+		// A partition's state moves with its files; the messages read
+		// after its last file that needed none (tombstones, heartbeats,
+		// rows a replay found in files already) move it here, so that it
+		// stands where the source's offsets do: the current-state tables
+		// fold only what lies below it.
+		errs = append(errs, p.batcher.Checkpoint(flushCtx, nil))
 	}
 	// Whatever was written is durable and may be recorded, even after a
 	// failure.
