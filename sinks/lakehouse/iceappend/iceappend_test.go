@@ -436,11 +436,13 @@ func TestReplayWritesTheSameNames(t *testing.T) {
 }
 
 // TestRESTCommitsWhoseRepliesAreLost: a REST catalog's commit applied
-// whose reply is lost (a 504 after the service took it), one refused
-// before it was applied, and one applied whose connection closes without
-// an answer, of a partition without offsets; each is tried again as the
-// landing does, with the same files. pyiceberg reads every row once and the offsets of the
-// last commit. The faults come from a proxy in front of the real service.
+// whose reply is lost (a 504 after the service took it), one that failed
+// before it was applied (a 500), and one applied whose connection closes
+// without an answer, of a partition without offsets; each is tried again
+// as the landing does, with the same files. A commit answered 429 and a
+// load answered 503 are sent again at once, by the client. pyiceberg reads
+// every row once and the offsets of the last commit. The faults come from
+// a proxy in front of the real service.
 // A load of the table that did not move since is answered 304, by its
 // ETag. The catalog is reached with OAuth2 client credentials: an answer
 // 401 gets another token.
@@ -452,9 +454,9 @@ func TestRESTCommitsWhoseRepliesAreLost(t *testing.T) {
 	py := pyenv.Python(t, "read the tables with pyiceberg")
 	target, err := url.Parse(uri)
 	must(t, err)
-	var mode atomic.Value // "lose", "refuse" or ""
+	var mode atomic.Value // "lose", "refuse", "drop", "busy" or ""
 	mode.Store("")
-	var faults, unchanged, tokens, unauthorized atomic.Int64
+	var faults, unchanged, tokens, unauthorized, busy atomic.Int64
 	proxy := httputil.NewSingleHostReverseProxy(target)
 	proxy.ModifyResponse = func(r *http.Response) error {
 		if r.StatusCode == http.StatusNotModified {
@@ -476,6 +478,16 @@ func TestRESTCommitsWhoseRepliesAreLost(t *testing.T) {
 		switch m := mode.Load().(string); {
 		case commit && m == "refuse":
 			faults.Add(1)
+			http.Error(w, "internal error", http.StatusInternalServerError)
+		case m == "busy" && (commit && busy.CompareAndSwap(0, 1) || r.Method == http.MethodGet && busy.CompareAndSwap(1, 2)):
+			// Too many requests (the commit, told when to come back),
+			// then not available now (a load, told nothing): neither was
+			// processed, and each is sent again.
+			if commit {
+				w.Header().Set("Retry-After", "1")
+				http.Error(w, `{"error":{"message":"slow down","type":"TooManyRequestsException","code":429}}`, http.StatusTooManyRequests)
+				return
+			}
 			http.Error(w, "unavailable", http.StatusServiceUnavailable)
 		case commit && (m == "lose" || m == "drop"):
 			faults.Add(1)
@@ -530,6 +542,18 @@ func TestRESTCommitsWhoseRepliesAreLost(t *testing.T) {
 	if faults.Load() != 3 || a.Handed() != 0 {
 		t.Errorf("%d faults, %d commits handed to the full committer; want 3 and 0", faults.Load(), a.Handed())
 	}
+	// A commit answered 429 and a load answered 503 are sent again: the
+	// commit goes in without an error. It moves no offset, and the loads
+	// before it (to plan it) see no other commit.
+	mode.Store("busy")
+	if err := a.Commit(ctx, dataset, []lakehouse.File{write(t, dir, rec, 2, 0, 100)}, nil, nil); err != nil {
+		t.Errorf("the commit answered 429 once: %v", err)
+	}
+	must(t, a.Commit(ctx, dataset, nil, map[lakehouse.Partition]int64{p0: 300}, nil))
+	mode.Store("")
+	if busy.Load() != 2 {
+		t.Errorf("%d answers 429 or 503, want 2 (one commit, one load)", busy.Load())
+	}
 	// A table read that did not move since is answered by its ETag.
 	must(t, a.Commit(ctx, dataset, nil, map[lakehouse.Partition]int64{p0: 300}, nil))
 	if unchanged.Load() == 0 {
@@ -545,7 +569,7 @@ print(t.scan().to_arrow().num_rows, len(paths), len(set(paths)), t.properties.ge
 	if err != nil {
 		t.Fatalf("pyiceberg: %v\n%s", err, out)
 	}
-	if got := strings.TrimSpace(string(out)); got != "400 4 4 300" {
-		t.Errorf("read %s, want 400 rows in 4 files, each once, and offset 300", got)
+	if got := strings.TrimSpace(string(out)); got != "500 5 5 300" {
+		t.Errorf("read %s, want 500 rows in 5 files, each once, and offset 300", got)
 	}
 }

@@ -182,3 +182,33 @@ func TestMainSnapshot(t *testing.T) {
 		}
 	}
 }
+
+func TestRetryAfter(t *testing.T) {
+	now := time.Date(2026, 12, 7, 12, 0, 0, 0, time.UTC)
+	for _, c := range []struct {
+		header string
+		want   time.Duration
+	}{
+		{"", 0},
+		{"3", 3 * time.Second},
+		{" 7 ", 7 * time.Second},
+		{"0", 0},
+		{"-5", 0},
+		{"86400", busyWaitMax},
+		{"Mon, 07 Dec 2026 12:00:30 GMT", 30 * time.Second},
+		{"Mon, 07 Dec 2026 11:59:00 GMT", 0},
+		{"soon", 0},
+	} {
+		if got := retryAfter(c.header, now); got != c.want {
+			t.Errorf("Retry-After %q: %v, want %v", c.header, got, c.want)
+		}
+	}
+	for n, base := range map[int]time.Duration{1: time.Second, 2: 2 * time.Second, 3: 4 * time.Second, 7: busyWaitMax, 30: busyWaitMax} {
+		if got := busyWait(0, n); got < base || got > base+base/10 || got > busyWaitMax {
+			t.Errorf("wait after answer %d without Retry-After: %v, want %v plus at most a tenth", n, got, base)
+		}
+	}
+	if got := busyWait(5*time.Second, 3); got != 5*time.Second {
+		t.Errorf("wait told 5s: %v", got)
+	}
+}

@@ -8,9 +8,11 @@ import (
 	"fmt"
 	"io"
 	"maps"
+	"math/rand/v2"
 	"net/http"
 	"net/url"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -37,6 +39,16 @@ type restCatalog struct {
 
 // restTimeout bounds each request to the service.
 const restTimeout = 60 * time.Second
+
+// A request the service answers 429 (too many requests) or 503 (not
+// available now) was not processed: it is sent again, up to busyRetries
+// times, after the answer's Retry-After (at most busyWaitMax), or else
+// after 1, 2, 4… s with a tenth of jitter. A commit sent again is safe:
+// its requirements fail (409) if the first one went in after all.
+const (
+	busyRetries = 5
+	busyWaitMax = time.Minute
+)
 
 // openREST opens the REST catalog at uri (http or https), with the
 // catalog properties props (warehouse, token, credential, scope,
@@ -138,6 +150,8 @@ func (r *restCatalog) authenticate(ctx context.Context) error {
 type restError struct {
 	status  int
 	message string
+	// retryAfter is the answer's Retry-After (0: none, or not positive).
+	retryAfter time.Duration
 }
 
 func (e *restError) Error() string {
@@ -183,17 +197,59 @@ func (r *restCatalog) send(ctx context.Context, method, u string, in, out any, e
 			return "", err
 		}
 	}
-	for attempt := 0; ; attempt++ {
+	reauthenticated := false
+	for busy := 0; ; {
 		tag, err := r.once(ctx, method, u, body, out, etag)
+		switch st := statusOf(err); {
+		case (st == http.StatusTooManyRequests || st == http.StatusServiceUnavailable) && busy < busyRetries:
+			var re *restError
+			errors.As(err, &re)
+			busy++
+			t := time.NewTimer(busyWait(re.retryAfter, busy))
+			select {
+			case <-ctx.Done():
+				t.Stop()
+				return "", errors.Join(err, ctx.Err())
+			case <-t.C:
+			}
 		// 419: the spec's "authentication timeout", a token that expired.
-		if st := statusOf(err); st != http.StatusUnauthorized && st != 419 || attempt > 0 || r.credential == "" {
+		case (st == http.StatusUnauthorized || st == 419) && !reauthenticated && r.credential != "":
+			// An expired token: another, once.
+			reauthenticated = true
+			if aerr := r.authenticate(ctx); aerr != nil {
+				return "", errors.Join(err, aerr)
+			}
+		default:
 			return tag, err
 		}
-		// An expired token: another, once.
-		if aerr := r.authenticate(ctx); aerr != nil {
-			return "", errors.Join(err, aerr)
-		}
 	}
+}
+
+// busyWait is how long to wait before sending a request again after its
+// n-th answer 429 or 503 that said to retry after retryAfter (0: nothing).
+func busyWait(retryAfter time.Duration, n int) time.Duration {
+	if retryAfter > 0 {
+		return min(retryAfter, busyWaitMax)
+	}
+	d := time.Second << min(n-1, 6)
+	return min(d+rand.N(d/10+1), busyWaitMax)
+}
+
+// retryAfter reads a Retry-After header: seconds, or an HTTP date.
+func retryAfter(h string, now time.Time) time.Duration {
+	if h == "" {
+		return 0
+	}
+	if n, err := strconv.ParseInt(strings.TrimSpace(h), 10, 64); err == nil {
+		if n <= 0 {
+			return 0
+		}
+		return time.Duration(min(n, int64(busyWaitMax/time.Second))) * time.Second
+	}
+	if at, err := http.ParseTime(h); err == nil && at.After(now) {
+		return at.Sub(now)
+	}
+	return 0
 }
 
 func (r *restCatalog) once(ctx context.Context, method, u string, body []byte, out any, etag string) (string, error) {
@@ -249,7 +305,7 @@ func (r *restCatalog) once(ctx context.Context, method, u string, body []byte, o
 		if len(msg) > 2000 {
 			msg = msg[:2000] + "…"
 		}
-		return "", &restError{status: resp.StatusCode, message: msg}
+		return "", &restError{status: resp.StatusCode, message: msg, retryAfter: retryAfter(resp.Header.Get("Retry-After"), time.Now())}
 	}
 	if out == nil || resp.StatusCode == http.StatusNoContent || len(data) == 0 {
 		return tag, nil
