@@ -549,9 +549,8 @@ func (c *committer) commitTable(ctx context.Context, table string, fs []*batch.C
 
 // sameAsEntries checks that files written again that table holds have
 // the sizes its entries give, where the catalog tells them
-// (lakehouse.Sizer): a file source's input that grew is landed again
-// under the same names, with more rows, and its first files then no
-// longer match their entries. The run fails with ErrRewritten.
+// (lakehouse.Sizer): a replay writes them with the same rows. The run
+// fails with ErrRewritten otherwise.
 func (c *committer) sameAsEntries(ctx context.Context, table string, again []*batch.Committing) error {
 	sz, ok := c.ice.(lakehouse.Sizer)
 	if !ok || len(again) == 0 {
@@ -563,8 +562,8 @@ func (c *committer) sameAsEntries(ctx context.Context, table string, again []*ba
 	}
 	for _, f := range again {
 		if size, ok := sizes[f.Key]; ok && size != f.Bytes {
-			return fmt.Errorf("%s: %s: %w (%d bytes, its entry says %d); readers that trust the entry fail on it. "+
-				"Land what an input gained as an input of its own, or into another lake", table, f.Key, lakehouse.ErrRewritten, f.Bytes, size)
+			return fmt.Errorf("%s: %s: %w (%d bytes, its entry says %d); readers that trust the entry fail on it",
+				table, f.Key, lakehouse.ErrRewritten, f.Bytes, size)
 		}
 	}
 	return nil

@@ -176,7 +176,7 @@ var (
 	descEvents    = desc("events_total", "Messages read, by what they were classified as: dml, ddl, schema_change, transaction, "+
 		"stream_metadata, object_metadata, schema_record, heartbeat, tombstone, message.", "kind")
 	descSkipped = desc("skipped_messages_total", "Messages that needed no landing, by reason: filtered (tables.exclude), "+
-		"tombstone, heartbeat, logical_message.", "reason")
+		"tombstone, heartbeat, logical_message, in_table (rows an input landed again has in its lakehouse table already).", "reason")
 	descOpenFiles   = desc("open_files", "Files open (being filled).")
 	descBuffered    = desc("buffered_bytes", "Memory of open files and files being written, against max_buffered_bytes.")
 	descSpilled     = desc("spilled_bytes", "The part of buffered_bytes that open files keep as compressed rows (spilled).")
@@ -257,6 +257,7 @@ func (c collector) Collect(ch chan<- prometheus.Metric) {
 	counter(descSkipped, float64(st.Tombstones.Load()), "tombstone")
 	counter(descSkipped, float64(st.Heartbeats.Load()), "heartbeat")
 	counter(descSkipped, float64(st.Skipped.Load()), "logical_message")
+	counter(descSkipped, float64(st.InTable.Load()), "in_table")
 
 	b := p.batcher
 	mem := b.Memory()

@@ -108,6 +108,9 @@ type Pipeline struct {
 	// commits commits written files to lakehouse tables; nil when no
 	// route has a table format.
 	commits *committer
+	// resume passes over the rows an input landed again has in its
+	// lakehouse tables already (a source without partition states).
+	resume *resumer
 	// current builds the current-state tables (sink.current.interval);
 	// nil when the run builds none.
 	current *stateTables
@@ -192,6 +195,7 @@ type Stats struct {
 	Skipped     atomic.Int64 // logical messages (op m)
 	Schemas     atomic.Int64 // GoldenGate JSON Schema records
 	Filtered    atomic.Int64 // excluded tables
+	InTable     atomic.Int64 // rows a lakehouse table holds already (an input landed again)
 	DeadLetters atomic.Int64
 	Bytes       atomic.Int64
 	// Kinds counts the messages of each change.Kind: tombstones when
@@ -334,6 +338,8 @@ func New(plan *Plan, src source.Source, bucket *blob.Bucket, log *slog.Logger, o
 	}
 	if h, ok := src.(source.Handover); ok {
 		p.bindHandover(h, bucket)
+	} else if p.commits != nil {
+		p.resume = newResumer(p.commits, time.Duration(cfg.Sink.RetryFor), log)
 	}
 	p.idle = make(chan *worker, o.workers)
 	for range o.workers {

@@ -593,6 +593,17 @@ func (p *Pipeline) batchWindow(w *worker, win *window) error {
 		if s.act != actSkip && s.act != actDead {
 			p.resolve(w, s, at.Offset)
 		}
+		// cdclake's own datasets (events, DDL) are never committed.
+		if p.resume != nil && s.act == actRow && p.plan.BatchConfig(s.table.Name).Commit {
+			held, err := p.resume.holds(ctx, s.table.Name, at)
+			if err != nil {
+				return p.fail(err)
+			}
+			if held {
+				s.act = actSkip
+				p.stats.InTable.Add(1)
+			}
+		}
 		if !s.keep && (s.act == actSkip || s.act == actRow || s.act == actEvent) {
 			it := batch.Item{At: at}
 			if s.act != actSkip {

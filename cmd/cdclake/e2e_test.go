@@ -1236,37 +1236,76 @@ func TestDeltaStateTablesExpire(t *testing.T) {
 	t.Logf("%d replaced state files deleted", replaced)
 }
 
-// TestIcebergGrownInput: an input file landed into an Iceberg table, then
-// landed again after it grew. The file source reads it from the start and
-// writes its files again under their names, the first ones with more rows
-// than the table's entries say: the run fails, naming the file, rather
-// than leave a table whose entries no longer describe its files. The
-// same input landed again unchanged is a replay and succeeds.
-func TestIcebergGrownInput(t *testing.T) {
+// TestLakehouseGrownInput: an input file landed into a lakehouse table
+// (Iceberg, Delta), landed again unchanged, then landed again after it
+// grew. The file source reads it from its start each time; the rows the
+// table holds (below the offset it records) are not landed again, so the
+// replay changes no object, and the grown input's rows past it land in
+// files of their own, never over the files the table holds. The table
+// then reads as the whole input landed at once, every row once.
+func TestLakehouseGrownInput(t *testing.T) {
+	py := python(t)
 	cdclake := build(t, "github.com/cdclake/cdclake/cmd/cdclake")
 	t.Setenv("CDCLAKE_LAKEHOUSE", build(t, "github.com/cdclake/cdclake/cmd/cdclake-lakehouse"))
-	whole, err := os.ReadFile(filepath.Join("..", "..", "testdata", "debezium-real", "shop.public.events.ndjson"))
+	root := filepath.Join("..", "..")
+	whole, err := os.ReadFile(filepath.Join(root, "testdata", "debezium-real", "shop.public.events.ndjson"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	lines := bytes.SplitAfter(whole, []byte("\n"))
-	dir := t.TempDir()
-	input, lakeDir, cfg := filepath.Join(dir, "shop.public.events.ndjson"), filepath.Join(dir, "lake"), filepath.Join(dir, "c.yaml")
-	if err := os.WriteFile(cfg, []byte("defaults:\n  table_format: iceberg\nsink:\n  iceberg:\n    catalog: sqlite://"+
-		filepath.Join(dir, "catalog.db")+"\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(input, bytes.Join(lines[:150], nil), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	runBin(t, cdclake, "run", "--source", input, "--sink", lakeDir, "--config", cfg)
-	runBin(t, cdclake, "run", "--source", input, "--sink", lakeDir, "--config", cfg) // a replay
-	if err := os.WriteFile(input, whole, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	cmd := exec.Command(cdclake, "run", "--source", input, "--sink", lakeDir, "--config", cfg)
-	out, err := cmd.CombinedOutput()
-	if err == nil || !strings.Contains(string(out), "a file the table holds was written again with other content") {
-		t.Fatalf("landing the grown input: %v, want the run to fail over the file written again\n%s", err, out)
+	for _, format := range []string{"iceberg", "delta"} {
+		t.Run(format, func(t *testing.T) {
+			dir := t.TempDir()
+			// land lands input into the lake in folder name and returns
+			// the run's summary and what the table format's reader says
+			// of the lake.
+			land := func(name, input string) (summary, read string) {
+				t.Helper()
+				lakeDir, catalog := filepath.Join(dir, name), filepath.Join(dir, name+".db")
+				cfg := "defaults:\n  table_format: " + format + "\n"
+				if format == "iceberg" {
+					cfg += "sink:\n  iceberg:\n    catalog: sqlite://" + catalog + "\n"
+				}
+				stdout, stderr := runBin(t, cdclake, "run", "--source", input, "--sink", lakeDir, "--config", writeFile(t, filepath.Join(dir, name+".yaml"), cfg))
+				all := stdout + stderr
+				args := []string{filepath.Join(root, "testdata", "e2e", "delta.py"), lakeDir}
+				if format == "iceberg" {
+					args = []string{filepath.Join(root, "testdata", "e2e", "iceberg.py"), catalog, lakeDir}
+				}
+				out, err := exec.Command(py, args...).CombinedOutput()
+				if err != nil {
+					t.Fatalf("%s: %v\n%s", filepath.Base(args[0]), err, out)
+				}
+				i := strings.Index(all, "\nmessages ")
+				if i < 0 {
+					t.Fatalf("no summary:\n%s", all)
+				}
+				return all[i+1:], strings.Join(strings.Fields(string(out))[:5], " ")
+			}
+			input := writeFile(t, filepath.Join(dir, "shop.public.events.ndjson"), string(bytes.Join(lines[:150], nil)))
+			_, first := land("lake", input)
+			before := listFiles(t, filepath.Join(dir, "lake"))
+			summary, again := land("lake", input)
+			if after := listFiles(t, filepath.Join(dir, "lake")); !slices.Equal(after, before) || again != first {
+				t.Errorf("the replay: %d objects, %s; before it %d, %s", len(after), again, len(before), first)
+			}
+			if !strings.Contains(summary, "rows 0,") || !strings.Contains(summary, "in their tables already ") {
+				t.Errorf("the replay landed rows, or did not say it passed them over:\n%s", summary)
+			}
+			writeFile(t, input, string(whole))
+			summary, grown := land("lake", input)
+			for _, f := range before {
+				if strings.HasSuffix(f, ".parquet") {
+					if _, err := os.Stat(filepath.Join(dir, "lake", f)); err != nil {
+						t.Errorf("a file the table held: %v", err)
+					}
+				}
+			}
+			_, once := land("once", filepath.Join(root, "testdata", "debezium-real", "shop.public.events.ndjson"))
+			t.Logf("first %s; grown %s; the whole input at once %s\n%s", first, grown, once, summary)
+			if grown != once || grown == first {
+				t.Errorf("the grown input landed: %s, the whole input landed at once: %s (the first part: %s)", grown, once, first)
+			}
+		})
 	}
 }

@@ -809,9 +809,13 @@ func printSummary(w io.Writer, p *pipelines.Pipeline, elapsed time.Duration, int
 	tw.Flush()
 	n := st.Messages.Load()
 	rate := float64(n) / elapsed.Seconds()
-	fmt.Fprintf(w, "messages %d (%.1f MiB): rows %d, events %d, tombstones %d, heartbeats %d, skipped %d, schema records %d, filtered %d\n",
+	fmt.Fprintf(w, "messages %d (%.1f MiB): rows %d, events %d, tombstones %d, heartbeats %d, skipped %d, schema records %d, filtered %d",
 		n, float64(st.Bytes.Load())/(1<<20), st.Rows.Load(), st.Events.Load(), st.Tombstones.Load(), st.Heartbeats.Load(),
 		st.Skipped.Load(), st.Schemas.Load(), st.Filtered.Load())
+	if in := st.InTable.Load(); in > 0 {
+		fmt.Fprintf(w, ", in their tables already %d", in)
+	}
+	fmt.Fprintln(w)
 	if dl := p.DeadLetters(); len(dl) > 0 {
 		fmt.Fprintf(w, "dead letters %d: %s\n", st.DeadLetters.Load(), pipelines.DeadLetterSummary(dl))
 	} else {

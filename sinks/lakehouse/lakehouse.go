@@ -188,10 +188,13 @@ var ErrSchema = errors.New("the lakehouse table cannot hold the file's schema")
 var ErrOtherLake = errors.New("the iceberg table is another lake's")
 
 // ErrRewritten is a commit's failure over a file a table holds that was
-// written again with other content (a file source's input that grew,
-// landed again under the same names): the table's entry (its size, its
-// row count, its statistics) no longer describes the file, and readers
-// that trust the entry (they read the footer at the size it gives) fail.
+// written again with other content: the table's entry (its size, its row
+// count, its statistics) no longer describes the file, and readers that
+// trust the entry (they read the footer at the size it gives) fail. A
+// replay writes such a file again with the same rows (a Kafka partition's
+// after a crash before its state moved); a file source's input landed
+// again resumes past what the table holds. This is the check that they
+// did.
 var ErrRewritten = errors.New("a file the table holds was written again with other content")
 
 // Sizer is a Catalog that can tell the sizes its table's entries give
