@@ -339,7 +339,7 @@ func New(plan *Plan, src source.Source, bucket *blob.Bucket, log *slog.Logger, o
 	if h, ok := src.(source.Handover); ok {
 		p.bindHandover(h, bucket)
 	} else if p.commits != nil {
-		p.resume = newResumer(p.commits, time.Duration(cfg.Sink.RetryFor), log)
+		p.resume = newResumer(p.commits, p.sink.Retried, log)
 	}
 	p.idle = make(chan *worker, o.workers)
 	for range o.workers {
@@ -422,20 +422,18 @@ func (p *Pipeline) bindHandover(h source.Handover, bucket *blob.Bucket) {
 				return err
 			}
 			only := func(s string, pt int32) bool { return s == src && pt == part }
-			if p.commits == nil {
-				// Its next owner starts where this one got to: messages
-				// that needed no file (tombstones, rows already in files)
-				// moved its durable offset past its state.
-				return b.Checkpoint(ctx, only)
+			if p.commits != nil {
+				// A partition is handed over with its files in their tables.
+				if err := p.commits.commit(ctx, only); err != nil {
+					return err
+				}
+				if err := p.commits.advance(ctx, only); err != nil {
+					return err
+				}
 			}
-			// A partition is handed over with its files in their tables.
-			if err := p.commits.commit(ctx, only); err != nil {
-				return err
-			}
-			if err := p.commits.advance(ctx, only); err != nil {
-				return err
-			}
-			// Its next owner starts where its tables' commits got to.
+			// Its next owner starts where this one got to (where its
+			// tables' commits did), not where its last file's state says:
+			// messages that needed no file moved it on since.
 			return b.Checkpoint(ctx, only)
 		},
 		Drop: func(src string, part int32) {
@@ -649,26 +647,25 @@ func (p *Pipeline) finish(runErr error) error {
 	if p.fatalErr() == nil {
 		errs = append(errs, p.batcher.FlushAll(flushCtx))
 	}
+	// Each partition's state then records where the run got to, not
+	// where its last file's state says: messages that needed no file
+	// (tombstones, heartbeats, rows a replay found in files already), and
+	// files held until their tables' commits, moved it on since. The
+	// current-state tables fold only what lies below it.
+	checkpoint := p.fatalErr() == nil
 	if p.commits != nil {
 		// What was written goes into its tables before the source records
 		// it as landed; a commit that fails leaves it held, and the next
 		// run commits it.
-		if p.fatalErr() == nil {
+		if checkpoint {
 			if err := p.commits.flush(flushCtx); err != nil {
 				errs = append(errs, err)
-			} else {
-				// The next run starts where the commits got to, not
-				// where the states of the files written before them say.
-				errs = append(errs, p.batcher.Checkpoint(flushCtx, nil))
+				checkpoint = false
 			}
 		}
 		defer p.commits.ice.Close()
-	} else if p.fatalErr() == nil && p.journal != nil {
-		// A partition's state moves with its files; the messages read
-		// after its last file that needed none (tombstones, heartbeats,
-		// rows a replay found in files already) move it here, so that it
-		// stands where the source's offsets do: the current-state tables
-		// fold only what lies below it.
+	}
+	if checkpoint {
 		errs = append(errs, p.batcher.Checkpoint(flushCtx, nil))
 	}
 	// Whatever was written is durable and may be recorded, even after a

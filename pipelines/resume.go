@@ -8,7 +8,6 @@ import (
 	"log/slog"
 	"maps"
 	"sync"
-	"time"
 
 	"github.com/cdclake/cdclake/sinks"
 	"github.com/cdclake/cdclake/sinks/lakehouse"
@@ -27,9 +26,10 @@ import (
 // The offsets are read once per table, at its first row: the run's own
 // commits move them only past what it read.
 type resumer struct {
-	c        *committer
-	retryFor time.Duration
-	log      *slog.Logger
+	c *committer
+	// retried runs a read the landing waits for (lake.Sink.Retried).
+	retried func(ctx context.Context, key string, read func() error) error
+	log     *slog.Logger
 
 	mu     sync.Mutex
 	tables map[string]*floors
@@ -44,8 +44,8 @@ type floors struct {
 	told     map[lakehouse.Partition]bool
 }
 
-func newResumer(c *committer, retryFor time.Duration, log *slog.Logger) *resumer {
-	return &resumer{c: c, retryFor: retryFor, log: log, tables: map[string]*floors{}}
+func newResumer(c *committer, retried func(context.Context, string, func() error) error, log *slog.Logger) *resumer {
+	return &resumer{c: c, retried: retried, log: log, tables: map[string]*floors{}}
 }
 
 // holds reports whether table holds the row at at already.
@@ -77,23 +77,22 @@ func (r *resumer) holds(ctx context.Context, table string, at sinks.Position) (b
 	return true, nil
 }
 
-// offsets reads the offsets table records, retried for retryFor: without
-// them, where its rows resume is unknown.
+// offsets reads the offsets table records, retried through an outage as
+// the landing's reads are: without them, where its rows resume is unknown.
 func (r *resumer) offsets(ctx context.Context, table string) (map[lakehouse.Partition]int64, error) {
-	deadline := time.Now().Add(r.retryFor)
-	for wait := 250 * time.Millisecond; ; wait = min(2*wait, 10*time.Second) {
+	var recorded map[lakehouse.Partition]int64
+	err := r.retried(ctx, table, func() error {
 		v, err := r.c.view(ctx, table, nil)
-		if err == nil {
-			r.c.mu.Lock()
-			defer r.c.mu.Unlock()
-			return maps.Clone(v.recorded), nil
+		if err != nil {
+			return err
 		}
-		if time.Now().Add(wait).After(deadline) || ctx.Err() != nil {
-			return nil, fmt.Errorf("reading the offsets the table %s records, past which an input landed again resumes: %w", table, err)
-		}
-		select {
-		case <-ctx.Done():
-		case <-time.After(wait):
-		}
+		r.c.mu.Lock()
+		recorded = maps.Clone(v.recorded)
+		r.c.mu.Unlock()
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("reading the offsets the table %s records, past which an input landed again resumes: %w", table, err)
 	}
+	return recorded, nil
 }
